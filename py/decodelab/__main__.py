@@ -1,0 +1,5 @@
+import sys
+
+from decodelab.cli import main
+
+sys.exit(main())

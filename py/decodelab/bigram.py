@@ -1,0 +1,87 @@
+"""A count-based bigram model: P(next | previous) from counts with add-alpha smoothing.
+
+Training is counting how often each character follows each other character (EOS marks both
+the start and the end of a sequence), adding alpha to every cell so nothing has probability 0,
+and normalising each row. The logits it hands to the decoder are the row's log-probabilities:
+a valid set of logits (softmax of them gives the row back).
+
+Dimension legend: V vocabulary size (EOS + characters).
+
+Left out: any context beyond one token (the transformer has that).
+"""
+
+import io
+
+import numpy as np
+
+from decodelab.tokenizer import EOS, CharTokenizer
+
+
+def pair_ids(sequences, tokenizer: CharTokenizer):
+    """All (previous, next) id pairs of the sequences, each wrapped in EOS ... EOS."""
+    prev, nxt = [], []
+    for s in sequences:
+        ids = [EOS] + tokenizer.encode(s) + [EOS]
+        prev.extend(ids[:-1])
+        nxt.extend(ids[1:])
+    return np.asarray(prev, dtype=np.int64), np.asarray(nxt, dtype=np.int64)
+
+
+class BigramModel:
+    kind = "bigram"
+
+    def __init__(self, counts: np.ndarray, tokenizer: CharTokenizer, alpha: float = 1.0):
+        V = tokenizer.vocab_size
+        assert counts.shape == (V, V), "counts must be (V, V)"
+        self.counts = counts  # (V, V) int64, row = previous token, column = next token
+        self.tokenizer = tokenizer
+        self.alpha = float(alpha)
+        smoothed = counts + self.alpha  # (V, V)
+        self.log_probs = np.log(smoothed / smoothed.sum(axis=1, keepdims=True))  # (V, V)
+        self.log_probs.setflags(write=False)  # rows are handed out as logits: never edited
+        self.context_size = 1
+
+    @classmethod
+    def fit(cls, corpus, alpha: float = 1.0) -> "BigramModel":
+        tokenizer = CharTokenizer(corpus.chars)
+        V = tokenizer.vocab_size
+        prev, nxt = pair_ids(corpus.train, tokenizer)
+        counts = np.bincount(prev * V + nxt, minlength=V * V).reshape(V, V)  # (V, V)
+        return cls(counts.astype(np.int64), tokenizer, alpha)
+
+    @property
+    def n_params(self) -> int:
+        return self.counts.size
+
+    def nll(self, sequences) -> float:
+        """Mean negative log-likelihood in nats per predicted token (EOS included)."""
+        prev, nxt = pair_ids(sequences, self.tokenizer)
+        return float(-self.log_probs[prev, nxt].mean())
+
+    def session(self, max_tokens: int = 0) -> "BigramSession":
+        return BigramSession(self)
+
+    def save(self, path) -> None:
+        np.savez(path, counts=self.counts, chars=np.array(self.tokenizer.chars),
+                 alpha=np.array(self.alpha))
+
+    @classmethod
+    def load(cls, path_or_bytes) -> "BigramModel":
+        src = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, bytes) else path_or_bytes
+        with np.load(src) as z:
+            return cls(z["counts"].astype(np.int64), CharTokenizer(str(z["chars"])),
+                       float(z["alpha"]))
+
+
+class BigramSession:
+    """One generation's state. A bigram only needs the last token, so there is nothing to cache."""
+
+    def __init__(self, model: BigramModel):
+        self.model = model
+
+    def prefill(self, ids) -> np.ndarray:
+        last = ids[-1] if len(ids) else EOS  # an empty prompt starts a new sequence
+        return self.model.log_probs[last]  # (V,)
+
+    def decode(self, token_id: int) -> np.ndarray:
+        return self.model.log_probs[token_id]  # (V,)

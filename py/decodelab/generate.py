@@ -1,0 +1,172 @@
+"""The generation loop: prefill the prompt, then one decode step at a time, one record per step.
+
+The same generator drives the CLI, the tests and the browser page. A model provides a
+`session()` with `prefill(ids) -> logits (V,)` and `decode(token_id) -> logits (V,)`; everything
+about choosing tokens lives here and in `sampling`, nothing of it in the models.
+
+Each step:
+  1. logits from the model (prefill for step 0, decode afterwards)
+  2. EOS blocked while fewer than min_new_tokens exist, or for the whole run with ignore_eos
+  3. repetition penalty on ids already in prompt + output
+  4. temperature and the filters in the chosen order -> the final distribution
+  5. one uniform draw u -> the token (greedy: argmax, no draw)
+  6. the stop rules, each checked in one place below
+
+Dimension legend: V vocabulary size.
+"""
+
+import numpy as np
+
+from decodelab import sampling
+from decodelab.stopping import StopMatcher
+from decodelab.tokenizer import EOS
+
+TOP_N = 10  # candidates recorded per step (plus the chosen token if it is not among them)
+
+
+class Generation:
+    """One run. Iterate it to get step records; afterwards read finish_reason and text."""
+
+    def __init__(self, model, settings):
+        self.model = model
+        self.settings = settings
+        self.tokenizer = model.tokenizer
+        self.prompt_ids = self.tokenizer.encode(settings.prompt)  # FieldError on unknown chars
+        self.rng = np.random.default_rng(settings.seed)
+        self.stopper = StopMatcher(settings.stop, settings.include_stop)
+        self.records = []
+        self.output_ids = []
+        self.finish_reason = None
+        self.stop_reason = None
+        self._steps = self._run()
+
+    def __iter__(self):
+        return self._steps
+
+    def __next__(self):
+        return next(self._steps)
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+    @property
+    def text(self) -> str:
+        return self.stopper.visible
+
+    def cancel(self) -> str:
+        """Stop between steps. Returns the held-back text that this releases (if any)."""
+        if self.finish_reason is not None:
+            return ""
+        self._steps.close()
+        return self._finish("cancelled", None)
+
+    def run(self) -> "Generation":
+        for _ in self:
+            pass
+        return self
+
+    def _finish(self, finish_reason, stop_reason) -> str:
+        self.finish_reason, self.stop_reason = finish_reason, stop_reason
+        return self.stopper.flush() if stop_reason is None or stop_reason == "eos" else ""
+
+    def _run(self):
+        s = self.settings
+        V = self.tokenizer.vocab_size
+        session = self.model.session(len(self.prompt_ids) + s.max_new_tokens)
+        logits = session.prefill(self.prompt_ids)  # (V,)
+        seen = np.zeros(V, dtype=bool)  # ids in prompt + output, for the repetition penalty
+        seen[self.prompt_ids] = True
+        greedy = s.is_greedy
+        compare_orders = not greedy and sampling.filters_active(s.top_k, s.top_p, s.min_p) \
+            and s.temperature != 1.0
+        for step in range(s.max_new_tokens):
+            z = logits
+            # rule: EOS is blocked before min_new_tokens, and always with ignore_eos
+            if s.ignore_eos or step < s.min_new_tokens:
+                z = z.copy()
+                z[EOS] = -np.inf
+            z = sampling.apply_repetition_penalty(z, seen, s.repetition_penalty)
+            p_temp, kept, p_final = sampling.decode_distribution(
+                z, temperature=s.temperature, greedy=greedy, top_k=s.top_k, top_p=s.top_p,
+                min_p=s.min_p, order=s.order)
+            if greedy:
+                u, token = None, int(np.argmax(p_final))
+            else:
+                u = float(self.rng.random())  # exactly one draw per sampled step
+                token = sampling.pick(p_final, u)
+            orders_differ = False
+            if compare_orders:
+                other = "filter-first" if s.order == "temperature-first" else "temperature-first"
+                orders_differ = bool((sampling.kept_set(
+                    z, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
+                    order=other) != kept).any())
+            self.output_ids.append(token)
+            seen[token] = True
+            record = self._record(step, logits, p_temp, kept, p_final, token, u, orders_differ)
+            if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
+                record["emit"] = self._finish("stop", "eos")
+            else:
+                record["emit"] = self.stopper.push(self.tokenizer.label(token))
+                if self.stopper.matched is not None:  # rule: a stop string matched
+                    self._finish("stop", self.stopper.matched)
+                elif step == s.max_new_tokens - 1:  # rule: the budget is used up
+                    record["emit"] += self._finish("length", None)
+            self.records.append(record)
+            yield record
+            if self.finish_reason is not None:
+                return
+            logits = session.decode(token)
+        if self.finish_reason is None:  # only reachable if max_new_tokens were 0
+            self._finish("length", None)
+
+    def _record(self, step, logits, p_temp, kept, p_final, token, u, orders_differ) -> dict:
+        label = self.tokenizer.label
+        p_raw = sampling.softmax(logits)  # (V,) what the model itself scored, at T=1
+        top = np.argsort(-p_temp, kind="stable")[:TOP_N]  # likeliest after temperature first
+        if token not in top:
+            top = np.append(top, token)
+        return {
+            "step": step,
+            "phase": "prefill" if step == 0 else "decode",
+            "token_id": token,
+            "token_text": label(token),
+            "prob": float(p_final[token]),
+            "u": u,
+            "entropy": sampling.entropy(p_final),
+            "entropy_raw": sampling.entropy(p_raw),
+            "kept_count": int(kept.sum()),
+            "orders_differ": orders_differ,
+            "top": [{"token_id": int(i), "token_text": label(int(i)), "p_raw": float(p_raw[i]),
+                     "p_temp": float(p_temp[i]), "kept": bool(kept[i]),
+                     "p_final": float(p_final[i])} for i in top],
+        }
+
+    def trace(self) -> dict:
+        """The trace contract: settings, prompt, visible text, finish and every step record."""
+        return {
+            "settings": self.settings.to_json(),
+            "prompt": self.settings.prompt,
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "stop_reason": self.stop_reason,
+            "steps": self.records,
+        }
+
+
+def start(library, raw: dict) -> Generation:
+    """Validate raw settings against what the library holds, load the model, begin a run.
+
+    Raises FieldErrors (every bad field at once) or FieldError (prompt, dataset, model).
+    """
+    from decodelab.errors import FieldErrors
+    from decodelab.settings import validate
+
+    settings = validate(raw, datasets=library.datasets())
+    model = library.model(settings.model, settings.dataset)
+    try:
+        return Generation(model, settings)
+    except Exception as e:
+        if hasattr(e, "field"):
+            raise FieldErrors([e]) from None
+        raise

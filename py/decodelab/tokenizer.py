@@ -1,0 +1,58 @@
+"""Characters <-> token ids, with a distinct end-of-sequence symbol.
+
+Id 0 is EOS (label "<eos>"); ids 1..V-1 are the corpus characters in sorted order. A bigram or
+transformer reads EOS as "start of a sequence" too, which is why an empty prompt is valid.
+EOS never becomes visible text: `decode` drops it.
+
+Left out on purpose: subword merges (a character vocabulary keeps every step easy to read).
+"""
+
+from decodelab.errors import FieldError
+
+EOS = 0
+EOS_LABEL = "<eos>"
+
+
+class CharTokenizer:
+    def __init__(self, chars: str):
+        chars = "".join(sorted(set(chars)))
+        if not chars:
+            raise ValueError("a tokenizer needs at least one character")
+        self.chars = chars
+        self.vocab_size = len(chars) + 1
+        self._ids = {c: i + 1 for i, c in enumerate(chars)}
+        self._labels = [EOS_LABEL] + list(chars)
+
+    def encode(self, text: str, field: str = "prompt") -> list:
+        """Text to ids; unknown characters are reported by name, all at once."""
+        unknown = sorted({c for c in text if c not in self._ids})
+        if unknown:
+            shown = " ".join(repr(c) for c in unknown[:12]) + (" ..." if len(unknown) > 12 else "")
+            raise FieldError(field, f"Prompt has characters this model has never seen: {shown}. "
+                                    f"Use only: {describe_chars(self.chars)}.")
+        return [self._ids[c] for c in text]
+
+    def decode(self, ids) -> str:
+        return "".join(self._labels[i] for i in ids if i != EOS)
+
+    def label(self, token_id: int) -> str:
+        return self._labels[token_id]
+
+    def labels(self) -> list:
+        return list(self._labels)
+
+
+def describe_chars(chars: str) -> str:
+    """A short human description of a character set, e.g. "a-z" or "a-z, A-Z, 0-9 and ' -"."""
+    ranges = [("abcdefghijklmnopqrstuvwxyz", "a-z"), ("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "A-Z"),
+              ("0123456789", "0-9")]
+    parts, rest = [], set(chars)
+    for letters, name in ranges:
+        if set(letters) <= rest:
+            parts.append(name)
+            rest -= set(letters)
+    named = {" ": "space", "\n": "newline", "\t": "tab"}
+    others = [named.get(c, c) for c in sorted(rest)]
+    if len(others) > 20:
+        others = others[:20] + ["..."]
+    return ", ".join(parts + others) if parts or others else "(nothing)"
