@@ -154,10 +154,23 @@ COMMANDS = {"probs": cmd_probs, "generate": cmd_generate, "kv-memory": cmd_kv_me
             "eval": cmd_eval}
 
 
+def _join_number_lists(argv: list) -> list:
+    """Let `--logits -1,2` work: argparse would read "-1,2" as an option, so glue it on."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("--logits", "--probs") and i + 1 < len(argv):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_join_number_lists(sys.argv[1:] if argv is None else argv))
     except UsageError as e:
         print(str(e).replace("\n", " "), file=sys.stderr)
         return 2

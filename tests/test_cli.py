@@ -1,0 +1,94 @@
+"""The CLI contract: JSON on stdout, exit status 2 and one line naming the option on bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
+    return subprocess.run([sys.executable, "-m", "decodelab", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT)
+
+
+def ok(*args):
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_probs_worked_numbers():
+    out = ok("probs", "--logits", "2,1", "--temperature", "0.5")
+    assert [round(p, 3) for p in out["probs"]] == [0.881, 0.119] and out["kept"] == [True, True]
+    out = ok("probs", "--probs", "0.6,0.25,0.15", "--top-p", "0.8")
+    assert [round(p, 3) for p in out["probs"]] == [0.706, 0.294, 0.0]
+    assert out["kept"] == [True, True, False]
+    out = ok("probs", "--logits", "-0.5108,-1.3863,-1.8971", "--temperature", "2", "--top-p",
+             "0.8", "--order", "filter-first")
+    assert [round(p, 3) for p in out["probs"]] == [0.608, 0.392, 0.0]
+    out = ok("probs", "--logits", "1,1,1,0", "--greedy")
+    assert out["probs"] == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_kv_memory_worked_numbers():
+    out = ok("kv-memory", "--layers", "32", "--kv-heads", "8", "--head-dim", "128",
+             "--bytes-per-element", "2", "--tokens", "4096")
+    assert out == {"bytes_per_token": 131072, "total_bytes": 512 * 2**20}
+    out = ok("kv-memory", "--layers", "32", "--kv-heads", "8", "--head-dim", "128",
+             "--bytes-per-element", "2", "--tokens", "4096", "--sequences", "8")
+    assert out["total_bytes"] == 4 * 2**30
+
+
+@pytest.mark.parametrize("args, option", [
+    (["probs", "--logits", "2,1", "--temperature", "-1"], "--temperature"),
+    (["probs", "--logits", "2,x"], "--logits"),
+    (["probs", "--probs", "0.5,0.5", "--top-p", "0"], "--top-p"),
+    (["probs", "--probs", "0.5,0.5", "--top-k", "-3"], "--top-k"),
+    (["probs", "--logits", "2,1", "--order", "random"], "--order"),
+    (["kv-memory", "--layers", "0", "--kv-heads", "8", "--head-dim", "128",
+      "--bytes-per-element", "2", "--tokens", "1"], "--layers"),
+    (["generate", "--seed", "1.5"], "--seed"),
+    (["generate", "--seed", "1", "--max-new-tokens", "100000"], "--max-new-tokens"),
+    (["generate", "--seed", "1", "--prompt", "ZED"], "--prompt"),
+    (["generate", "--seed", "1", "--dataset", "poems"], "--dataset"),
+    (["generate", "--seed", "1", "--stop", ""], "--stop"),
+    (["generate"], "--seed"),
+    (["probs", "--logits", "1", "--bogus", "3"], "--bogus"),
+    (["eval", "--model", "gpt", "--dataset", "names"], "--model"),
+])
+def test_bad_arguments_exit_2_with_one_line(args, option, artifacts):
+    r = cli(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0], r.stderr
+    assert r.stdout == ""
+
+
+def test_generate_json_trace_is_reproducible(artifacts):
+    args = ["generate", "--model", "bigram", "--dataset", "names", "--prompt", "ma", "--seed",
+            "11", "--temperature", "0.8", "--top-k", "10", "--max-new-tokens", "20", "--json"]
+    a, b = ok(*args), ok(*args)
+    assert a == b
+    assert a["prompt"] == "ma" and a["settings"]["seed"] == 11
+    assert a["finish_reason"] in ("stop", "length") and a["steps"]
+    other = ok(*args[:-3], "--seed", "12", "--max-new-tokens", "20", "--json")
+    assert other["settings"]["seed"] == 12
+
+
+def test_generate_stop_string_and_length(artifacts):
+    t = ok("generate", "--dataset", "prose", "--prompt", "The ", "--seed", "3", "--max-new-tokens",
+           "400", "--stop", "e", "--json")
+    assert (t["finish_reason"], t["stop_reason"]) == ("stop", "e") and "e" not in t["text"]
+    t = ok("generate", "--dataset", "prose", "--seed", "3", "--max-new-tokens", "7",
+           "--ignore-eos", "--json")
+    assert (t["finish_reason"], t["stop_reason"], len(t["text"])) == ("length", None, 7)
+
+
+def test_eval_reports_nats_and_params(artifacts):
+    out = ok("eval", "--model", "bigram", "--dataset", "names")
+    assert 1.5 < out["val_nll"] < 3.3 and out["params"] == 27 * 27
