@@ -77,8 +77,7 @@ def advance(budget_ms: float = 12.0) -> str:
     global _last
     run = _run
     if run is None:
-        return json.dumps({"steps": [], "done": True, "finish_reason": None,
-                           "stop_reason": None, "text": ""})
+        return _status_empty()
     deadline = time.perf_counter() + budget_ms / 1000.0
     steps = []
     for record in run:
@@ -123,3 +122,15 @@ def probs(request_json: str) -> str:
         return json.dumps({"ok": True, **probs_from_request(json.loads(request_json))})
     except (FieldError, FieldErrors) as e:
         return _errors(e)
+
+
+def bench(settings_json: str) -> str:
+    """Time one whole run, step records included, inside whichever Python runs this.
+
+    The benchmark calls this natively and in the browser, so the two numbers time the same code.
+    """
+    run = start_generation(_library, json.loads(settings_json))
+    t0 = time.perf_counter()
+    n = sum(1 for _ in run)
+    seconds = time.perf_counter() - t0
+    return json.dumps({"steps": n, "seconds": seconds, "steps_per_second": n / seconds})
