@@ -24,7 +24,8 @@ def pair_ids(sequences, tokenizer: CharTokenizer):
         ids = [EOS] + tokenizer.encode(s) + [EOS]
         prev.extend(ids[:-1])
         nxt.extend(ids[1:])
-    return np.asarray(prev, dtype=np.int64), np.asarray(nxt, dtype=np.int64)
+    # np.intp: the platform's index type (32-bit in WebAssembly), which bincount insists on
+    return np.asarray(prev, dtype=np.intp), np.asarray(nxt, dtype=np.intp)
 
 
 class BigramModel:

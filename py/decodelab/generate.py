@@ -18,6 +18,7 @@ Dimension legend: V vocabulary size.
 import numpy as np
 
 from decodelab import sampling
+from decodelab.errors import FieldError, FieldErrors
 from decodelab.stopping import StopMatcher
 from decodelab.tokenizer import EOS
 
@@ -133,6 +134,8 @@ class Generation:
             "token_text": label(token),
             "prob": float(p_final[token]),
             "u": u,
+            # final mass of the ids before the chosen one: u landed in [cdf_before, +prob)
+            "cdf_before": float(p_final[:token].sum()),
             "entropy": sampling.entropy(p_final),
             "entropy_raw": sampling.entropy(p_raw),
             "kept_count": int(kept.sum()),
@@ -159,14 +162,30 @@ def start(library, raw: dict) -> Generation:
 
     Raises FieldErrors (every bad field at once) or FieldError (prompt, dataset, model).
     """
-    from decodelab.errors import FieldErrors
     from decodelab.settings import validate
 
-    settings = validate(raw, datasets=library.datasets())
+    try:
+        settings = validate(raw, datasets=library.datasets())
+    except FieldErrors as e:
+        raise FieldErrors(e.errors + _prompt_errors(library, raw, e.errors)) from None
     model = library.model(settings.model, settings.dataset)
     try:
         return Generation(model, settings)
-    except Exception as e:
-        if hasattr(e, "field"):
-            raise FieldErrors([e]) from None
-        raise
+    except FieldError as e:
+        raise FieldErrors([e]) from None
+
+
+def _prompt_errors(library, raw, errors) -> list:
+    """Report an out-of-vocabulary prompt together with other bad fields, when we can tell."""
+    from decodelab.settings import Settings
+
+    bad = {e.field for e in errors}
+    if bad & {"prompt", "model", "dataset"} or not isinstance(raw.get("prompt", ""), str):
+        return []
+    defaults = Settings()
+    try:
+        model = library.model(raw.get("model", defaults.model), raw.get("dataset", defaults.dataset))
+        model.tokenizer.encode(raw.get("prompt", ""))
+    except FieldError as e:
+        return [e]
+    return []

@@ -114,15 +114,17 @@ def decode_distribution(z, *, temperature=1.0, greedy=False, top_k=0, top_p=1.0,
         return p_temp, kept, kept.astype(np.float64)
     p_temp = softmax(z, temperature)
     if not filters_active(top_k, top_p, min_p):
-        return p_temp, np.ones(z.shape[0], dtype=bool), p_temp
-    if order == "temperature-first":
+        kept, p_final = np.ones(z.shape[0], dtype=bool), p_temp
+    elif order == "temperature-first":
         kept, p_final = apply_filters(p_temp, top_k, top_p, min_p)
     elif order == "filter-first":
         kept, _ = apply_filters(softmax(z) if temperature != 1.0 else p_temp, top_k, top_p, min_p)
         p_final = renormalise(p_temp, kept)
     else:
         raise ValueError(f"order must be temperature-first or filter-first; got {order!r}")
-    return p_temp, kept, p_final
+    # A token that cannot be drawn is not "kept": a blocked EOS (-inf), or a probability that
+    # underflowed to 0 at a low temperature (which would otherwise tie with the k-th at 0).
+    return p_temp, kept & (p_final > 0), p_final
 
 
 def kept_set(z, *, temperature, top_k, top_p, min_p, order) -> np.ndarray:

@@ -67,9 +67,9 @@ def start(settings_json: str) -> str:
     return json.dumps({"ok": True, "settings": run.settings.to_json()})
 
 
-def _status(run, steps) -> str:
+def _status(run, steps, emit="") -> str:
     return json.dumps({"steps": steps, "done": run.done, "finish_reason": run.finish_reason,
-                       "stop_reason": run.stop_reason, "text": run.text})
+                       "stop_reason": run.stop_reason, "text": run.text, "emit": emit})
 
 
 def advance(budget_ms: float = 12.0) -> str:
@@ -94,9 +94,9 @@ def cancel() -> str:
     run = _run
     if run is None:
         return _status_empty()
-    run.cancel()
+    released = run.cancel()  # text held back for a possible stop string is visible after all
     _last = run
-    return _status(run, [])
+    return _status(run, [], released)
 
 
 def _status_empty() -> str:

@@ -1,0 +1,878 @@
+// decodelab's page: settings form, streaming text, step inspector. Python runs in worker.js;
+// this module only sends plain settings objects there and draws what comes back.
+
+import { checkField, checkTogether, describeChars, splitLines } from "./validate.js";
+import {
+  candidateRows, drawSegments, el, finishSentence, fixed, pct, plural, readable, seconds, spoken,
+} from "./render.js";
+
+// --- DOM references ---------------------------------------------------------------------------
+
+const $ = (id) => document.getElementById(id);
+const root = document.documentElement;
+const dom = {
+  status: $("status"),
+  bootBox: $("boot"),
+  bootTime: $("boot-time"),
+  bootProgress: $("boot-progress"),
+  phases: $("phases"),
+  bootError: $("boot-error"),
+  bootErrorMessage: $("boot-error-message"),
+  form: $("settings"),
+  formError: $("form-error"),
+  model: $("model"),
+  modelHint: $("model-hint"),
+  dataset: $("dataset"),
+  datasetHint: $("dataset-hint"),
+  prompt: $("prompt"),
+  vocab: $("vocab"),
+  vocabList: $("vocab-list"),
+  vocabSummary: $("vocab-summary"),
+  vocabWords: $("vocab-words"),
+  greedy: $("greedy"),
+  temperature: $("temperature"),
+  reset: $("reset"),
+  generate: $("generate"),
+  stop: $("stop-button"),
+  slow: $("slow"),
+  exportButton: $("export"),
+  runMeta: $("run-meta"),
+  textPlaceholder: $("text-placeholder"),
+  text: $("text"),
+  textPrompt: $("text-prompt"),
+  textGen: $("text-gen"),
+  finishText: $("finish-text"),
+  endMarker: $("end-marker"),
+  inspectorEmpty: $("inspector-empty"),
+  inspectorBody: $("inspector-body"),
+  prevStep: $("prev-step"),
+  nextStep: $("next-step"),
+  stepCount: $("step-count"),
+  stepper: $("stepper"),
+  stepSummary: $("step-summary"),
+  stats: $("stats"),
+  stepNotes: $("step-notes"),
+  candsCaption: $("cands-caption"),
+  candRows: $("cand-rows"),
+  tableNote: $("table-note"),
+  draw: $("draw"),
+  drawCaption: $("draw-caption"),
+  drawStrip: $("draw-strip"),
+  trainForm: $("train-form"),
+  trainText: $("train-text"),
+  trainButton: $("train-button"),
+  trainResult: $("train-result"),
+  credits: $("credits"),
+};
+
+// Settings controls by field name (the control's name attribute is the field name).
+const FIELD_NAMES = [
+  "model", "dataset", "prompt", "seed", "temperature", "greedy", "top_k", "top_p", "min_p",
+  "repetition_penalty", "order", "max_new_tokens", "min_new_tokens", "stop", "include_stop",
+  "ignore_eos",
+];
+const controls = Object.fromEntries(FIELD_NAMES.map((name) => [name, dom.form.elements[name]]));
+const SAMPLING_ONLY = ["temperature", "top_k", "top_p", "min_p", "order"];
+const PHASES = ["runtime", "numpy", "decodelab", "assets"];
+const SLOW_MS = 140; // pause after each step in slow motion
+
+// What each kind of model does, in a sentence (Python may send its own description instead).
+const MODEL_HINTS = {
+  bigram: "A bigram model looks only at the last character. Its scores are the logarithms of how often each character followed that one in the training text.",
+  transformer: "A tiny transformer reads every earlier character through attention. It keeps their keys and values in a cache, so each new step computes only one new position.",
+};
+const PREFILL_NOTES = {
+  bigram: "First step: the model has read the prompt (prefill); a bigram only needs its last character. Each later step feeds in the character just chosen (decode).",
+  transformer: "First step: the model has read the whole prompt at once (prefill) and cached its keys and values. Each later step feeds in only the character just chosen and reads the cache (decode).",
+};
+
+// --- state ------------------------------------------------------------------------------------
+
+const state = {
+  info: null,
+  specs: {}, // field name -> spec from Python
+  datasets: {}, // dataset name -> description (including the learner's own text once trained)
+  nextId: 1,
+  pending: null, // the run requested but not started yet: {id, resolve}
+  run: null, // the run on screen
+  errors: {}, // field name -> message currently shown
+  trained: null,
+};
+
+function setState(name) {
+  root.dataset.state = name;
+}
+
+// --- worker -------------------------------------------------------------------------------------
+
+const worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+const replies = new Map(); // request id -> {resolve, reject} for trace / train / probs
+
+let readyResolve;
+let readyReject;
+const ready = new Promise((resolve, reject) => {
+  readyResolve = resolve;
+  readyReject = reject;
+});
+ready.catch(() => {}); // a failed boot is shown on the page; tests may still await the rejection
+
+// What tests and embedding pages can wait on instead of sleeping.
+const hooks = {
+  ready,
+  lastRun: null,
+  get state() {
+    return root.dataset.state;
+  },
+  get info() {
+    return state.info;
+  },
+  trace: () => request({ type: "trace" }).then((m) => m.json),
+  // Start a run with exactly these settings, skipping the page's own checks (Python still
+  // checks them; errors appear next to the fields). Resolves like lastRun.
+  generate: (settings) => (root.dataset.state === "ready"
+    ? startRun(settings)
+    : Promise.reject(new Error(`not ready (state ${root.dataset.state})`))),
+  probs: (req) => request({ type: "probs", request: req }).then((m) => m.result),
+  bench: (settings) => request({ type: "bench", settings }).then((m) => m.result),
+  timings: null, // boot phases in ms, from the worker, once ready
+};
+window.decodelab = hooks;
+
+function request(message) {
+  const id = state.nextId++;
+  return new Promise((resolve, reject) => {
+    replies.set(id, { resolve, reject });
+    worker.postMessage({ ...message, id });
+  });
+}
+
+worker.addEventListener("message", (event) => {
+  const m = event.data;
+  switch (m.type) {
+    case "progress": return onProgress(m);
+    case "ready": return onReady(m);
+    case "boot-error": return onBootError(m.message);
+    case "started": return onStarted(m);
+    case "steps": return onSteps(m);
+    case "done": return onDone(m);
+    case "invalid": return onInvalid(m);
+    case "error": return onError(m);
+    case "trained": return onTrained(m);
+    default: {
+      const reply = replies.get(m.id);
+      if (reply) {
+        replies.delete(m.id);
+        reply.resolve(m);
+      }
+    }
+  }
+});
+
+worker.addEventListener("error", (event) => {
+  event.preventDefault();
+  if (root.dataset.state === "loading") {
+    onBootError(`The background worker that runs Python could not start${event.message ? `: ${event.message}` : "."}`);
+  }
+});
+
+// --- boot -------------------------------------------------------------------------------------
+
+function onProgress(m) {
+  if (root.dataset.state !== "loading") return; // late news after a failure
+  dom.status.textContent = m.label;
+  dom.bootProgress.value = m.fraction;
+  dom.bootTime.textContent = seconds(m.ms);
+  const index = PHASES.indexOf(m.phase);
+  for (const li of dom.phases.children) {
+    const i = PHASES.indexOf(li.dataset.phase);
+    li.dataset.state = m.phase === "ready" || i < index ? "done" : i === index ? "active" : "pending";
+    if (li.dataset.state === "active") li.setAttribute("aria-current", "step");
+    else li.removeAttribute("aria-current");
+  }
+}
+
+function onReady({ info, timings }) {
+  state.info = info;
+  hooks.timings = { ...(timings || {}), page_ready_ms: Math.round(performance.now()) };
+  for (const spec of info.fields || []) state.specs[spec.name] = spec;
+  state.datasets = { ...(info.datasets || {}) };
+  fillChoices(info);
+  applySettings(info.defaults || {});
+  writeCredits(info);
+  setEnabled(true);
+  updateGreedyNotes();
+  const t = timings || {};
+  dom.status.textContent = `Ready. Python started in ${seconds(t.total_ms || 0)}.`;
+  dom.bootTime.textContent = [
+    ["runtime", t.runtime_ms], ["numpy", t.numpy_ms], ["package", t.decodelab_ms], ["data", t.assets_ms],
+  ].filter(([, ms]) => ms != null).map(([what, ms]) => `${what} ${seconds(ms)}`).join(" · ");
+  dom.bootBox.classList.add("is-ready");
+  setState("ready");
+  readyResolve(info);
+}
+
+function onBootError(message) {
+  if (root.dataset.state === "error") return;
+  setState("error");
+  const failed = [...dom.phases.children].find((li) => li.dataset.state === "active");
+  dom.status.textContent = failed ? `Start-up stopped at: ${failed.textContent.trim()}.` : "Start-up stopped.";
+  dom.bootBox.classList.add("is-failed");
+  for (const li of dom.phases.children) {
+    if (li.dataset.state === "active") li.dataset.state = "failed";
+  }
+  dom.bootError.hidden = false;
+  dom.bootErrorMessage.textContent = message;
+  setEnabled(false);
+  readyReject(new Error(message));
+}
+
+function fillChoices(info) {
+  replaceOptions(controls.model, (info.models || []).map((m) => [m.id, m.label || m.id]));
+  replaceOptions(controls.dataset, Object.entries(state.datasets).map(([name, d]) => [name, d.label || name]));
+  const order = state.specs.order;
+  if (order && order.choices) replaceOptions(controls.order, order.choices.map((c) => [c, c]));
+  for (const [name, spec] of Object.entries(state.specs)) {
+    const control = controls[name];
+    if (!control || control.type !== "number") continue;
+    if (spec.min != null) control.min = spec.min;
+    if (spec.max != null) control.max = spec.max;
+  }
+}
+
+function replaceOptions(select, pairs) {
+  if (!pairs.length) return;
+  select.replaceChildren(...pairs.map(([value, label]) => {
+    const option = el("option", null, label);
+    option.value = value;
+    return option;
+  }));
+}
+
+function writeCredits(info) {
+  const parts = Object.values(info.datasets || {}).map((d) => {
+    const bits = [d.label, d.source, d.licence && `licence: ${d.licence}`].filter(Boolean);
+    return bits.join(", ");
+  });
+  dom.credits.textContent = `decodelab ${info.version || ""}.${parts.length ? ` Training text: ${parts.join("; ")}.` : ""}`;
+}
+
+function setEnabled(on) {
+  for (const control of Object.values(controls)) control.disabled = !on;
+  dom.reset.disabled = !on;
+  dom.slow.disabled = !on;
+  dom.trainText.disabled = !on;
+  dom.trainButton.disabled = !on;
+  dom.generate.disabled = !on;
+  dom.stop.disabled = true;
+}
+
+// --- form values ----------------------------------------------------------------------------
+
+function applySettings(values) {
+  for (const [name, value] of Object.entries(values)) {
+    const control = controls[name];
+    if (!control) continue;
+    if (control.type === "checkbox") control.checked = Boolean(value);
+    else if (name === "stop") control.value = (value || []).join("\n");
+    else control.value = value == null ? "" : String(value);
+  }
+  for (const name of FIELD_NAMES) showError(name, null);
+  describeDataset();
+  updateGreedyNotes();
+}
+
+function vocabOf(dataset) {
+  const d = state.datasets[dataset];
+  return d && Array.isArray(d.vocab) ? d.vocab.filter((t) => t !== "<eos>") : null;
+}
+
+function checkOne(name) {
+  const spec = state.specs[name];
+  const control = controls[name];
+  if (!spec || !control) return { value: control && readRaw(control) };
+  const ctx = { badInput: control.validity && control.validity.badInput };
+  if (name === "prompt") ctx.vocab = vocabOf(controls.dataset.value);
+  if (name === "dataset") ctx.choices = [...controls.dataset.options].map((o) => o.value);
+  if (name === "model") ctx.choices = [...controls.model.options].map((o) => o.value);
+  return checkField(spec, readRaw(control), ctx);
+}
+
+function readRaw(control) {
+  return control.type === "checkbox" ? control.checked : control.value;
+}
+
+/** Check every field; show each error next to its field. Returns {settings} or {errors}. */
+function collect() {
+  const settings = {};
+  const errors = {};
+  for (const name of FIELD_NAMES) {
+    const result = checkOne(name);
+    if (result.error) errors[name] = result.error;
+    else settings[name] = result.value;
+  }
+  Object.assign(errors, checkTogether(settings));
+  for (const name of FIELD_NAMES) showError(name, errors[name] || null);
+  return Object.keys(errors).length ? { errors } : { settings };
+}
+
+function showError(name, message) {
+  const control = name === "text" ? dom.trainText : controls[name];
+  const box = $(`${control.id}-error`);
+  if (!box) return;
+  if (message) state.errors[name] = message;
+  else delete state.errors[name];
+  box.textContent = message || "";
+  box.hidden = !message;
+  if (message) control.setAttribute("aria-invalid", "true");
+  else control.removeAttribute("aria-invalid");
+  control.closest(".field").classList.toggle("has-error", Boolean(message));
+  describe(control);
+}
+
+// aria-describedby lists only what is visible: the hint, a "not used" note, the error.
+function describe(control) {
+  const ids = [`${control.id}-hint`, `${control.id}-na`, `${control.id}-error`]
+    .filter((id) => { const node = $(id); return node && !node.hidden; });
+  control.setAttribute("aria-describedby", ids.join(" "));
+}
+
+function validateField(name) {
+  if (!state.info) return;
+  showError(name, checkOne(name).error || null);
+  if (name === "max_new_tokens" || name === "min_new_tokens") {
+    // Min new tokens must not exceed max new tokens: re-check the pair together.
+    const max = checkOne("max_new_tokens");
+    const min = checkOne("min_new_tokens");
+    const together = checkTogether({ max_new_tokens: max.value, min_new_tokens: min.value });
+    showError("min_new_tokens", min.error || together.min_new_tokens || null);
+  }
+}
+
+// Greedy (or temperature 0) makes temperature and the filters irrelevant: say so beside them.
+function updateGreedyNotes() {
+  const greedyOn = controls.greedy.checked;
+  const tempZero = !greedyOn && controls.temperature.value.trim() !== "" && Number(controls.temperature.value) === 0;
+  for (const name of SAMPLING_ONLY) {
+    const field = controls[name].closest(".field");
+    const note = $(`${controls[name].id}-na`);
+    let text = null;
+    if (greedyOn) text = name === "temperature" ? "Not used: greedy is on." : "Not used in greedy mode.";
+    else if (tempZero && name !== "temperature") text = "Not used: temperature 0 means greedy.";
+    field.classList.toggle("not-applying", Boolean(text));
+    note.hidden = !text;
+    note.textContent = text || "";
+    describe(controls[name]);
+  }
+}
+
+function describeDataset() {
+  const name = controls.dataset.value;
+  const d = state.datasets[name];
+  if (!d) return;
+  const lines = [];
+  if (d.description) lines.push(d.description);
+  if (Array.isArray(d.examples) && d.examples.length) {
+    const shown = [];
+    for (const x of d.examples) {
+      const short = x.length > 48 ? `${x.slice(0, 47)}…` : x;
+      if (shown.length && shown.join("").length + short.length > 60) break;
+      shown.push(short);
+    }
+    lines.push(`For example: ${shown.join(" · ")}`);
+  }
+  const facts = [];
+  const vocab = vocabOf(name) || [];
+  if (vocab.length) facts.push(`${vocab.length} characters`);
+  if (d.n_train != null) facts.push(`${d.n_train.toLocaleString("en")} training examples`);
+  const nll = d.val_nll != null && typeof d.val_nll === "object" ? d.val_nll[controls.model.value] : d.val_nll;
+  if (nll != null) facts.push(`held-out loss ${fixed(nll, 2)} nats per character`);
+  if (facts.length) lines.push(facts.join(" · ") + ".");
+  dom.datasetHint.replaceChildren(...lines.map((line, i) => (i ? [el("br"), line] : [line])).flat());
+  dom.vocabList.replaceChildren(...vocab.map((c) => el("span", "chip", readable(c))));
+  dom.vocabSummary.textContent = `Characters this model knows (${vocab.length})`;
+  dom.vocabWords.textContent = `${describeChars(vocab.join(""))}. The prompt may use only these.`;
+  const modelId = controls.model.value;
+  const model = (state.info.models || []).find((m) => m.id === modelId);
+  dom.modelHint.textContent = (model && model.description) || MODEL_HINTS[modelId] || "The model that scores each possible next character.";
+}
+
+let debounce = null;
+dom.form.addEventListener("input", (event) => {
+  const name = event.target.name;
+  if (!FIELD_NAMES.includes(name)) return;
+  if (name === "greedy" || name === "temperature") updateGreedyNotes();
+  clearTimeout(debounce);
+  if (state.errors[name]) validateField(name); // clear a fixed error at once
+  else debounce = setTimeout(() => validateField(name), 350);
+});
+
+dom.form.addEventListener("change", (event) => {
+  const name = event.target.name;
+  if (!FIELD_NAMES.includes(name)) return;
+  clearTimeout(debounce);
+  validateField(name);
+  if (name === "dataset" || name === "model") {
+    describeDataset();
+    validateField("prompt"); // the characters allowed depend on the dataset
+  }
+  if (name === "greedy" || name === "temperature") updateGreedyNotes();
+});
+
+dom.reset.addEventListener("click", () => {
+  if (state.info) applySettings(state.info.defaults || {});
+});
+
+// --- generation -------------------------------------------------------------------------------
+
+dom.form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  if (root.dataset.state !== "ready") return;
+  dom.formError.hidden = true;
+  const result = collect();
+  if (result.errors) {
+    const first = FIELD_NAMES.find((name) => result.errors[name]);
+    if (first) controls[first].focus();
+    const errors = Object.entries(result.errors).map(([field, message]) => ({ field, message }));
+    hooks.lastRun = Promise.resolve({ status: "invalid", errors });
+    return;
+  }
+  startRun(result.settings);
+});
+
+// Send settings to Python (which checks them again) and start a run.
+function startRun(settings) {
+  const id = state.nextId++;
+  hooks.lastRun = new Promise((resolve) => {
+    state.pending = { id, resolve, settings };
+  });
+  setState("generating");
+  dom.generate.disabled = true;
+  dom.stop.disabled = false;
+  worker.postMessage({ type: "generate", id, settings, pace_ms: dom.slow.checked ? SLOW_MS : 0 });
+  return hooks.lastRun;
+}
+
+dom.stop.addEventListener("click", () => {
+  const id = state.run && !state.run.done ? state.run.id : state.pending && state.pending.id;
+  if (id == null) return;
+  worker.postMessage({ type: "stop", id });
+  dom.stop.disabled = true;
+  dom.finishText.textContent = "Stopping…";
+});
+
+function onStarted(m) {
+  const pending = state.pending;
+  if (!pending || pending.id !== m.id) return;
+  state.pending = null;
+  state.run = {
+    id: m.id,
+    resolve: pending.resolve,
+    settings: m.settings || pending.settings,
+    steps: [],
+    queue: [], // generated characters not yet released as visible text: {ch, step}
+    shownChars: 0, // visible characters so far
+    charsOf: [], // step index -> number of its characters already shown
+    spans: new Map(), // step index -> its span in the text
+    selected: null,
+    follow: true,
+    done: false,
+    startedAt: performance.now(),
+  };
+  const s = state.run.settings;
+  dom.textPlaceholder.hidden = true;
+  dom.text.hidden = false;
+  dom.textPrompt.textContent = s.prompt || "";
+  dom.textPrompt.title = s.prompt ? "Prompt" : "Start of a sequence (empty prompt)";
+  dom.textGen.replaceChildren();
+  dom.endMarker.hidden = true;
+  dom.exportButton.disabled = true;
+  dom.runMeta.textContent = "";
+  dom.finishText.textContent = "Generating…";
+  dom.finishText.parentElement.classList.remove("idle");
+  renderInspector();
+}
+
+function onSteps(m) {
+  const run = state.run;
+  if (!run || run.id !== m.id) return;
+  for (const step of m.steps) addStep(run, step);
+  if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
+  scheduleInspector();
+}
+
+// Streaming text: each step's `emit` is the text released at that step. Stop-string hold-back
+// can delay characters, so released characters are matched back to the steps that chose them.
+function addStep(run, step) {
+  const index = run.steps.length;
+  run.steps.push(step);
+  run.charsOf[index] = 0;
+  if (step.token_text !== "<eos>") {
+    for (const ch of step.token_text) run.queue.push({ ch, step: index });
+  }
+  for (const ch of step.emit || "") {
+    const head = run.queue[0];
+    const owner = head && head.ch === ch ? run.queue.shift().step : index;
+    appendChar(run, owner, ch);
+  }
+}
+
+function appendChar(run, index, ch) {
+  let span = run.spans.get(index);
+  if (!span) {
+    span = el("span", "tok");
+    span.setAttribute("role", "button");
+    span.tabIndex = -1;
+    span.dataset.step = String(index);
+    span.setAttribute("aria-pressed", "false");
+    run.spans.set(index, span);
+    dom.textGen.append(span);
+  }
+  span.textContent += ch;
+  const names = { " ": "space", "\n": "newline", "\t": "tab" };
+  if (names[span.textContent]) {
+    span.setAttribute("aria-label", names[span.textContent]);
+    span.classList.add(span.textContent === "\n" ? "nl" : "ws");
+  }
+  run.charsOf[index] += 1;
+  run.shownChars += 1;
+}
+
+function onDone(m) {
+  const run = state.run;
+  if (!run || run.id !== m.id) return;
+  run.done = true;
+  run.finish = { finish_reason: m.finish_reason, stop_reason: m.stop_reason, text: m.text };
+  // Text released by the ending itself (e.g. held back for a possible stop string, then let
+  // go by a cancel) arrives only in the final text: append what is not on screen yet.
+  const shown = dom.textGen.textContent;
+  if (typeof m.text === "string" && m.text.length > shown.length && m.text.startsWith(shown)) {
+    for (const ch of m.text.slice(shown.length)) {
+      const head = run.queue[0];
+      appendChar(run, head && head.ch === ch ? run.queue.shift().step : run.steps.length - 1, ch);
+    }
+  }
+  const elapsed = performance.now() - run.startedAt;
+  dom.finishText.textContent = finishSentence(m.finish_reason, m.stop_reason, run.settings.max_new_tokens);
+  dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(elapsed)}`;
+  const last = run.steps.length - 1;
+  if (last >= 0) {
+    const lastStep = run.steps[last];
+    dom.endMarker.hidden = false;
+    dom.endMarker.dataset.step = String(last);
+    dom.endMarker.textContent = lastStep.token_text === "<eos>"
+      ? `◼ end · step ${last + 1}`
+      : `Last step: ${last + 1}`;
+    dom.endMarker.setAttribute("aria-label", lastStep.token_text === "<eos>"
+      ? `Inspect step ${last + 1}, where end-of-sequence was chosen`
+      : `Inspect the last step, step ${last + 1}`);
+  }
+  dom.exportButton.disabled = false;
+  finishRun();
+  scheduleInspector();
+  run.resolve({
+    status: "done", id: run.id, finish_reason: m.finish_reason, stop_reason: m.stop_reason,
+    text: m.text, steps: run.steps.length, settings: run.settings,
+  });
+}
+
+function onInvalid(m) {
+  if (m.id === trainRequest) return onTrainInvalid(m);
+  const pending = state.pending;
+  if (!pending || pending.id !== m.id) return;
+  state.pending = null;
+  // The last good output stays on screen; each error goes next to its field.
+  const unplaced = [];
+  for (const error of m.errors || []) {
+    if (controls[error.field]) showError(error.field, error.message);
+    else unplaced.push(error.message);
+  }
+  dom.formError.hidden = !unplaced.length;
+  dom.formError.textContent = unplaced.join(" ");
+  const first = FIELD_NAMES.find((name) => state.errors[name]);
+  if (first) controls[first].focus();
+  finishRun();
+  pending.resolve({ status: "invalid", errors: m.errors || [] });
+}
+
+function onError(m) {
+  const reply = replies.get(m.id);
+  if (reply) {
+    replies.delete(m.id);
+    reply.reject(new Error(m.message));
+    return;
+  }
+  if (m.id === trainRequest) {
+    trainRequest = null;
+    dom.trainButton.disabled = false;
+    dom.trainResult.textContent = `Training failed: ${m.message}`;
+    return;
+  }
+  const pending = state.pending && state.pending.id === m.id ? state.pending : null;
+  const run = state.run && state.run.id === m.id && !state.run.done ? state.run : null;
+  if (!pending && !run) return;
+  const target = pending || run;
+  state.pending = null;
+  if (run) run.done = true;
+  dom.finishText.textContent = `Something went wrong in Python: ${m.message} Your settings are kept, so you can try again.`;
+  finishRun();
+  target.resolve({ status: "error", message: m.message });
+}
+
+function finishRun() {
+  if (root.dataset.state === "generating") setState("ready");
+  dom.generate.disabled = false;
+  dom.stop.disabled = true;
+}
+
+// --- export -------------------------------------------------------------------------------
+
+dom.exportButton.addEventListener("click", async () => {
+  dom.exportButton.disabled = true;
+  try {
+    const json = await hooks.trace();
+    const url = URL.createObjectURL(new Blob([json], { type: "application/json" }));
+    const link = el("a");
+    link.href = url;
+    link.download = "decodelab-trace.json";
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (err) {
+    dom.runMeta.textContent = `The trace could not be exported: ${err.message}`;
+  } finally {
+    dom.exportButton.disabled = false;
+  }
+});
+
+// --- choosing a step ------------------------------------------------------------------------
+
+function select(index, { focus = false } = {}) {
+  const run = state.run;
+  if (!run || index == null || index < 0 || index >= run.steps.length) return;
+  run.selected = index;
+  run.follow = false;
+  renderInspector();
+  if (focus) {
+    const span = run.spans.get(index);
+    if (span) span.focus();
+  }
+}
+
+dom.textGen.addEventListener("click", (event) => {
+  const span = event.target.closest(".tok");
+  if (span) select(Number(span.dataset.step), { focus: true });
+});
+
+dom.textGen.addEventListener("keydown", (event) => {
+  const span = event.target.closest(".tok");
+  const run = state.run;
+  if (!span || !run) return;
+  const visible = [...run.spans.keys()];
+  const at = visible.indexOf(Number(span.dataset.step));
+  let target = null;
+  if (event.key === "ArrowRight" || event.key === "ArrowDown") target = visible[Math.min(at + 1, visible.length - 1)];
+  else if (event.key === "ArrowLeft" || event.key === "ArrowUp") target = visible[Math.max(at - 1, 0)];
+  else if (event.key === "Home") target = visible[0];
+  else if (event.key === "End") target = visible[visible.length - 1];
+  else if (event.key === "Enter" || event.key === " ") target = visible[at];
+  if (target == null) return;
+  event.preventDefault();
+  select(target, { focus: true });
+});
+
+dom.prevStep.addEventListener("click", () => state.run && select(state.run.selected - 1));
+dom.nextStep.addEventListener("click", () => state.run && select(state.run.selected + 1));
+dom.endMarker.addEventListener("click", () => select(Number(dom.endMarker.dataset.step)));
+
+let inspectorFrame = 0;
+function scheduleInspector() {
+  if (inspectorFrame) return;
+  inspectorFrame = requestAnimationFrame(() => {
+    inspectorFrame = 0;
+    renderInspector();
+  });
+}
+
+// --- the step inspector -------------------------------------------------------------------
+
+function renderInspector() {
+  const run = state.run;
+  const step = run && run.selected != null ? run.steps[run.selected] : null;
+  dom.inspectorEmpty.hidden = Boolean(step);
+  dom.inspectorBody.hidden = !step;
+  dom.prevStep.disabled = !step || run.selected === 0;
+  dom.nextStep.disabled = !step || run.selected >= run.steps.length - 1;
+  dom.stepCount.textContent = step ? `Step ${run.selected + 1} of ${run.steps.length}` : "";
+  dom.stepper.hidden = !step;
+  if (run) markSelected(run);
+  if (!step) return;
+
+  const s = run.settings;
+  const greedy = Boolean(s.greedy) || Number(s.temperature) === 0;
+  const chosen = step.top.find((c) => c.token_id === step.token_id);
+
+  // One sentence that says what happened.
+  let summary;
+  if (step.u == null) summary = `Greedy: took the likeliest candidate, ${spoken(step.token_text)}.`;
+  else summary = `The draw u = ${fixed(step.u, 4)} picked ${spoken(step.token_text)}, which had a ${pct(step.prob)} chance.`;
+  if (step.token_text === "<eos>") summary += " That ends the text.";
+  dom.stepSummary.textContent = summary;
+
+  const V = vocabSize(run);
+  const stats = [
+    ["Chosen", readable(step.token_text)],
+    ["Chance", pct(step.prob)],
+    ["Draw u", step.u == null ? "none" : fixed(step.u, 4)],
+    ["Entropy", `${fixed(step.entropy, 2)} nats`],
+    ["Kept", V ? `${step.kept_count} of ${V}` : String(step.kept_count)],
+  ];
+  dom.stats.replaceChildren(...stats.map(([term, value]) => {
+    const div = el("div", "stat");
+    div.append(el("dt", null, term), el("dd", null, value));
+    return div;
+  }));
+
+  dom.stepNotes.replaceChildren(...stepNotes(run, step, greedy).map((text) => el("span", "note-line", text)));
+  dom.stepNotes.hidden = !dom.stepNotes.childNodes.length;
+
+  dom.candsCaption.textContent = `Step ${run.selected + 1}: the ${plural(step.top.length, "likeliest candidate", "likeliest candidates")} and their probabilities at each stage`;
+  dom.candRows.replaceChildren(...candidateRows(step, greedy));
+  const listed = step.top.length;
+  let note = V && listed < V ? `The ${listed} likeliest of ${V} candidates after temperature` : "All candidates";
+  if (chosen && step.top.indexOf(chosen) >= 10) note += ", plus the chosen one";
+  note += ".";
+  if (greedy) note += " Greedy puts all the weight on the top candidate.";
+  dom.tableNote.textContent = note;
+
+  renderDraw(step);
+}
+
+// Only the selected character is marked, and only it (or the first) is in the tab order; the
+// arrow keys move between characters.
+function markSelected(run) {
+  const span = run.spans.get(run.selected) || null;
+  if (run.marked && run.marked !== span) {
+    run.marked.classList.remove("selected");
+    run.marked.setAttribute("aria-pressed", "false");
+  }
+  if (span) {
+    span.classList.add("selected");
+    span.setAttribute("aria-pressed", "true");
+  }
+  run.marked = span;
+  const tabbable = span || run.spans.values().next().value || null;
+  if (run.tabbable && run.tabbable !== tabbable) run.tabbable.tabIndex = -1;
+  if (tabbable) tabbable.tabIndex = 0;
+  run.tabbable = tabbable;
+}
+
+function vocabSize(run) {
+  const d = state.datasets[run.settings.dataset];
+  return d && Array.isArray(d.vocab) ? d.vocab.length : null;
+}
+
+function stepNotes(run, step, greedy) {
+  const s = run.settings;
+  const notes = [];
+  if (step.phase === "prefill") {
+    notes.push(PREFILL_NOTES[s.model] || "First step: the model has read the prompt (prefill). Each later step feeds in the character just chosen (decode).");
+  }
+  if (s.ignore_eos || step.step < (s.min_new_tokens || 0)) {
+    notes.push(s.ignore_eos
+      ? "Ignore EOS is on: end-of-sequence is blocked, so it gets probability 0 after the model column."
+      : "Min new tokens: end-of-sequence is still blocked at this step, so it gets probability 0 after the model column.");
+  }
+  if (Number(s.repetition_penalty) !== 1) {
+    notes.push("Repetition penalty is on: characters already used were marked down before temperature, so the middle column includes it.");
+  }
+  if (step.orders_differ) {
+    const other = s.order === "filter-first" ? "temperature-first" : "filter-first";
+    notes.push(`The other order (${other}) would keep a different set of candidates at this step.`);
+  }
+  // Characters that never reached the visible text.
+  if (step.token_text !== "<eos>" && run.charsOf[run.selected] === 0) {
+    if (!run.done) notes.push("Held back for now: it may be the start of a stop string.");
+    else if (run.finish && run.finish.finish_reason === "stop" && run.finish.stop_reason !== "eos") {
+      notes.push(`Part of the stop string “${readable(run.finish.stop_reason)}”, so it was cut from the text.`);
+    }
+  }
+  if (greedy && step.u == null && Number(s.temperature) === 0 && !s.greedy) {
+    notes.push("Temperature 0 means greedy: no random draw.");
+  }
+  return notes;
+}
+
+function renderDraw(step) {
+  if (step.u == null) {
+    dom.draw.hidden = true;
+    return;
+  }
+  dom.draw.hidden = false;
+  const segments = drawSegments(step);
+  const how = "How the draw works: the kept candidates are laid end to end in id order, each as long as its final probability";
+  dom.drawStrip.hidden = !segments;
+  dom.draw.querySelector(".draw-scale").hidden = !segments;
+  if (!segments) {
+    dom.drawCaption.textContent = `${how}. u = ${fixed(step.u, 4)} lands in the stretch of ${spoken(step.token_text)}. (With ${step.kept_count} kept candidates the strip is too fine to draw; filter more to see it.)`;
+    dom.drawStrip.replaceChildren();
+    return;
+  }
+  dom.drawCaption.textContent = `${how}. u = ${fixed(step.u, 4)} lands in the stretch of ${spoken(step.token_text)}.`;
+  const parts = segments.map((seg) => {
+    const part = el("span", seg.chosen ? "seg chosen" : "seg");
+    part.style.setProperty("--w", `${seg.width * 100}%`);
+    if (seg.width > 0.045) part.textContent = readable(seg.token.token_text);
+    return part;
+  });
+  const marker = el("span", "u-marker");
+  marker.style.setProperty("--at", `${step.u * 100}%`);
+  marker.append(el("span", "u-label", "u"));
+  dom.drawStrip.replaceChildren(...parts, marker);
+}
+
+// --- train on your own text -----------------------------------------------------------------
+
+let trainRequest = null;
+
+dom.trainForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  if (!state.info || trainRequest != null) return;
+  showError("text", null);
+  trainRequest = state.nextId++;
+  dom.trainButton.disabled = true;
+  dom.trainResult.textContent = "Counting…";
+  worker.postMessage({ type: "train", id: trainRequest, text: dom.trainText.value });
+});
+
+function onTrained(m) {
+  if (m.id !== trainRequest) return;
+  trainRequest = null;
+  dom.trainButton.disabled = false;
+  const d = m.dataset || {};
+  const name = d.name || d.id || "custom";
+  state.datasets[name] = { ...d, label: "Your text" };
+  let option = [...controls.dataset.options].find((o) => o.value === name);
+  if (!option) {
+    option = el("option", null, "Your text");
+    option.value = name;
+    controls.dataset.append(option);
+  }
+  controls.dataset.value = name;
+  describeDataset();
+  validateField("dataset");
+  validateField("prompt");
+  const facts = [];
+  if (d.n_train != null) facts.push(plural(d.n_train, "example", "examples"));
+  if (Array.isArray(d.vocab)) facts.push(plural(d.vocab.length - 1, "character", "characters"));
+  dom.trainResult.textContent = `Trained${facts.length ? ` on ${facts.join(" with ")}` : ""}. The dataset is now “Your text”.`;
+}
+
+function onTrainInvalid(m) {
+  trainRequest = null;
+  dom.trainButton.disabled = false;
+  dom.trainResult.textContent = "";
+  const messages = (m.errors || []).map((e) => e.message);
+  showError("text", messages.join(" ") || "This text cannot be used.");
+  dom.trainText.focus();
+}
