@@ -899,8 +899,10 @@ def test(args: list[str]) -> int:
 
 
 def bench(args: list[str]) -> int:
-    say("bench: not yet")
-    return 0
+    """Build, then run tests/benchmark.py (boot phases, browser vs native throughput)."""
+    setup(full=True)
+    build(npm=False)
+    return run([sys.executable, str(ROOT / "tests" / "benchmark.py"), *args], check=False).returncode
 
 
 # --------------------------------------------------------------------------------------

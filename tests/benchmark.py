@@ -1,0 +1,137 @@
+"""The benchmark: boot phases in headless Chromium, and decode throughput in the browser and
+natively, measured in one run so the ratios mean something on a noisy machine.
+
+    python3 build.py bench [--quick] [--json PATH]
+
+What it measures (all timings are medians over repeats):
+  - cold boot: a new browser profile, nothing cached; per phase as the worker reports it
+    (runtime, numpy, decodelab, assets) and the page's own navigation-to-ready time;
+  - warm boot: a reload in the same profile (files revalidated from the HTTP cache);
+  - bigram steps per second with full step records, inside Python in the browser and natively
+    (the same `webapi.bench` function both times), and their ratio;
+  - the page end to end: Generate to "done" for a long run, streaming and rendering included.
+It judges nothing: it prints a table. Tests never assert timings.
+"""
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "py")]
+
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, open_page, serve, wait_ready  # noqa: E402
+
+RUNS = {
+    "bigram names, T=1": {"dataset": "names", "seed": 1, "ignore_eos": True},
+    "bigram prose, T=0.8 top-k 20 top-p 0.9": {"dataset": "prose", "seed": 1, "ignore_eos": True,
+                                               "temperature": 0.8, "top_k": 20, "top_p": 0.9},
+}
+
+
+def native_rates(steps: int, repeats: int) -> dict:
+    from decodelab import webapi
+
+    webapi.setup(str(ROOT / "artifacts"))
+    out = {}
+    for name, settings in RUNS.items():
+        s = json.dumps({**settings, "max_new_tokens": steps})
+        out[name] = statistics.median(json.loads(webapi.bench(s))["steps_per_second"]
+                                      for _ in range(repeats))
+    return out
+
+
+def browser_rates(page, steps: int, repeats: int) -> dict:
+    out = {}
+    for name, settings in RUNS.items():
+        s = {**settings, "max_new_tokens": steps}
+        out[name] = statistics.median(page.evaluate("s => window.decodelab.bench(s)", s)
+                                      ["steps_per_second"] for _ in range(repeats))
+    return out
+
+
+def boot(page) -> dict:
+    wait_ready(page)
+    return page.evaluate("() => window.decodelab.timings")
+
+
+def page_run_seconds(page, steps: int) -> float:
+    """Generate through the page (worker batches, postMessage, rendering) until done."""
+    settings = {"dataset": "names", "seed": 1, "ignore_eos": True, "max_new_tokens": steps}
+    t0 = time.perf_counter()
+    page.evaluate("s => window.decodelab.generate(s)", settings)
+    page.wait_for_selector("html[data-state=ready]")
+    return time.perf_counter() - t0
+
+
+def median_of(dicts, key):
+    return statistics.median(d[key] for d in dicts if d and key in d)
+
+
+def measure(quick: bool = False) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    repeats, steps = (1, 500) if quick else (3, 5000)
+    server, url = serve(ROOT / "static")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            cold, warm = [], []
+            for _ in range(repeats):
+                page = open_page(browser, url)  # a new context: an empty cache
+                cold.append(boot(page))
+                page.reload()
+                warm.append(boot(page))
+                page.context.close()
+            page = open_page(browser, url)
+            boot(page)
+            browser_rate = browser_rates(page, steps, repeats)
+            page_seconds = page_run_seconds(page, steps)
+            page.context.close()
+            browser.close()
+    finally:
+        server.shutdown()
+    native_rate = native_rates(steps, repeats)
+    phases = ("runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "total_ms", "page_ready_ms")
+    return {
+        "quick": quick, "repeats": repeats, "steps": steps,
+        "boot_cold_ms": {k: median_of(cold, k) for k in phases},
+        "boot_warm_ms": {k: median_of(warm, k) for k in phases},
+        "steps_per_second": {name: {"browser": browser_rate[name], "native": native_rate[name],
+                                    "native_over_browser": native_rate[name] / browser_rate[name]}
+                             for name in RUNS},
+        "page_end_to_end": {"steps": steps, "seconds": page_seconds,
+                            "steps_per_second": steps / page_seconds},
+    }
+
+
+def table(r: dict) -> str:
+    lines = [f"decodelab benchmark ({'quick' if r['quick'] else 'full'}: median of {r['repeats']},"
+             f" {r['steps']} steps per run)", "",
+             "| boot phase (ms) | cold | warm |", "| --- | ---: | ---: |"]
+    for k in r["boot_cold_ms"]:
+        lines.append(f"| {k[:-3]} | {r['boot_cold_ms'][k]:.0f} | {r['boot_warm_ms'][k]:.0f} |")
+    lines += ["", "| run (steps/s, full step records) | browser | native | native / browser |",
+              "| --- | ---: | ---: | ---: |"]
+    for name, v in r["steps_per_second"].items():
+        lines.append(f"| {name} | {v['browser']:,.0f} | {v['native']:,.0f} | "
+                     f"{v['native_over_browser']:.1f}x |")
+    e = r["page_end_to_end"]
+    lines += ["", f"Page end to end (worker batches, messages, rendering): {e['steps']} steps in "
+                  f"{e['seconds']:.2f} s = {e['steps_per_second']:,.0f} steps/s"]
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    quick = "--quick" in args
+    result = measure(quick)
+    print(table(result))
+    if "--json" in args:
+        Path(args[args.index("--json") + 1]).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
