@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from decodelab.bigram import BigramModel
+from decodelab.settings import MODELS
 from decodelab.corpus import Corpus, read_corpus
 from decodelab.errors import FieldError
 
@@ -58,14 +59,37 @@ class Library:
     def model(self, kind: str, dataset: str):
         key = (kind, dataset)
         if key not in self._models:
-            if kind != "bigram":
-                raise FieldError("model", f"Model must be one of bigram; got {kind!r}.")
-            path = self.root / "models" / f"bigram-{dataset}.npz"
-            if dataset not in self._custom and path.exists():
-                self._models[key] = BigramModel.load(path)
-            else:  # counting is cheap: train it now (pasted text, or a folder without models)
-                self._models[key] = BigramModel.fit(self.corpus(dataset))
+            if kind not in MODELS:
+                raise FieldError("model", f"Model must be one of {', '.join(MODELS)}; got {kind!r}.")
+            self.corpus(dataset)  # a clear message for an unknown dataset
+            loader = self._bigram if kind == "bigram" else self._transformer
+            self._models[key] = loader(dataset)
         return self._models[key]
+
+    def _bigram(self, dataset: str):
+        path = self.root / "models" / f"bigram-{dataset}.npz"
+        if dataset not in self._custom and path.exists():
+            return BigramModel.load(path)
+        # counting is cheap: train it now (pasted text, or a folder without models)
+        return BigramModel.fit(self.corpus(dataset))
+
+    def _transformer(self, dataset: str):
+        from decodelab.transformer import TransformerModel
+
+        path = self.root / "models" / f"transformer-{dataset}.npz"
+        if dataset in self._custom:
+            raise FieldError("model", "Model: the transformer is trained at build time and not on "
+                                      "pasted text; choose bigram for your own text.")
+        if not path.exists():
+            raise FieldError("model", f"Model: no transformer was trained on {dataset!r} "
+                                      f"(run: python3 build.py artifacts); choose bigram.")
+        return TransformerModel.load(path)
+
+    def has_model(self, kind: str, dataset: str) -> bool:
+        if kind == "bigram":
+            return True
+        return dataset not in self._custom and \
+            (self.root / "models" / f"{kind}-{dataset}.npz").exists()
 
     def add_custom(self, corpus: Corpus):
         """Register a learner's own corpus and train a bigram on it at once."""

@@ -75,6 +75,15 @@ def build_parser() -> Parser:
         k.add_argument("--" + name, required=True)
     k.add_argument("--sequences", default="1")
 
+    c = sub.add_parser("cache-check", help="cached vs full-recompute logits, step by step")
+    c.add_argument("--model", default="transformer")
+    c.add_argument("--dataset", required=True)
+    c.add_argument("--prompt", default="")
+    c.add_argument("--steps", required=True)
+    c.add_argument("--seed", default="0")
+    c.add_argument("--dtype", default="float32")
+    c.add_argument("--assets")
+
     e = sub.add_parser("eval", help="validation NLL (nats per token) of a model")
     e.add_argument("--model", default="bigram")
     e.add_argument("--dataset", required=True)
@@ -150,7 +159,29 @@ def cmd_eval(args) -> dict:
             "val_sequences": len(corpus.val)}
 
 
-COMMANDS = {"probs": cmd_probs, "generate": cmd_generate, "kv-memory": cmd_kv_memory,
+def cmd_cache_check(args) -> dict:
+    import numpy as np
+
+    from decodelab.assets import Library
+    from decodelab.kvcache import cache_check
+    from decodelab.settings import check_field
+
+    if args.model != "transformer":
+        raise FieldError("model", "Model must be transformer: only it has a KV cache to check; "
+                                  f"got {args.model!r}.")
+    if args.dtype not in ("float32", "float64"):
+        raise FieldError("dtype", f"must be one of float32, float64; got {args.dtype!r}.")
+    try:
+        steps = check_field("max_new_tokens", args.steps)
+    except FieldError:
+        raise FieldError("steps", f"must be a whole number from 1 to 10000; got {args.steps!r}.")
+    seed = check_field("seed", args.seed)
+    model = Library(args.assets).model("transformer", args.dataset)
+    prompt_ids = model.tokenizer.encode(check_field("prompt", args.prompt))
+    return cache_check(model, prompt_ids, steps, seed, dtype=np.dtype(args.dtype))
+
+
+COMMANDS = {"probs": cmd_probs, "cache-check": cmd_cache_check, "generate": cmd_generate, "kv-memory": cmd_kv_memory,
             "eval": cmd_eval}
 
 

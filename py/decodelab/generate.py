@@ -11,6 +11,10 @@ Each step:
   4. temperature and the filters in the chosen order -> the final distribution
   5. one uniform draw u -> the token (greedy: argmax, no draw)
   6. the stop rules, each checked in one place below
+  7. with a KV-cached model and cache_check on: the logits just used are compared with a full
+     recomputation of the whole window (the live cache check), recorded per step
+
+A caller ends a run early with cancel() between steps (finish_reason "cancelled").
 
 Dimension legend: V vocabulary size.
 """
@@ -81,6 +85,7 @@ class Generation:
         greedy = s.is_greedy
         compare_orders = not greedy and sampling.filters_active(s.top_k, s.top_p, s.min_p) \
             and s.temperature != 1.0
+        check_cache = s.cache_check and hasattr(session, "check")
         for step in range(s.max_new_tokens):
             z = logits
             # rule: EOS is blocked before min_new_tokens, and always with ignore_eos
@@ -105,6 +110,8 @@ class Generation:
             self.output_ids.append(token)
             seen[token] = True
             record = self._record(step, logits, p_temp, kept, p_final, token, u, orders_differ)
+            if check_cache:  # rule-free, but per step: cached logits == full recomputation?
+                record.update(cache_report(session))
             if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
                 record["emit"] = self._finish("stop", "eos")
             else:
@@ -155,6 +162,14 @@ class Generation:
             "stop_reason": self.stop_reason,
             "steps": self.records,
         }
+
+
+def cache_report(session) -> dict:
+    from decodelab.kvcache import CHECK_TOLERANCE
+
+    diff = session.check()
+    return {"cache_diff": diff, "cache_ok": diff <= CHECK_TOLERANCE[session.dtype.name],
+            "cache_length": session.length, "context_shift": session.shifted}
 
 
 def start(library, raw: dict) -> Generation:

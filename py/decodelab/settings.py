@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from decodelab.errors import FieldError, FieldErrors
 
-MODELS = ("bigram",)
+MODELS = ("bigram", "transformer")
 ORDERS = ("temperature-first", "filter-first")
 MAX_PROMPT_CHARS = 2000
 MAX_STOP_STRINGS = 32
@@ -100,6 +100,8 @@ FIELDS = (
           "Keep the matched stop string in the text."),
     Field("ignore_eos", "Ignore EOS", "bool", False,
           "Block end-of-sequence for the whole run."),
+    Field("cache_check", "Cache check", "bool", True,
+          "Transformer only: compare the cached logits with a full recomputation at every step."),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 
@@ -127,6 +129,7 @@ class Settings:
     stop: tuple = field(default_factory=tuple)
     include_stop: bool = False
     ignore_eos: bool = False
+    cache_check: bool = True
 
     @property
     def is_greedy(self) -> bool:

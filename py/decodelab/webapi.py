@@ -28,11 +28,26 @@ def _errors(e) -> str:
     return json.dumps({"ok": False, "errors": [x.to_json() for x in errs]})
 
 
+MODEL_LABELS = {"bigram": "Bigram (counts)", "transformer": "Transformer (KV cache)"}
+
+
+def _transformer_info(name: str):
+    if not _library.has_model("transformer", name):
+        return None
+    m = _library.model("transformer", name)
+    cfg = m.cfg
+    return {"params": m.n_params, "val_nll": m.info.get("val_nll"), "curve": m.curve,
+            "context_size": cfg.context_size, "n_layer": cfg.n_layer, "n_head": cfg.n_head,
+            "n_kv_head": cfg.n_kv_head, "head_dim": cfg.head_dim, "n_embd": cfg.n_embd,
+            "train_seconds": m.info.get("seconds")}
+
+
 def _dataset_info(name: str) -> dict:
     corpus = _library.corpus(name)
     model = _library.model("bigram", name)
     prov = _library.provenance(name)
-    return {"name": name, "label": prov.get("title", name), "description": prov.get("description", ""),
+    return {"models": [k for k in MODELS if _library.has_model(k, name)],
+            "transformer": _transformer_info(name),"name": name, "label": prov.get("title", name), "description": prov.get("description", ""),
             "licence": prov.get("licence", ""), "source": prov.get("source", ""),
             "vocab": model.tokenizer.labels(), "n_train": len(corpus.train),
             "n_val": len(corpus.val),
@@ -49,7 +64,7 @@ def setup(assets_dir: str) -> str:
             f["choices"] = _library.datasets()
     return json.dumps({
         "version": __version__,
-        "models": [{"id": m, "label": "Bigram (counts)"} for m in MODELS],
+        "models": [{"id": m, "label": MODEL_LABELS[m]} for m in MODELS],
         "datasets": {n: _dataset_info(n) for n in _library.datasets()},
         "fields": fields,
         "defaults": Settings().to_json(),

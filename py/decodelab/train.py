@@ -1,0 +1,214 @@
+"""Training the transformer in numpy: seeded batches, AdamW, a warmup-then-cosine learning rate,
+the training curve, and a cache of trained models keyed by a hash of config, data and code.
+
+The training text is one stream, EOS s1 EOS s2 EOS ...; a batch is B random windows of T + 1
+tokens from it (inputs and the same shifted by one as targets). Inside a window every EOS
+starts a new sequence (positions restart, earlier text is hidden: see
+`transformer.segment_layout`), so a window that starts mid-sequence looks like the context after
+a shift, and a window holding a whole name looks like generation from an empty prompt.
+
+Training runs in float32 (twice the matmul speed of float64); the gradient checks in the tests
+run the same code in float64.
+
+Dimension legend: B rows per batch, T tokens per row, N tokens in the stream.
+
+Left out: gradient accumulation, mixed precision, resuming, early stopping, any search over
+settings (the defaults below were tuned by hand to fit the build budget).
+"""
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from decodelab.tokenizer import EOS, CharTokenizer
+from decodelab.transformer import (Config, TransformerModel, cross_entropy, forward, init_params,
+                                   loss_and_grads, scoring_rows, segment_layout)
+
+CODE_VERSION = 1  # bump when a change to the model or training code changes what gets trained
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 600
+    batch_size: int = 32
+    block_size: int = 0  # tokens per row; 0 means the model's context size
+    lr: float = 3e-3  # peak learning rate, after warmup
+    min_lr: float = 3e-4  # where the cosine ends
+    warmup: int = 30
+    weight_decay: float = 0.1  # on matrices only: gains are not pulled towards 0
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # global gradient norm
+    dropout: float = 0.0  # on the residual branches, training only
+    eval_every: int = 50
+    eval_rows: int = 64  # validation rows scored for each point of the curve
+
+
+# Hand-tuned per corpus (the vocabulary size comes from the data). Many small steps beat fewer
+# big ones here: at equal tokens seen, batch 8 x 2000 steps ends far lower than 32 x 500.
+# Names are at most a dozen characters, so their rows need only 32 tokens; without dropout the
+# names model starts to overfit its ~33k training tokens after about 1500 steps.
+DEFAULTS = {
+    "names": ({"context_size": 64},
+              TrainConfig(steps=1500, batch_size=16, block_size=32, lr=6e-3, min_lr=6e-4,
+                          dropout=0.1, eval_every=100)),
+    "prose": ({"context_size": 128},
+              TrainConfig(steps=2000, batch_size=8, lr=6e-3, min_lr=6e-4, eval_every=100)),
+}
+FALLBACK = ({"context_size": 64}, TrainConfig(steps=1000, batch_size=16, lr=6e-3, min_lr=6e-4))
+
+
+def default_configs(corpus) -> tuple:
+    model_kw, tc = DEFAULTS.get(corpus.name, FALLBACK)
+    return Config(vocab_size=len(corpus.chars) + 1, **model_kw), tc
+
+
+def token_stream(sequences, tokenizer: CharTokenizer) -> np.ndarray:
+    """EOS s1 EOS s2 ... EOS as one int array (N,)."""
+    ids = [EOS]
+    for s in sequences:
+        ids += tokenizer.encode(s, field="text") + [EOS]
+    return np.asarray(ids, np.int64)
+
+
+def sample_batch(stream, rng, batch: int, block: int):
+    """B windows of block + 1 tokens at random offsets -> inputs (B, T) and targets (B, T)."""
+    block = min(block, len(stream) - 1)
+    starts = rng.integers(0, len(stream) - block, size=batch)  # (B,)
+    rows = stream[starts[:, None] + np.arange(block + 1)]  # (B, T+1)
+    return rows[:, :-1], rows[:, 1:]
+
+
+def lr_at(step: int, tc: TrainConfig) -> float:
+    """Linear warmup to tc.lr, then a cosine down to tc.min_lr at the last step."""
+    if step < tc.warmup:
+        return tc.lr * (step + 1) / tc.warmup
+    frac = (step - tc.warmup) / max(1, tc.steps - 1 - tc.warmup)
+    return tc.min_lr + 0.5 * (tc.lr - tc.min_lr) * (1.0 + math.cos(math.pi * min(frac, 1.0)))
+
+
+class AdamW:
+    """Adam with decoupled weight decay; moments kept in the parameters' dtype."""
+
+    def __init__(self, params: dict, tc: TrainConfig):
+        self.tc, self.t = tc, 0
+        self.m = {k: np.zeros_like(v) for k, v in params.items()}
+        self.v = {k: np.zeros_like(v) for k, v in params.items()}
+
+    def step(self, params: dict, grads: dict, lr: float):
+        tc = self.tc
+        self.t += 1
+        c1, c2 = 1.0 - tc.beta1 ** self.t, 1.0 - tc.beta2 ** self.t  # bias corrections
+        for k, p in params.items():
+            g, m, v = grads[k], self.m[k], self.v[k]
+            m *= tc.beta1
+            m += (1.0 - tc.beta1) * g
+            v *= tc.beta2
+            v += (1.0 - tc.beta2) * g * g
+            if p.ndim >= 2:  # decay pulls matrices towards 0, independent of the gradient
+                p *= 1.0 - lr * tc.weight_decay
+            p -= (lr / c1) * m / (np.sqrt(v / c2) + 1e-8)
+
+
+def clip_gradients(grads: dict, max_norm: float) -> float:
+    """Scale all gradients down together if their global norm exceeds max_norm."""
+    norm = math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))
+    if norm > max_norm:
+        for g in grads.values():
+            g *= max_norm / norm
+    return norm
+
+
+def rows_loss(params, cfg: Config, rows) -> float:
+    """Mean loss over scoring rows (inputs, targets, weights), no gradients."""
+    inputs, targets, weights = rows
+    pos, bias = segment_layout(inputs, params["wte"].dtype)
+    logits, _ = forward(params, cfg, inputs, pos, bias)
+    return cross_entropy(logits, targets, weights)[0]
+
+
+def train_model(corpus, config: Config = None, train: TrainConfig = None, seed: int = 0,
+                log=None) -> TransformerModel:
+    """Train a transformer on corpus.train; the curve tracks corpus.val."""
+    default_cfg, default_tc = default_configs(corpus)
+    cfg, tc = config or default_cfg, train or default_tc
+    tokenizer = CharTokenizer(corpus.chars)
+    stream = token_stream(corpus.train, tokenizer)  # (N,)
+    val_rows = _curve_rows(corpus.val, tokenizer, cfg, tc.eval_rows, seed)
+    params = init_params(cfg, seed)
+    opt, rng = AdamW(params, tc), np.random.default_rng(seed)
+    curve, losses, began = {"step": [], "train": [], "val": []}, [], time.perf_counter()
+    for step in range(tc.steps):
+        x, y = sample_batch(stream, rng, tc.batch_size, tc.block_size or cfg.context_size)
+        loss, grads = loss_and_grads(params, cfg, x, y, np.ones(y.shape, np.float32),
+                                     tc.dropout, rng)
+        clip_gradients(grads, tc.grad_clip)
+        opt.step(params, grads, lr_at(step, tc))
+        losses.append(loss)
+        if (step + 1) % tc.eval_every == 0 or step == tc.steps - 1:
+            _curve_point(curve, step + 1, losses, params, cfg, val_rows, log)
+            losses = []
+    info = {"seconds": round(time.perf_counter() - began, 2), "steps": tc.steps, "seed": seed,
+            "train": asdict(tc), "dataset": corpus.name, "code_version": CODE_VERSION}
+    return TransformerModel(cfg, params, tokenizer, curve, info)
+
+
+def _curve_rows(sequences, tokenizer, cfg: Config, n_rows: int, seed: int):
+    """A fixed, seeded sample of validation rows, so every curve point scores the same text."""
+    if not sequences:
+        return None
+    inputs, targets, weights = scoring_rows(sequences, tokenizer, cfg.context_size)
+    pick = np.sort(np.random.default_rng(seed).permutation(len(inputs))[:n_rows])
+    return inputs[pick], targets[pick], weights[pick].astype(np.float32)
+
+
+def _curve_point(curve, step, losses, params, cfg, val_rows, log):
+    curve["step"].append(step)
+    curve["train"].append(round(float(np.mean(losses)), 4))  # mean over the steps since the last
+    val = rows_loss(params, cfg, val_rows) if val_rows is not None else float("nan")
+    curve["val"].append(round(float(val), 4))
+    if log:
+        log(f"step {step}: train {curve['train'][-1]:.4f} val {curve['val'][-1]:.4f}")
+
+
+def data_hash(corpus) -> str:
+    """sha256 of the training and validation text (the split is part of what is hashed)."""
+    h = hashlib.sha256()
+    for part in (corpus.train, corpus.val):
+        h.update("\n".join(part).encode("utf-8") + b"\x00")
+    return h.hexdigest()
+
+
+def artifact_key(corpus, config: Config, train: TrainConfig, seed: int) -> str:
+    """One hash of everything that decides the trained weights."""
+    what = {"config": asdict(config), "train": asdict(train), "seed": seed,
+            "data": data_hash(corpus), "code_version": CODE_VERSION}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def cached_train(corpus, out_path, config: Config = None, train: TrainConfig = None,
+                 seed: int = 0, log=None) -> TransformerModel:
+    """Load out_path if it was trained from the same config, data, seed and code; else train
+    and save. Also stores the full validation NLL in the model's info."""
+    default_cfg, default_tc = default_configs(corpus)
+    config, train = config or default_cfg, train or default_tc
+    key = artifact_key(corpus, config, train, seed)
+    out_path = Path(out_path)
+    if out_path.exists():
+        try:
+            model = TransformerModel.load(out_path)
+        except (OSError, ValueError, KeyError):  # unreadable or from another layout: retrain
+            model = None
+        if model is not None and model.info.get("key") == key:
+            return model
+    model = train_model(corpus, config, train, seed, log)
+    model.info["key"] = key
+    model.info["val_nll"] = round(model.nll(corpus.val), 4) if corpus.val else None
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    model.save(out_path)
+    return model

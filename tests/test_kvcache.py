@@ -1,0 +1,233 @@
+"""The KV cache held to full recomputation: at every step, for MHA, GQA and MQA, in float32 and
+float64; one-pass prefill against token-by-token; batches against single rows; context shifts."""
+
+import numpy as np
+import pytest
+
+from decodelab import transformer as tf
+from decodelab.kvcache import KVCache, kv_cache_bytes, left_pad, window_start
+from decodelab.tokenizer import CharTokenizer
+
+TOL = {np.float32: 1e-5, np.float64: 1e-10}  # cached vs recomputed last-position logits
+SHAPES = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # (n_head, n_kv_head)
+
+
+def make_model(kind="gqa", context=16, layers=2, seed=0):
+    n_head, n_kv_head = SHAPES[kind]
+    tok = CharTokenizer("abcdefghij")
+    cfg = tf.Config(vocab_size=tok.vocab_size, context_size=context, n_layer=layers, n_embd=16,
+                    n_head=n_head, n_kv_head=n_kv_head)
+    rng = np.random.default_rng(seed)
+    params = {k: (v + rng.standard_normal(v.shape) * 0.3).astype(np.float32)
+              for k, v in tf.init_params(cfg, seed).items()}  # away from init: real attention
+    return tf.TransformerModel(cfg, params, tok)
+
+
+def test_worked_numbers_of_the_memory_formula():
+    assert kv_cache_bytes(32, 8, 128, 2, 1)["bytes_per_token"] == 131072
+    assert kv_cache_bytes(32, 8, 128, 2, 4096)["total_bytes"] == 512 * 2 ** 20
+    assert kv_cache_bytes(32, 8, 128, 2, 4096, 8)["total_bytes"] == 4 * 2 ** 30
+
+
+def test_cache_is_preallocated_per_layer_with_a_length_counter():
+    model = make_model("gqa", context=16, layers=3)
+    s = model.session()
+    assert len(s.cache.k) == len(s.cache.v) == 3
+    assert all(a.shape == (1, 2, 16, 4) for a in s.cache.k + s.cache.v)  # [B, Hkv, T_max, D]
+    before = [a.ctypes.data for a in s.cache.k]
+    s.prefill([1, 2, 3])
+    assert s.length == 4  # EOS + 3
+    s.decode(4)
+    assert s.length == 5 and [a.ctypes.data for a in s.cache.k] == before  # never reallocated
+    per_token = kv_cache_bytes(3, 2, 4, s.dtype.itemsize, 1)["bytes_per_token"]
+    assert s.cache.bytes_allocated == 16 * per_token and s.cache.bytes_in_use == 5 * per_token
+
+
+def test_a_decode_step_writes_exactly_one_position():
+    s = make_model().session()
+    s.prefill([1, 2])
+    k_before = s.cache.k[0].copy()
+    s.decode(3)
+    changed = np.nonzero((s.cache.k[0] != k_before).any(axis=(0, 1, 3)))[0]
+    assert changed.tolist() == [3]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["mha", "gqa", "mqa"])
+def test_cached_equals_recompute_at_every_step(kind, dtype):
+    rng = np.random.default_rng(1)
+    for trial in range(4):
+        model = make_model(kind, context=32, seed=trial)
+        s = model.session(dtype=dtype)
+        prompt = rng.integers(1, 11, size=int(rng.integers(0, 12))).tolist()
+        logits = s.prefill(prompt)
+        worst = np.abs(logits - s.recompute_logits()).max()
+        for _ in range(12):
+            logits = s.decode(int(rng.integers(1, 11)))
+            worst = max(worst, np.abs(logits - s.recompute_logits()).max())
+        assert logits.dtype == dtype
+        assert worst < TOL[dtype], (kind, trial, worst)
+
+
+def test_cached_equals_recompute_over_random_configs():
+    """Random depth, width, heads and context; prompts sometimes longer than the context."""
+    rng = np.random.default_rng(11)
+    tok = CharTokenizer("abcdefghij")
+    for trial in range(10):
+        n_head = int(rng.choice([1, 2, 4, 8]))
+        n_kv_head = int(rng.choice([d for d in (1, 2, 4, 8) if n_head % d == 0]))
+        cfg = tf.Config(vocab_size=tok.vocab_size, context_size=int(rng.integers(4, 24)),
+                        n_layer=int(rng.integers(1, 4)), n_embd=8 * n_head, n_head=n_head,
+                        n_kv_head=n_kv_head, mlp_ratio=int(rng.integers(1, 5)))
+        params = {k: v + rng.standard_normal(v.shape).astype(np.float32) * 0.3
+                  for k, v in tf.init_params(cfg, trial).items()}
+        s = tf.TransformerModel(cfg, params, tok).session(dtype=np.float64)
+        logits = s.prefill(rng.integers(1, 11, size=int(rng.integers(0, 30))).tolist())
+        worst = np.abs(logits - s.recompute_logits()).max()
+        for _ in range(15):
+            logits = s.decode(int(rng.integers(1, 11)))
+            worst = max(worst, np.abs(logits - s.recompute_logits()).max())
+        assert worst < 1e-10, (cfg, worst)
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa", "mqa"])
+def test_one_pass_prefill_equals_token_by_token(kind):
+    model = make_model(kind, context=16)
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6]
+    one = model.session(dtype=np.float64)
+    logits_one = one.prefill(prompt)
+    step = model.session(dtype=np.float64)
+    step.prefill([])
+    for t in prompt:
+        logits_step = step.decode(t)
+    np.testing.assert_allclose(logits_one, logits_step, atol=1e-12)
+    assert one.length == step.length == len(prompt) + 1
+    for a, b in zip(one.cache.k + one.cache.v, step.cache.k + step.cache.v):
+        np.testing.assert_allclose(a[:, :, :one.length], b[:, :, :step.length], atol=1e-12)
+
+
+def test_uncached_full_forward_matches_the_training_forward():
+    """recompute_logits is the training code path (gains not folded), so it also checks the
+    inference weights: the cached path folds the gains and 1/sqrt(D) into the matrices."""
+    model = make_model("gqa")
+    s = model.session(dtype=np.float64)
+    logits = s.prefill([2, 7, 1])
+    p = model.params_as(np.float64)
+    idx = np.array([[0, 2, 7, 1]])
+    full, _ = tf.forward(p, model.cfg, idx, np.arange(4)[None],
+                         tf.causal_bias(4, np.float64)[None, None])
+    np.testing.assert_allclose(logits, full[0, -1], atol=1e-12)
+
+
+def test_window_start_follows_the_shift_rule_token_by_token():
+    for T in (4, 5, 8):
+        window = []
+        for n in range(1, 40):
+            if len(window) == T:  # full: keep the newest T // 2
+                window = window[T - T // 2:]
+            window.append(n - 1)
+            assert window_start(n, T) == window[0], (T, n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_context_shift_keeps_cached_equal_to_recompute(dtype):
+    model = make_model("gqa", context=8)
+    rng = np.random.default_rng(2)
+    s = model.session(dtype=dtype)
+    s.prefill([1, 2, 3])
+    shifts_seen = 0
+    for step in range(30):
+        logits = s.decode(int(rng.integers(1, 11)))
+        shifts_seen += s.shifted
+        assert s.length <= 8 and s.length == len(s.tokens)
+        assert np.abs(logits - s.recompute_logits()).max() < TOL[dtype]
+    assert s.shifts == shifts_seen >= 6  # 34 tokens through a window of 8, halved each time
+
+
+def test_a_long_prompt_is_windowed_as_if_fed_token_by_token():
+    model = make_model("mqa", context=8)
+    prompt = [1 + i % 10 for i in range(21)]
+    one = model.session(dtype=np.float64)
+    logits_one = one.prefill(prompt)
+    step = model.session(dtype=np.float64)
+    step.prefill([])
+    for t in prompt:
+        logits_step = step.decode(t)
+    assert one.tokens == step.tokens and one.shifts == step.shifts > 0
+    np.testing.assert_allclose(logits_one, logits_step, atol=1e-12)
+
+
+def test_left_pad_positions_are_the_cumulative_mask_minus_one():
+    ids, valid, pos = left_pad([[5, 6, 7], [8], []])
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 0, 0]]
+    assert valid.tolist() == [[True] * 3, [False, False, True], [False] * 3]
+    assert pos.tolist() == [[0, 1, 2], [0, 0, 0], [0, 0, 0]]
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa", "mqa"])
+def test_batch_rows_match_single_runs(kind):
+    model = make_model(kind, context=24)
+    prompts = [[1, 2, 3, 4, 5, 6, 7], [], [9, 9], [3, 1, 4, 1, 5]]  # different lengths
+    logits, batch = tf.batch_prefill(model, prompts)
+    singles = [model.session() for _ in prompts]
+    expected = np.stack([s.prefill(p) for s, p in zip(singles, prompts)])
+    assert np.abs(logits - expected).max() < 1e-5
+    rng = np.random.default_rng(3)
+    for _ in range(8):
+        tokens = rng.integers(1, 11, size=len(prompts))
+        logits = batch.decode(tokens)
+        expected = np.stack([s.decode(int(t)) for s, t in zip(singles, tokens)])
+        assert np.abs(logits - expected).max() < 1e-5
+        assert np.abs(logits - batch.recompute_logits()).max() < 1e-5
+    assert batch.padding[1].sum() == 7 and batch.padding[0].sum() == 0  # row 1: 7 pad slots
+
+
+def test_batch_stops_when_its_context_is_full():
+    model = make_model("gqa", context=6)
+    _, batch = tf.batch_prefill(model, [[1, 2], [3]])
+    for t in range(3):
+        batch.decode([1, 2])
+    with pytest.raises(ValueError, match="full"):
+        batch.decode([1, 2])
+    with pytest.raises(ValueError, match="context"):
+        tf.batch_prefill(model, [[1] * 6])
+
+
+def test_cache_refuses_to_write_past_its_end():
+    cache = KVCache(1, 1, 1, 2, 4)
+    q = np.zeros((1, 1, 3, 4), np.float32)
+    with pytest.raises(ValueError, match="full"):
+        cache.attend(0, q, q, q)
+
+
+def test_cache_check_reports_every_step_within_tolerance():
+    from decodelab.kvcache import cache_check
+
+    model = make_model("gqa", context=8)
+    out = cache_check(model, [1, 2, 3], steps=20, seed=5)
+    assert out["steps"] == len(out["per_step"]) == 20 and out["shifts"] >= 2
+    assert out["ok"] and out["max_abs_diff"] < 1e-5 and out["tolerance"] == 1e-4
+    assert cache_check(model, [1, 2, 3], steps=20, seed=5) == out  # seeded
+    assert cache_check(model, [], 5, dtype=np.float64)["max_abs_diff"] < 1e-10
+
+
+def test_session_check_and_batch_check():
+    model = make_model("mqa", context=16)
+    s = model.session()
+    s.prefill([4, 5])
+    s.decode(6)
+    assert s.check() < 1e-5
+    out = tf.batch_check(model, [[1, 2, 3, 4], [5], []], steps=6)
+    assert out["steps"] == 6 and out["max_abs_diff"] < 1e-5
+    assert out["padding"][2][:4] == [True] * 4 and not any(out["padding"][0])
+
+
+def test_decode_timings_cover_each_length_and_count_bytes_read():
+    from decodelab.kvcache import decode_timings
+
+    model = make_model("gqa", context=16)
+    rows = decode_timings(model, [4, 16, 99], repeats=3)
+    assert [r["context"] for r in rows] == [4, 16]  # 99 clipped to the context, duplicates merged
+    per_token = kv_cache_bytes(2, 2, 4, 4, 1)["bytes_per_token"]
+    assert [r["kv_bytes_read"] for r in rows] == [4 * per_token, 16 * per_token]
+    assert all(r["cached_ms"] > 0 and r["uncached_ms"] > 0 for r in rows)
