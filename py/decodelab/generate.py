@@ -195,7 +195,8 @@ def _prompt_errors(library, raw, errors) -> list:
     from decodelab.settings import Settings
 
     bad = {e.field for e in errors}
-    if bad & {"prompt", "model", "dataset"} or not isinstance(raw.get("prompt", ""), str):
+    if not isinstance(raw, dict) or bad & {"prompt", "model", "dataset"} \
+            or not isinstance(raw.get("prompt", ""), str):
         return []
     defaults = Settings()
     try:

@@ -252,6 +252,15 @@ def validate(raw: dict, datasets=None) -> Settings:
     if "min_new_tokens" in values and lo > hi:
         errors.append(FieldError("min_new_tokens", f"Min new tokens must be from 0 to Max new "
                                                    f"tokens ({hi}); got {lo}."))
+    # Character models emit one character per token, so a stop string longer than the whole
+    # budget could never match: say so rather than let it silently do nothing.
+    budget = values.get("max_new_tokens", FIELD_BY_NAME["max_new_tokens"].default)
+    for i, stop in enumerate(values.get("stop", ()), 1):
+        if len(stop) > budget:
+            errors.append(FieldError("stop", f"Stop strings: entry {i} has {len(stop)} characters "
+                                             f"but Max new tokens is {budget}, so it could never "
+                                             f"match; shorten it or raise Max new tokens."))
+            break
     if errors:
         raise FieldErrors(errors)
     return Settings(**values)

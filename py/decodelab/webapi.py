@@ -71,11 +71,18 @@ def setup(assets_dir: str) -> str:
     })
 
 
+def _parse(text, field: str = "settings"):
+    """JSON from the page or a host; anything unreadable is a FieldError, never a crash."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        raise FieldError(field, "Settings must be a JSON object of name: value.") from None
+
+
 def start(settings_json: str) -> str:
     global _run
     try:
-        raw = json.loads(settings_json)
-        run = start_generation(_library, raw)
+        run = start_generation(_library, _parse(settings_json))
     except (FieldError, FieldErrors) as e:
         return _errors(e)  # the previous run and its output stay as they were
     _run = run
@@ -134,7 +141,10 @@ def train_custom(text: str, name: str = "custom") -> str:
 
 def probs(request_json: str) -> str:
     try:
-        return json.dumps({"ok": True, **probs_from_request(json.loads(request_json))})
+        request = _parse(request_json, "logits")
+        if not isinstance(request, dict):
+            raise FieldError("logits", "A probs request must be a JSON object.")
+        return json.dumps({"ok": True, **probs_from_request(request)})
     except (FieldError, FieldErrors) as e:
         return _errors(e)
 
