@@ -167,12 +167,20 @@ def npm_pyodide_version() -> str | None:
         return None
 
 
+def npm_packages_missing() -> list[str]:
+    """Packages of package.json (dependencies and devDependencies) absent from node_modules."""
+    meta = json.loads((ROOT / "package.json").read_text())
+    wanted = {**meta.get("dependencies", {}), **meta.get("devDependencies", {})}
+    return [n for n in wanted if not (ROOT / "node_modules" / n / "package.json").exists()]
+
+
 def setup_npm() -> None:
-    found = npm_pyodide_version()
-    if found == PYODIDE_VERSION:
+    found, missing = npm_pyodide_version(), npm_packages_missing()
+    if found == PYODIDE_VERSION and not missing:
         say(f"setup: npm pyodide {PYODIDE_VERSION} present")
         return
-    say(f"setup: npm pyodide is {found or 'missing'}, want {PYODIDE_VERSION}: running npm ci")
+    say(f"setup: npm pyodide is {found or 'missing'} (want {PYODIDE_VERSION}), missing: "
+        f"{', '.join(missing) or 'none'}: running npm ci")
     if run(["npm", "ci", "--no-audit", "--no-fund"]).returncode != 0:
         raise BuildError("npm ci failed (see the output above)")
     if npm_pyodide_version() != PYODIDE_VERSION:
@@ -812,6 +820,20 @@ def copy_assets(dest: Path) -> list[dict]:
     return rows
 
 
+def write_integrity(folder: Path) -> Path:
+    """pyodide/integrity.json: every runtime file with its SHA-256, as hex and as a Subresource
+    Integrity value; the worker checks each file against it before it runs (web/integrity.js)."""
+    rows = []
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name != "integrity.json":
+            digest = hashlib.sha256(path.read_bytes()).digest()
+            rows.append({"path": path.name, "bytes": path.stat().st_size, "sha256": digest.hex(),
+                         "integrity": "sha256-" + base64.b64encode(digest).decode("ascii")})
+    target = folder / "integrity.json"
+    target.write_text(json.dumps({"files": rows}, indent=2) + "\n")
+    return target
+
+
 def site(runtime: list[Path], wheel_path: Path) -> Path:
     """Assemble static/ from scratch."""
     if not WEB_DIR.is_dir():
@@ -826,6 +848,7 @@ def site(runtime: list[Path], wheel_path: Path) -> Path:
         shutil.copyfile(path, pyodide_dir / path.name)
     lock = site_lock(npm_lock(), lock_entry(wheel_path, project_metadata()))
     (pyodide_dir / "pyodide-lock.json").write_text(json.dumps(lock, indent=2) + "\n")
+    write_integrity(pyodide_dir)
 
     assets_dir = STATIC_DIR / "assets"
     assets_dir.mkdir(parents=True, exist_ok=True)
@@ -875,6 +898,11 @@ MIME_TYPES = {
 }
 
 
+# The Python worker's Content-Security-Policy (the page's own is a <meta> in index.html and
+# embed.html): its own scripts, WebAssembly for Pyodide, fetches from its own origin only.
+WORKER_CSP = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'"
+
+
 class StaticHandler(http.server.SimpleHTTPRequestHandler):
     """Serves a folder with the MIME types the page needs and no caching."""
 
@@ -883,6 +911,10 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
 
     def end_headers(self) -> None:
         self.send_header("Cache-Control", "no-cache")
+        if self.path.split("?", 1)[0].endswith("/worker.js"):  # a worker has no <meta> for its CSP
+            self.send_header("Content-Security-Policy", WORKER_CSP)
+        # Public files: a course page on another origin may load element.js as a module.
+        self.send_header("Access-Control-Allow-Origin", "*")
         super().end_headers()
 
     def log_message(self, format: str, *args) -> None:

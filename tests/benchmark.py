@@ -9,15 +9,25 @@ What it measures (all timings are medians over repeats):
   - warm boot: a reload in the same profile (files revalidated from the HTTP cache);
   - bigram steps per second with full step records, inside Python in the browser and natively
     (the same `webapi.bench` function both times), and their ratio;
-  - the page end to end: Generate to "done" for a long run, streaming and rendering included.
+  - the page end to end: Generate to "done" for a long run, streaming and rendering included;
+  - the transformer (cache check off, full step records): decode steps per second at 97 to 127
+    tokens of context, and 256 new tokens with the KV cache and without it (every step
+    recomputing the whole window), in the browser and natively (`webapi.bench_generation`).
 It judges nothing: it prints a table. Tests never assert timings.
+
+Natively numpy runs with one BLAS thread (OPENBLAS_NUM_THREADS=1), as the browser has one: the
+comparison is like for like, and on a busy 2-core machine more threads make these small
+matrices slower, not faster.
 """
 
 import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported anywhere
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "py")]
@@ -29,6 +39,48 @@ RUNS = {
     "bigram prose, T=0.8 top-k 20 top-p 0.9": {"dataset": "prose", "seed": 1, "ignore_eos": True,
                                                "temperature": 0.8, "top_k": 20, "top_p": 0.9},
 }
+
+
+def long_prompt(chars: int = 95) -> str:
+    """A fixed prose prompt: the first corpus line with enough characters, cut to `chars`."""
+    for line in (ROOT / "artifacts" / "data" / "prose.txt").read_text(encoding="utf-8").splitlines():
+        if len(line) >= chars:
+            return line[:chars]
+    raise SystemExit("no prose line long enough for the transformer benchmark")
+
+
+def transformer_runs(quick: bool) -> dict:
+    """name -> (request for webapi.bench_generation, which rate to report)."""
+    base = {"model": "transformer", "dataset": "prose", "seed": 1, "ignore_eos": True,
+            "cache_check": False}
+    n = 64 if quick else 256
+    return {
+        "decode at context 97-127, cache on": (
+            {"settings": {**base, "prompt": long_prompt(), "max_new_tokens": 32}, "cache": True},
+            "decode_steps_per_second"),
+        f"{n} new tokens, cache on": (
+            {"settings": {**base, "max_new_tokens": n}, "cache": True}, "steps_per_second"),
+        f"{n} new tokens, cache off (recompute)": (
+            {"settings": {**base, "max_new_tokens": n}, "cache": False}, "steps_per_second"),
+        "64 new tokens, cache on + live check": (
+            {"settings": {**base, "max_new_tokens": 64, "cache_check": True}, "cache": True},
+            "steps_per_second"),
+    }
+
+
+def native_transformer(runs: dict, repeats: int) -> dict:
+    from decodelab import webapi
+
+    webapi.setup(str(ROOT / "artifacts"))
+    return {name: statistics.median(json.loads(webapi.bench_generation(json.dumps(req)))[key]
+                                    for _ in range(repeats))
+            for name, (req, key) in runs.items()}
+
+
+def browser_transformer(page, runs: dict, repeats: int) -> dict:
+    return {name: statistics.median(page.evaluate("r => window.decodelab.kv.bench(r)", req)[key]
+                                    for _ in range(repeats))
+            for name, (req, key) in runs.items()}
 
 
 def native_rates(steps: int, repeats: int) -> dict:
@@ -88,12 +140,15 @@ def measure(quick: bool = False) -> dict:
             page = open_page(browser, url)
             boot(page)
             browser_rate = browser_rates(page, steps, repeats)
+            t_runs = transformer_runs(quick)
+            browser_t = browser_transformer(page, t_runs, max(repeats, 3))
             page_seconds = page_run_seconds(page, steps)
             page.context.close()
             browser.close()
     finally:
         server.shutdown()
     native_rate = native_rates(steps, repeats)
+    native_t = native_transformer(t_runs, max(repeats, 3))
     phases = ("runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "total_ms", "page_ready_ms")
     return {
         "quick": quick, "repeats": repeats, "steps": steps,
@@ -104,6 +159,9 @@ def measure(quick: bool = False) -> dict:
                              for name in RUNS},
         "page_end_to_end": {"steps": steps, "seconds": page_seconds,
                             "steps_per_second": steps / page_seconds},
+        "transformer_tokens_per_second": {
+            name: {"browser": browser_t[name], "native": native_t[name],
+                   "native_over_browser": native_t[name] / browser_t[name]} for name in t_runs},
     }
 
 
@@ -121,6 +179,16 @@ def table(r: dict) -> str:
     e = r["page_end_to_end"]
     lines += ["", f"Page end to end (worker batches, messages, rendering): {e['steps']} steps in "
                   f"{e['seconds']:.2f} s = {e['steps_per_second']:,.0f} steps/s"]
+    t = r["transformer_tokens_per_second"]
+    lines += ["", "| transformer prose (tokens/s, full step records) | browser | native | "
+                  "native / browser |", "| --- | ---: | ---: | ---: |"]
+    for name, v in t.items():
+        lines.append(f"| {name} | {v['browser']:,.0f} | {v['native']:,.0f} | "
+                     f"{v['native_over_browser']:.1f}x |")
+    on = next(v for k, v in t.items() if k.endswith("new tokens, cache on"))
+    off = next(v for k, v in t.items() if k.endswith("cache off (recompute)"))
+    lines += ["", f"Cache on / cache off: {on['browser'] / off['browser']:.1f}x in the browser, "
+                  f"{on['native'] / off['native']:.1f}x natively."]
     return "\n".join(lines)
 
 

@@ -1,10 +1,13 @@
 """Regenerate the README screenshots from the real page: python3 tests/screenshots.py
 
 Boots the built site in headless Chromium, runs a generation with settings that show the
-filters at work, selects a step, and saves docs/screenshot*.png.
+filters at work, selects a step, and saves docs/screenshot*.png. Then it serves the course page
+of the embedding tests (tests/e2e/hosts/course.html) on 127.0.0.1 with the widget on localhost,
+as a course site would embed it, and saves docs/screenshot-embed.png.
 """
 
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,9 +30,37 @@ def shoot(browser, url, out: Path, width: int, scheme: str) -> None:
     page.evaluate("() => window.decodelab.lastRun")
     page.wait_for_selector("html[data-state=ready]")
     page.locator("#text-gen [data-step]").nth(1).click()
-    # the top of the page: title, controls, the generated text and the selected step
-    page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": width, "height": 1400 if width > 800 else 1180})
+    page.evaluate("() => window.scrollTo(0, 0)")
+    # the top of the page: title, controls, the generated text and the selected step (the clip
+    # is measured on the whole page, not the window, hence full_page)
+    page.screenshot(path=str(out), full_page=True,
+                    clip={"x": 0, "y": 0, "width": width, "height": 1400 if width > 800 else 1180})
     page.context.close()
+
+
+def course_pages(widget_url: str) -> Path:
+    """The test course pages, pointing at the widget's address."""
+    root = Path(tempfile.mkdtemp(prefix="decodelab-hosts-"))
+    for path in (ROOT / "tests" / "e2e" / "hosts").iterdir():
+        (root / path.name).write_text(path.read_text().replace("{{WIDGET}}", widget_url)
+                                      .replace("{{ROGUE}}", widget_url))
+    return root
+
+
+def shoot_embed(browser, host_url: str, out: Path, width: int, scheme: str) -> None:
+    page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    page.goto(host_url + "course.html")
+    page.wait_for_function("() => window.seen.some((m) => m.type === 'ready')", timeout=120_000)
+    page.evaluate("() => document.querySelector('decodelab-embed').generate()")
+    frame = next(f for f in page.frames if f.url.startswith("http://localhost"))
+    frame.locator("#text-gen [data-step]").nth(3).click()
+    page.wait_for_timeout(400)  # the last height message, then the iframe's new height
+    # A viewport as tall as the page, so the widget's own frame is drawn in full.
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    page.set_viewport_size({"width": width, "height": height})
+    page.wait_for_timeout(400)
+    page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": width, "height": min(height, 1500)})
+    page.close()
 
 
 def main() -> int:
@@ -43,10 +74,17 @@ def main() -> int:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             shoot(browser, url, docs / "screenshot.png", 1280, "light")
             shoot(browser, url, docs / "screenshot-dark-360.png", 360, "dark")
+            widget, widget_url = serve(ROOT / "static", host="localhost")
+            host, host_url = serve(course_pages(widget_url), host="127.0.0.1")
+            try:
+                shoot_embed(browser, host_url, docs / "screenshot-embed.png", 1100, "light")
+            finally:
+                host.shutdown()
+                widget.shutdown()
             browser.close()
     finally:
         server.shutdown()
-    print("wrote docs/screenshot.png and docs/screenshot-dark-360.png")
+    print("wrote docs/screenshot.png, docs/screenshot-dark-360.png and docs/screenshot-embed.png")
     return 0
 
 

@@ -5,6 +5,14 @@ import { checkField, checkTogether, describeChars, splitLines } from "./validate
 import {
   candidateRows, drawSegments, el, finishSentence, fixed, pct, plural, readable, seconds, spoken,
 } from "./render.js";
+import { installA11y } from "./a11y.js";
+import { installEmbed } from "./embed.js";
+import { installExports } from "./exports.js";
+import { installUrlState } from "./urlstate.js";
+import { createLesson } from "./lesson.js";
+import { cacheNotes, cacheStat, createKvLab } from "./cache.js";
+import { createTextStream } from "./textstream.js";
+import { createSupervisor } from "./supervisor.js";
 
 // --- DOM references ---------------------------------------------------------------------------
 
@@ -69,7 +77,7 @@ const dom = {
 const FIELD_NAMES = [
   "model", "dataset", "prompt", "seed", "temperature", "greedy", "top_k", "top_p", "min_p",
   "repetition_penalty", "order", "max_new_tokens", "min_new_tokens", "stop", "include_stop",
-  "ignore_eos",
+  "ignore_eos", "cache_check",
 ];
 const controls = Object.fromEntries(FIELD_NAMES.map((name) => [name, dom.form.elements[name]]));
 const SAMPLING_ONLY = ["temperature", "top_k", "top_p", "min_p", "order"];
@@ -105,7 +113,8 @@ function setState(name) {
 
 // --- worker -------------------------------------------------------------------------------------
 
-const worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+// The worker, watched: restarted if it stops answering or crashes (supervisor.js; recovery below).
+const worker = createSupervisor(new URL("./worker.js", import.meta.url));
 const replies = new Map(); // request id -> {resolve, reject} for trace / train / probs
 
 let readyResolve;
@@ -134,9 +143,36 @@ const hooks = {
     : Promise.reject(new Error(`not ready (state ${root.dataset.state})`))),
   probs: (req) => request({ type: "probs", request: req }).then((m) => m.result),
   bench: (settings) => request({ type: "bench", settings }).then((m) => m.result),
+  // Put values (already checked) into the form, as Reset does; the address and hosts use it.
+  applySettings: (values) => applySettings(values),
   timings: null, // boot phases in ms, from the worker, once ready
+  // Memory the worker holds (WebAssembly memory, live Python objects) and its restarts.
+  memory: () => request({ type: "memory-report" }).then((m) => m.result),
+  get health() {
+    return { ...worker.stats, recovering: worker.recovering, sealedText: textStream.sealedCount };
+  },
 };
 window.decodelab = hooks;
+if (worker.faults) hooks.injectFault = (kind) => worker.injectFault(kind); // tests only: ?faults=1
+
+// Step-through, the pipeline, the playground, the experiment, the questions (lesson.js).
+const lesson = createLesson({ request, select, collect });
+hooks.lesson = lesson;
+
+// The KV cache: the live check, the batch view, break it on purpose, memory and cost, both
+// models side by side (cache.js). hooks.kv.last holds each panel's latest reply, for tests.
+const kv = createKvLab({ request, collect, info: () => state.info, last: {} });
+
+// Long runs stay cheap to draw: older characters are sealed into plain text while streaming.
+const textStream = createTextStream(dom.textGen);
+hooks.kv = kv;
+
+// Page events for the modules that announce, share, export and embed (a11y.js, urlstate.js,
+// exports.js, embed.js): "decodelab:run-start" {settings}, "decodelab:run-end" (what lastRun
+// resolves to), "decodelab:select" {step} when the learner picks a step.
+function emit(name, detail) {
+  document.dispatchEvent(new CustomEvent(`decodelab:${name}`, { detail }));
+}
 
 function request(message) {
   const id = state.nextId++;
@@ -175,6 +211,42 @@ worker.addEventListener("error", (event) => {
   }
 });
 
+// --- recovery: the worker stopped answering or crashed, and supervisor.js starts a new one ------
+// What was in flight is given up with a message; the settings and the text on screen stay.
+
+const TROUBLE = {
+  hang: "The Python worker stopped answering, so it was stopped.",
+  crash: "The Python worker crashed.",
+  fatal: "Python failed and could not go on (for example, it ran out of memory).",
+};
+
+worker.addEventListener("lost", (event) => {
+  const what = TROUBLE[event.detail.reason] || TROUBLE.crash;
+  for (const reply of replies.values()) reply.reject(new Error(what));
+  replies.clear();
+  if (trainRequest != null) onError({ id: trainRequest, message: what });
+  const target = state.pending || (state.run && !state.run.done ? state.run : null);
+  if (target) onError({ id: target.id, message: what });
+  if (!state.info) return; // still starting up: the start-up screen shows the new attempt
+  setState("loading");
+  setEnabled(false);
+  dom.status.textContent = `${what} Starting it again…`;
+  dom.finishText.textContent = `${what} Starting it again… Your settings and the text above are kept.`;
+});
+
+worker.addEventListener("restarted", (event) => {
+  setEnabled(true);
+  setState("ready");
+  dom.status.textContent = `Python was started again in ${seconds(event.detail.ms)}. Your settings are kept.`;
+  dom.finishText.textContent = `${TROUBLE[event.detail.reason] || TROUBLE.crash} It was started again in ${seconds(event.detail.ms)}; your settings and the text above are kept. Press Generate to go on.`;
+  if (state.run) dom.exportButton.disabled = true; // the trace of that run went with the old worker
+});
+
+worker.addEventListener("restart-failed", (event) => {
+  if (state.info) root.dataset.state = "loading"; // onBootError reports from the start-up state
+  onBootError(event.detail.message);
+});
+
 // --- boot -------------------------------------------------------------------------------------
 
 function onProgress(m) {
@@ -200,6 +272,8 @@ function onReady({ info, timings }) {
   applySettings(info.defaults || {});
   writeCredits(info);
   setEnabled(true);
+  lesson.ready();
+  kv.ready();
   updateGreedyNotes();
   const t = timings || {};
   dom.status.textContent = `Ready. Python started in ${seconds(t.total_ms || 0)}.`;
@@ -449,6 +523,8 @@ function startRun(settings) {
   dom.generate.disabled = true;
   dom.stop.disabled = false;
   worker.postMessage({ type: "generate", id, settings, pace_ms: dom.slow.checked ? SLOW_MS : 0 });
+  emit("run-start", { settings });
+  hooks.lastRun.then((result) => emit("run-end", result));
   return hooks.lastRun;
 }
 
@@ -489,6 +565,8 @@ function onStarted(m) {
   dom.runMeta.textContent = "";
   dom.finishText.textContent = "Generating…";
   dom.finishText.parentElement.classList.remove("idle");
+  lesson.runStarted(state.run);
+  kv.runStarted(state.run);
   renderInspector();
 }
 
@@ -497,6 +575,8 @@ function onSteps(m) {
   if (!run || run.id !== m.id) return;
   for (const step of m.steps) addStep(run, step);
   if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
+  textStream.update(run);
+  kv.steps(run);
   scheduleInspector();
 }
 
@@ -559,15 +639,18 @@ function onDone(m) {
     const lastStep = run.steps[last];
     dom.endMarker.hidden = false;
     dom.endMarker.dataset.step = String(last);
-    dom.endMarker.textContent = lastStep.token_text === "<eos>"
-      ? `◼ end · step ${last + 1}`
-      : `Last step: ${last + 1}`;
-    dom.endMarker.setAttribute("aria-label", lastStep.token_text === "<eos>"
-      ? `Inspect step ${last + 1}, where end-of-sequence was chosen`
-      : `Inspect the last step, step ${last + 1}`);
+    // The visible words start the accessible name (WCAG 2.5.3); the rest is for screen readers.
+    const eos = lastStep.token_text === "<eos>";
+    dom.endMarker.replaceChildren(
+      el("span", null, eos ? `◼ end · step ${last + 1}` : `Last step: ${last + 1}`),
+      el("span", "visually-hidden", eos ? " (inspect the step where end-of-sequence was chosen)" : " (inspect it)"),
+    );
   }
   dom.exportButton.disabled = false;
+  textStream.finish(run);
   finishRun();
+  lesson.runDone(run);
+  kv.runDone(run);
   scheduleInspector();
   run.resolve({
     status: "done", id: run.id, finish_reason: m.finish_reason, stop_reason: m.stop_reason,
@@ -653,6 +736,7 @@ function select(index, { focus = false } = {}) {
   run.selected = index;
   run.follow = false;
   renderInspector();
+  emit("select", { step: index });
   if (focus) {
     const span = run.spans.get(index);
     if (span) span.focus();
@@ -706,6 +790,7 @@ function renderInspector() {
   dom.stepCount.textContent = step ? `Step ${run.selected + 1} of ${run.steps.length}` : "";
   dom.stepper.hidden = !step;
   if (run) markSelected(run);
+  lesson.selected(run);
   if (!step) return;
 
   const s = run.settings;
@@ -726,14 +811,15 @@ function renderInspector() {
     ["Draw u", step.u == null ? "none" : fixed(step.u, 4)],
     ["Entropy", `${fixed(step.entropy, 2)} nats`],
     ["Kept", V ? `${step.kept_count} of ${V}` : String(step.kept_count)],
-  ];
+    cacheStat(step),
+  ].filter(Boolean);
   dom.stats.replaceChildren(...stats.map(([term, value]) => {
     const div = el("div", "stat");
     div.append(el("dt", null, term), el("dd", null, value));
     return div;
   }));
 
-  dom.stepNotes.replaceChildren(...stepNotes(run, step, greedy).map((text) => el("span", "note-line", text)));
+  dom.stepNotes.replaceChildren(...[...stepNotes(run, step, greedy), ...cacheNotes(step)].map((text) => el("span", "note-line", text)));
   dom.stepNotes.hidden = !dom.stepNotes.childNodes.length;
 
   dom.candsCaption.textContent = `Step ${run.selected + 1}: the ${plural(step.top.length, "likeliest candidate", "likeliest candidates")} and their probabilities at each stage`;
@@ -751,6 +837,7 @@ function renderInspector() {
 // Only the selected character is marked, and only it (or the first) is in the tab order; the
 // arrow keys move between characters.
 function markSelected(run) {
+  textStream.reveal(run, run.selected);
   const span = run.spans.get(run.selected) || null;
   if (run.marked && run.marked !== span) {
     run.marked.classList.remove("selected");
@@ -876,3 +963,10 @@ function onTrainInvalid(m) {
   showError("text", messages.join(" ") || "This text cannot be used.");
   dom.trainText.focus();
 }
+
+// --- announcing, sharing, exporting, embedding: their own modules, built on the hooks ---------
+
+installA11y(hooks);
+installUrlState(hooks);
+installExports(hooks);
+installEmbed(hooks);

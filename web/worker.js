@@ -9,6 +9,9 @@
 // Generation runs in short time-boxed batches (`advance(BATCH_MS)`), with a real trip through
 // the event loop between batches, so that a "stop" message is read while a run is going.
 
+import { controlMessage, isFatal, memoryReport, watchFatal } from "./health.js";
+import { guardRuntime, runtimeProblem } from "./integrity.js";
+
 const BATCH_MS = 12;
 const PYODIDE_DIR = new URL("./pyodide/", import.meta.url).href;
 const ASSETS_URL = new URL("./assets/", import.meta.url);
@@ -133,6 +136,8 @@ async function boot() {
   };
 
   progress("runtime", "Loading the Python runtime…", 0.02);
+  await guardRuntime(PYODIDE_DIR); // every runtime file is hash-checked before it runs
+  lap("integrity_ms");
   let loadPyodide;
   try {
     ({ loadPyodide } = await import("./pyodide/pyodide.mjs"));
@@ -140,6 +145,7 @@ async function boot() {
     throw new Error(`The Python runtime (pyodide/pyodide.mjs) could not be loaded: ${err.message || err}.`);
   }
   pyodide = await loadPyodide({ indexURL: PYODIDE_DIR, lockFileURL: PYODIDE_DIR + "pyodide-lock.json" });
+  watchFatal(pyodide, post); // Python unusable from now on (out of memory): the page restarts us
   lap("runtime_ms");
 
   progress("numpy", "Loading numpy…", 0.55);
@@ -229,18 +235,35 @@ const handlers = {
   probs: (m) => post({ type: "probs", id: m.id, result: JSON.parse(api.probs(JSON.stringify(m.request || {}))) }),
   // The benchmark: one whole run timed inside Python, the same function the native side times.
   bench: (m) => post({ type: "bench", id: m.id, result: JSON.parse(api.bench(JSON.stringify(m.settings || {}))) }),
+  // The lesson: one step of the latest run taken apart, the same for typed numbers, and the
+  // temperature experiment, run a batch of samples per request so other requests get a turn.
+  explain: (m) => post({ type: "explain", id: m.id, result: JSON.parse(api.explain_step(JSON.stringify(m.request || {}))) }),
+  "explain-values": (m) => post({ type: "explain-values", id: m.id, result: JSON.parse(api.explain_values(JSON.stringify(m.request || {}))) }),
+  "experiment-start": (m) => post({ type: "experiment-start", id: m.id, result: JSON.parse(api.experiment_start(JSON.stringify(m.request || {}))) }),
+  "experiment-advance": (m) => post({ type: "experiment-advance", id: m.id, result: JSON.parse(api.experiment_advance(Math.min(Math.max(Number(m.budget_ms) || 0, 0), 500))) }),
+  // The KV cache: the batch view, break it on purpose, the memory calculator, the measured cost
+  // per step, both models side by side, and the benchmark's transformer rows.
+  "kv-batch": (m) => post({ type: "kv-batch", id: m.id, result: JSON.parse(api.batch_view(JSON.stringify(m.request || {}))) }),
+  "kv-break": (m) => post({ type: "kv-break", id: m.id, result: JSON.parse(api.break_it(JSON.stringify(m.request || {}))) }),
+  "kv-memory": (m) => post({ type: "kv-memory", id: m.id, result: JSON.parse(api.memory(JSON.stringify(m.request || {}))) }),
+  "kv-costs": (m) => post({ type: "kv-costs", id: m.id, result: JSON.parse(api.cost_sweep(JSON.stringify(m.request || {}))) }),
+  "kv-compare": (m) => post({ type: "kv-compare", id: m.id, result: JSON.parse(api.compare(JSON.stringify(m.settings || {}))) }),
+  "kv-bench": (m) => post({ type: "kv-bench", id: m.id, result: JSON.parse(api.bench_generation(JSON.stringify(m.request || {}))) }),
+  // Memory held by the worker (WebAssembly memory, Python objects), for the soak test.
+  "memory-report": (m) => post({ type: "memory-report", id: m.id, result: memoryReport(pyodide) }),
 };
 
 // Requests run one at a time, in arrival order, after boot. "stop" skips the queue: it only
 // raises a flag that the running generation reads between batches.
 let queue = boot().catch((err) => {
-  const text = String((err && err.message) || err);
+  const text = runtimeProblem() || String((err && err.message) || err);
   console.error(text);
   post({ type: "boot-error", message: text.includes("Traceback") ? describeError(err).message : text });
 });
 
 self.onmessage = (event) => {
   const message = event.data || {};
+  if (controlMessage(message, { post, pyodide: () => pyodide })) return; // heartbeat, test faults
   if (message.type === "stop") {
     if (current && (message.id === undefined || message.id === current.id)) current.stopRequested = true;
     else if (message.id !== undefined) earlyStops.add(message.id);
@@ -259,6 +282,11 @@ self.onmessage = (event) => {
     try {
       await handler(message);
     } catch (err) {
+      if (isFatal(err)) { // Python cannot be used again: the page starts a new worker
+        post({ type: "fatal", id: message.id, message: describeError(err).message });
+        self.close();
+        return;
+      }
       // An unexpected Python exception: report it and keep serving.
       const { message: text, detail } = describeError(err);
       console.error(detail);

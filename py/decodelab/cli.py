@@ -67,6 +67,8 @@ def build_parser() -> Parser:
     g.add_argument("--prompt", default="")
     g.add_argument("--seed")
     _decoding_options(g, with_stop=True)
+    g.add_argument("--cache-check", action=argparse.BooleanOptionalAction, default=None,
+                   help="transformer: compare cached and recomputed logits every step (default on)")
     g.add_argument("--json", action="store_true", help="print the whole trace as JSON")
     g.add_argument("--assets", help="assets folder (default: artifacts/ or $DECODELAB_ASSETS)")
 
@@ -96,14 +98,14 @@ def _given(args, names) -> dict:
     out = {}
     for name in names:
         value = getattr(args, name, None)
-        if value is not None and value is not False:
+        if value is not None and (value is not False or name == "cache_check"):
             out[name] = value
     return out
 
 
 SETTING_NAMES = ("model", "dataset", "prompt", "seed", "temperature", "greedy", "top_k", "top_p",
                  "min_p", "repetition_penalty", "order", "max_new_tokens", "min_new_tokens",
-                 "stop", "include_stop", "ignore_eos")
+                 "stop", "include_stop", "ignore_eos", "cache_check")
 
 
 def cmd_probs(args) -> dict:

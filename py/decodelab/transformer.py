@@ -396,11 +396,20 @@ def scoring_rows(sequences, tokenizer: CharTokenizer, T: int):
 # Cached inference: the same maths, keys and values kept in a KVCache
 
 
+def matmul_layout(w):
+    """W (in, out) stored column-major: the layout that makes x @ W fast in numpy without BLAS."""
+    return np.asfortranarray(w)
+
+
 class InferenceWeights:
     """The parameters in the form the cached path wants, in one dtype.
 
     rms(x) * g @ W  ==  x / sqrt(sum(x^2) + C*eps) @ (sqrt(C) * g[:, None] * W), so the gain and
     the 1/C of the mean go into W; the attention's 1/sqrt(D) goes into the query columns.
+
+    The matrices are stored column-major (`matmul_layout`): same shapes, same values, but each
+    output's weights lie together in memory. numpy without BLAS (as in WebAssembly) then runs
+    x @ W with a contiguous inner loop, 2 to 5 times faster; with BLAS it makes no difference.
     """
 
     def __init__(self, params: dict, cfg: Config, dtype):
@@ -413,9 +422,10 @@ class InferenceWeights:
             lp = layer_params(params, layer)
             w_qkv = fold(lp["g_attn"], lp["w_qkv"])  # (C, (H+2Hkv)*D)
             w_qkv[:, :HD] /= math.sqrt(cfg.head_dim)
-            self.layers.append((w_qkv, lp["w_o"].astype(dtype), fold(lp["g_mlp"], lp["w_fc"]),
-                                lp["w_proj"].astype(dtype)))
-        self.w_head = fold(params["g_f"], params["w_head"])  # (C, V)
+            self.layers.append(tuple(map(matmul_layout, (
+                w_qkv, lp["w_o"].astype(dtype), fold(lp["g_mlp"], lp["w_fc"]),
+                lp["w_proj"].astype(dtype)))))
+        self.w_head = matmul_layout(fold(params["g_f"], params["w_head"]))  # (C, V)
 
     def unit(self, x):
         """x / sqrt(sum(x^2) + C*eps): the norm without its gain and 1/C (folded into W)."""
@@ -629,7 +639,9 @@ class TransformerModel:
     def params_as(self, dtype) -> dict:
         dtype = np.dtype(dtype)
         if dtype not in self._as_dtype:
-            self._as_dtype[dtype] = {k: v.astype(dtype) for k, v in self.params.items()}
+            self._as_dtype[dtype] = {  # the matrices right of an @ in matmul_layout
+                k: matmul_layout(v.astype(dtype)) if k.split(".")[-1].startswith("w_")
+                else v.astype(dtype) for k, v in self.params.items()}
         return self._as_dtype[dtype]
 
     def inference_weights(self, dtype) -> InferenceWeights:

@@ -16,6 +16,7 @@ from decodelab.corpus import corpus_from_text
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.generate import start as start_generation
 from decodelab.playground import probs_from_request
+from decodelab import metrics, pipeline
 from decodelab.settings import FIELDS, MODELS, Settings
 
 _library = None
@@ -159,3 +160,263 @@ def bench(settings_json: str) -> str:
     n = sum(1 for _ in run)
     seconds = time.perf_counter() - t0
     return json.dumps({"steps": n, "seconds": seconds, "steps_per_second": n / seconds})
+
+
+# --- the lesson: one step taken apart, the playground, the temperature experiment -------------
+
+_replay = None  # (run, pipeline.Replay): a run's recomputed logits, kept while it is the latest
+_experiment = None  # the experiment in progress (metrics.Experiment)
+
+
+def _request(text, field: str) -> dict:
+    try:
+        req = json.loads(text)
+    except (TypeError, ValueError):
+        req = None
+    if not isinstance(req, dict):
+        raise FieldError(field, "The request must be a JSON object of name: value.")
+    return req
+
+
+def explain_step(request_json: str) -> str:
+    """{"step": i, "top_n": n} -> every stage of step i of the latest run (pipeline.explain)."""
+    global _replay
+    try:
+        req = _request(request_json, "step")
+        run = _run
+        step = pipeline.check_step(req.get("step"), len(run.records) if run is not None else 0)
+        top_n = pipeline.check_top_n(req.get("top_n"))
+        if _replay is None or _replay[0] is not run:
+            _replay = (run, pipeline.Replay(run))
+        return json.dumps({"ok": True, **_replay[1].explain(step, top_n)})
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+
+
+def explain_values(request_json: str) -> str:
+    """The playground: typed logits or probabilities through every stage (pipeline.explain)."""
+    try:
+        return json.dumps({"ok": True, **pipeline.explain_request(_request(request_json, "logits"))})
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+
+
+def experiment(request_json: str) -> str:
+    """A whole temperature experiment at once (see metrics.Experiment for the request)."""
+    try:
+        return json.dumps({"ok": True, "result": metrics.experiment(
+            _library, _request(request_json, "temperatures"))})
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+
+
+def experiment_start(request_json: str) -> str:
+    """Check an experiment request and plan its runs; experiment_advance then does them."""
+    global _experiment
+    try:
+        exp = metrics.Experiment(_library, _request(request_json, "temperatures"))
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+    _experiment = exp
+    return json.dumps({"ok": True, "done": False, "progress": exp.progress()})
+
+
+def experiment_advance(budget_ms: float = 50.0) -> str:
+    """Run samples for about budget_ms (at least one); the result comes with the last batch."""
+    exp = _experiment
+    if exp is None:
+        return _errors(FieldError("experiment", "No experiment has been started."))
+    exp.advance(float(budget_ms) / 1000.0)
+    out = {"ok": True, "done": exp.done, "progress": exp.progress()}
+    if exp.done:
+        out["result"] = exp.result()
+    return json.dumps(out)
+
+
+# --- the KV cache: batch view, break it on purpose, memory and cost, both models side by side --
+# Each takes a JSON object and returns {"ok": true, ...} or {"ok": false, "errors": [...]}.
+
+LAB_PROMPT_CHARS = 48  # a test or batch prompt; longer ones do not fit the grid on a phone
+COMPARE_MAX_TOKENS = 500  # the side-by-side run is not cancellable: keep it short
+
+
+def _kv_request(text, field: str) -> dict:
+    try:
+        req = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        req = None
+    if not isinstance(req, dict):
+        raise FieldError(field, "The request must be a JSON object of name: value.")
+    return req
+
+
+def _lab_number(req: dict, name: str, label: str, default, lo, hi):
+    from decodelab.settings import Field, _number
+
+    return _number(Field(name, label, "int", default, min=lo, max=hi), req.get(name, default))
+
+
+def _lab_model(req: dict):
+    from decodelab.settings import check_field
+
+    dataset = check_field("dataset", req.get("dataset", "names"), datasets=_library.datasets())
+    return _library.model("transformer", dataset), dataset
+
+
+def _lab_ids(model, text, field: str, label: str) -> list:
+    if not isinstance(text, str) or len(text) > LAB_PROMPT_CHARS:
+        shown = f"{len(text)} characters" if isinstance(text, str) else type(text).__name__
+        raise FieldError(field, f"{label} must be text of at most {LAB_PROMPT_CHARS} characters; "
+                                f"got {shown}.")
+    try:
+        return model.tokenizer.encode(text, field=field)
+    except FieldError as e:
+        raise FieldError(field, e.message.replace("Prompt", label, 1)) from None
+
+
+def _batch_prompts(model, req: dict) -> tuple:
+    texts = req.get("prompts")
+    if not isinstance(texts, list) or not 2 <= len(texts) <= 6:
+        raise FieldError("prompts", "Batch prompts must be 2 to 6 prompts, one per line; got "
+                                    f"{len(texts) if isinstance(texts, list) else 'none'}.")
+    ids = [_lab_ids(model, t, "prompts", f"Batch prompt {i}") for i, t in enumerate(texts, 1)]
+    return texts, ids
+
+
+def batch_view(request_json: str) -> str:
+    """{"dataset", "prompts": [2..6 texts], "steps", "seed"} -> the padded batch, slot by slot,
+    and each row's largest difference from the same prompt run alone (batch.batch_run)."""
+    from decodelab import batch
+
+    try:
+        req = _kv_request(request_json, "prompts")
+        model, dataset = _lab_model(req)
+        texts, ids = _batch_prompts(model, req)
+        steps = _lab_number(req, "steps", "Steps", 8, 1, 32)
+        seed = _lab_number(req, "seed", "Seed", 0, 0, 2**32 - 1)
+        need = max(len(p) for p in ids) + steps  # EOS + longest prompt + steps - 1 decodes
+        if need > model.context_size:
+            raise FieldError("steps", f"Steps: the longest prompt and {steps} steps need {need} "
+                                      f"positions; this model's context holds "
+                                      f"{model.context_size}. Use fewer steps or shorter prompts.")
+        result = batch.batch_run(model, ids, steps, seed)
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+    return json.dumps({"ok": True, "dataset": dataset, **batch.describe(model, texts, result)})
+
+
+def break_it(request_json: str) -> str:
+    """{"bug", "dataset", "prompt", "steps", "seed", "prompts"} -> the check that catches the
+    bug, run with it injected (bugs.run_bug), and the sentence on what went wrong."""
+    from decodelab import batch, bugs
+
+    try:
+        req = _kv_request(request_json, "bug")
+        bug = req.get("bug", "none")
+        if bug not in bugs.BUG_IDS:
+            raise FieldError("bug", f"Bug must be one of {', '.join(bugs.BUG_IDS)}; got "
+                                    f"{str(bug)[:40]!r}.")
+        model, dataset = _lab_model(req)
+        ids = _lab_ids(model, req.get("prompt", ""), "prompt", "Test prompt")
+        steps = _lab_number(req, "steps", "Steps", 16, 4, 48)
+        seed = _lab_number(req, "seed", "Seed", 0, 0, 2**32 - 1)
+        texts, batch_ids = None, None
+        if bug == "unmasked-padding":
+            texts, batch_ids = _batch_prompts(model, req)
+            if len({len(p) for p in batch_ids}) < 2:
+                raise FieldError("prompts", "Batch prompts: padding only appears when the "
+                                            "prompts differ in length; make one shorter.")
+            need = max(len(p) for p in batch_ids) + 1 + steps
+            if need > model.context_size:
+                raise FieldError("steps", f"Steps: the longest batch prompt and {steps} steps "
+                                          f"need {need} positions; the context holds "
+                                          f"{model.context_size}.")
+        elif len(ids) + 1 + steps > model.context_size:
+            raise FieldError("steps", f"Steps: the test prompt and {steps} steps need "
+                                      f"{len(ids) + 1 + steps} positions; the context holds "
+                                      f"{model.context_size}. Use fewer steps or a shorter prompt.")
+        out = bugs.run_bug(model, bug, ids, steps, seed, batch_prompts=batch_ids)
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+    if out["check"] == "batch":
+        out["batch"] = batch.describe(model, texts, out["batch"])
+    return json.dumps({"ok": True, "dataset": dataset, **out})
+
+
+def memory(request_json: str) -> str:
+    """The kv-memory calculator: {"preset", "layers", "heads", "kv_heads", "head_dim",
+    "bytes_per_element", "tokens", "sequences", "dataset"} (costs.memory); "tiny" is the
+    page's own transformer on `dataset`. Also returns every preset, for the page's menu."""
+    from decodelab import costs
+
+    try:
+        req = _kv_request(request_json, "preset")
+        tiny = None
+        if _library.has_model("transformer", req.get("dataset", "names")):
+            tiny = costs.tiny_preset(_lab_model(req)[0])
+        result = costs.memory(req, tiny)
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+    presets = list(costs.PRESETS) + ([tiny] if tiny else [])
+    return json.dumps({"ok": True, **result, "presets": presets})
+
+
+def cost_sweep(request_json: str) -> str:
+    """{"dataset", "repeats"} -> ms per decode step and K/V bytes read at context lengths from
+    2 to the full window, cache on and off (costs.step_costs), measured in this Python."""
+    from decodelab import costs
+
+    try:
+        req = _kv_request(request_json, "dataset")
+        model, dataset = _lab_model(req)
+        repeats = _lab_number(req, "repeats", "Repeats", 5, 1, 25)
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+    T = model.context_size
+    lengths = [2] + [T * i // 8 for i in range(1, 9)]
+    return json.dumps({"ok": True, "dataset": dataset, **costs.step_costs(model, lengths, repeats)})
+
+
+def _summary(run, model) -> dict:
+    checks = [r["cache_diff"] for r in run.records if "cache_diff" in r]
+    n = len(run.records)
+    return {"text": run.text, "prompt": run.settings.prompt, "finish_reason": run.finish_reason,
+            "stop_reason": run.stop_reason, "steps": n,
+            "tokens": [{"text": r["token_text"], "prob": r["prob"]} for r in run.records],
+            "mean_prob": sum(r["prob"] for r in run.records) / n if n else None,
+            "mean_entropy": sum(r["entropy"] for r in run.records) / n if n else None,
+            "params": getattr(model, "n_params", None),
+            "cache_max_diff": max(checks) if checks else None,
+            "cache_ok": all(r["cache_ok"] for r in run.records) if checks else None}
+
+
+def compare(settings_json: str) -> str:
+    """The same settings (prompt, seed, rules) run once with each model, start to finish."""
+    try:
+        raw = _kv_request(settings_json, "settings")
+        runs = {}
+        for kind in MODELS:
+            run = start_generation(_library, {**raw, "model": kind})
+            if run.settings.max_new_tokens > COMPARE_MAX_TOKENS:
+                raise FieldErrors([FieldError(
+                    "max_new_tokens", f"Max new tokens: the side-by-side run takes at most "
+                                      f"{COMPARE_MAX_TOKENS} per model; got "
+                                      f"{run.settings.max_new_tokens}.")])
+            runs[kind] = _summary(run.run(), run.model)
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+    return json.dumps({"ok": True, "settings": run.settings.to_json(), "runs": runs})
+
+
+def bench_generation(request_json: str) -> str:
+    """The benchmark's transformer rows: {"settings", "cache": true|false} -> one generation
+    timed whole and decode-only (costs.time_generation), the same function natively and here."""
+    from decodelab import costs
+    from decodelab.settings import validate
+
+    req = json.loads(request_json)
+    settings = validate(req.get("settings", {}), datasets=_library.datasets())
+    model = _library.model(settings.model, settings.dataset)
+    if not req.get("cache", True):
+        model = costs.Uncached(model)
+    return json.dumps(costs.time_generation(model, settings))

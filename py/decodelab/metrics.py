@@ -1,0 +1,280 @@
+"""Measuring generated text, and the temperature experiment that uses the measures.
+
+Per sample (one generation run):
+
+- distinct-n: distinct n-grams of the generated tokens / all n-grams (1 = nothing repeats).
+  Tokens are characters here, so distinct-1 is "how many different characters were used".
+- repeated 3-gram rate: the share of 3-gram occurrences that repeat one already seen in the same
+  sample, which is 1 - distinct-3 (0 = no loops).
+- mean log-probability under the model: the average of ln p_model(token) over the chosen tokens
+  (end-of-sequence included), where p_model is the model's own softmax at T = 1, before any
+  decoding rule. The rules change what is picked; this says how likely the model finds it.
+- share of words found in the training data, and the share that are new: a text's words (split
+  on spaces, outer punctuation stripped, lower case), counting only words with at least one
+  generated character; a word cut off by the length budget is not counted.
+
+The experiment runs the same settings at several temperatures: one sample each with the seed
+from the settings ("single"), or `samples` runs per temperature with seeds seed, seed + 1, ...
+("repeated"), the same seeds for every temperature, so the temperatures differ in nothing else.
+Repeated mode reports mean, spread (sample standard deviation), min and max of each measure, and
+the share of samples whose text is unlike every other sample's.
+
+A fixed budget keeps it fair and bounded: every sample gets the same max_new_tokens, and
+samples x temperatures x max_new_tokens may not exceed MAX_BUDGET tokens.
+
+Left out: measures that need a reference text (BLEU and friends) or a bigger model (MAUVE).
+"""
+
+import dataclasses
+import math
+import re
+import time
+
+import numpy as np
+
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.generate import Generation
+from decodelab.pipeline import parse_temperatures
+from decodelab.settings import MAX_SEED, validate
+from decodelab.tokenizer import EOS
+
+MAX_TEMPERATURES = 6
+MAX_SAMPLES = 200
+MAX_BUDGET = 100_000  # tokens per experiment: samples x temperatures x max_new_tokens
+MODES = ("single", "repeated")
+EXAMPLES = 8  # texts kept per temperature to show
+
+# What each measure means, in the words the page shows (also the order of table rows).
+MEASURES = (
+    {"key": "distinct_1", "label": "Distinct-1", "lo": 0, "hi": 1,
+     "means": "different characters / all characters (higher: more varied)"},
+    {"key": "distinct_2", "label": "Distinct-2", "lo": 0, "hi": 1,
+     "means": "different character pairs / all pairs (higher: more varied)"},
+    {"key": "repeated_3gram", "label": "Repeated 3-grams", "lo": 0, "hi": 1,
+     "means": "share of 3-character runs seen earlier in the same text (higher: loops)"},
+    {"key": "mean_logprob", "label": "Mean log-prob", "lo": None, "hi": 0,
+     "means": "average ln p of the chosen tokens under the model at T = 1 (nearer 0: likelier)"},
+    {"key": "known_share", "label": "Words in the data", "lo": 0, "hi": 1,
+     "means": "share of generated words that occur in the training text"},
+    {"key": "new_share", "label": "New words", "lo": 0, "hi": 1,
+     "means": "share of generated words the training text never had"},
+)
+KEYS = tuple(m["key"] for m in MEASURES)
+
+
+# --- measures of one sample --------------------------------------------------------------------
+
+def ngrams(tokens, n: int) -> list:
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def distinct_n(tokens, n: int):
+    """Distinct n-grams / all n-grams; None when the text has fewer than n tokens."""
+    grams = ngrams(list(tokens), n)
+    return len(set(grams)) / len(grams) if grams else None
+
+
+def repeated_ngram_rate(tokens, n: int = 3):
+    """Share of n-gram occurrences that already occurred earlier in the same text."""
+    d = distinct_n(tokens, n)
+    return None if d is None else 1.0 - d
+
+
+_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+def normalise_word(word: str) -> str:
+    """"Docutils," -> "docutils": outer punctuation off, lower case (inner marks stay)."""
+    return _EDGE.sub("", word).lower()
+
+
+def word_vocabulary(sequences) -> set:
+    return {w for s in sequences for w in map(normalise_word, s.split()) if w}
+
+
+def generated_words(prompt: str, text: str, cut_off: bool) -> list:
+    """The normalised words of prompt + text that contain a generated character.
+
+    cut_off: the text ended at the length budget, so its last word may be unfinished (dropped
+    unless the text ended with a space).
+    """
+    full = prompt + text
+    spans = [m for m in re.finditer(r"\S+", full) if m.end() > len(prompt)]
+    if cut_off and spans and spans[-1].end() == len(full):
+        spans.pop()
+    return [w for w in (normalise_word(m.group()) for m in spans) if w]
+
+
+def known_share(words, vocabulary: set):
+    """Share of words found in the vocabulary; None without words."""
+    return sum(w in vocabulary for w in words) / len(words) if words else None
+
+
+def mean_logprob(records) -> float | None:
+    """Mean ln p_model(chosen token) at T = 1, from the step records (p_raw of the chosen)."""
+    logs = []
+    for r in records:
+        p = next(c["p_raw"] for c in r["top"] if c["token_id"] == r["token_id"])
+        logs.append(math.log(p) if p > 0 else -math.inf)
+    return sum(logs) / len(logs) if logs else None
+
+
+def sample_measures(run: Generation, vocabulary: set) -> dict:
+    tokens = [t for t in run.output_ids if t != EOS]
+    words = generated_words(run.settings.prompt, run.text, run.finish_reason == "length")
+    known = known_share(words, vocabulary)
+    return {"distinct_1": distinct_n(tokens, 1), "distinct_2": distinct_n(tokens, 2),
+            "repeated_3gram": repeated_ngram_rate(tokens, 3),
+            "mean_logprob": mean_logprob(run.records),
+            "known_share": known, "new_share": None if known is None else 1.0 - known,
+            "words": len(words), "tokens": len(tokens)}
+
+
+def summarise(values) -> dict:
+    """Mean, spread (sample standard deviation; 0 for one value), min, max of the defined values."""
+    xs = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if xs.size == 0:
+        return {"mean": None, "sd": None, "min": None, "max": None, "n": 0}
+    return {"mean": float(xs.mean()), "sd": float(xs.std(ddof=1)) if xs.size > 1 else 0.0,
+            "min": float(xs.min()), "max": float(xs.max()), "n": int(xs.size)}
+
+
+# --- the experiment -----------------------------------------------------------------------------
+
+def _count(value, field, label, lo, hi) -> int:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        x = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError, AttributeError):
+        x = math.nan
+    if not math.isfinite(x) or not x.is_integer() or not lo <= x <= hi:
+        raise FieldError(field, f"{label} must be a whole number from {lo} to {hi}; "
+                                f"got {str(value)[:20]}.")
+    return int(x)
+
+
+def check_request(req, datasets=None):
+    """Validate an experiment request; returns (settings, temperatures, mode, samples).
+
+    req: {"settings": {...the generation settings...}, "temperatures": "0.3, 1, 2",
+          "mode": "single" | "repeated", "samples": 50}
+    Every bad field is reported at once (FieldErrors).
+    """
+    if not isinstance(req, dict):
+        raise FieldErrors([FieldError("request", "The experiment request must be an object.")])
+    errors, settings, temperatures, samples = [], None, None, 1
+    try:
+        settings = validate(req.get("settings", {}), datasets=datasets)
+    except FieldErrors as e:
+        errors += e.errors
+    try:
+        temperatures = parse_temperatures(req.get("temperatures", "0.3, 1, 2"), "temperatures",
+                                          "T values", MAX_TEMPERATURES)
+    except FieldError as e:
+        errors.append(e)
+    mode = req.get("mode", "single")
+    if mode not in MODES:
+        errors.append(FieldError("mode", f"Runs must be one of {', '.join(MODES)}; "
+                                         f"got {str(mode)[:20]!r}."))
+    elif mode == "repeated":
+        try:
+            samples = _count(req.get("samples", 50), "samples", "Samples per temperature", 2,
+                             MAX_SAMPLES)
+        except FieldError as e:
+            errors.append(e)
+    if not errors:
+        budget = samples * len(temperatures) * settings.max_new_tokens
+        if budget > MAX_BUDGET:
+            field = "samples" if mode == "repeated" else "max_new_tokens"
+            errors.append(FieldError(field, f"The budget is at most {MAX_BUDGET:,} tokens "
+                                            f"(samples x temperatures x max new tokens); got "
+                                            f"{samples} x {len(temperatures)} x "
+                                            f"{settings.max_new_tokens} = {budget:,}. Use fewer "
+                                            f"samples or a smaller Max new tokens."))
+    if errors:
+        raise FieldErrors(errors)
+    return settings, temperatures, mode, samples
+
+
+class Experiment:
+    """The runs of one experiment, done a few at a time (advance) or all at once (run)."""
+
+    def __init__(self, library, req: dict):
+        settings, temperatures, mode, samples = check_request(req, datasets=library.datasets())
+        self.model = library.model(settings.model, settings.dataset)
+        try:
+            self.model.tokenizer.encode(settings.prompt)
+        except FieldError as e:
+            raise FieldErrors([e]) from None
+        # the learner's greedy switch would make every temperature the same: here only T = 0
+        # means greedy. A live cache check (if the settings have one) only costs time here.
+        changes = {"greedy": False}
+        if "cache_check" in {f.name for f in dataclasses.fields(settings)}:
+            changes["cache_check"] = False
+        self.settings = dataclasses.replace(settings, **changes)
+        self.temperatures, self.mode, self.samples = temperatures, mode, samples
+        self.vocabulary = word_vocabulary(library.corpus(settings.dataset).train)
+        self.seeds = [(settings.seed + j) % (MAX_SEED + 1) for j in range(samples)]
+        self.plan = [(t, seed) for t in range(len(temperatures)) for seed in self.seeds]
+        self.results = [[] for _ in temperatures]  # per temperature: (measures, text, finish)
+        self.steps = 0
+
+    @property
+    def done(self) -> bool:
+        return len(self.plan) == 0
+
+    @property
+    def total(self) -> int:
+        return len(self.temperatures) * self.samples
+
+    def advance(self, budget_s: float = 0.05) -> None:
+        """Run samples until the time budget is used (at least one)."""
+        deadline = time.perf_counter() + budget_s
+        while self.plan:
+            t, seed = self.plan.pop(0)
+            s = dataclasses.replace(self.settings, temperature=self.temperatures[t], seed=seed)
+            run = Generation(self.model, s).run()
+            self.steps += len(run.records)
+            self.results[t].append((sample_measures(run, self.vocabulary), run.text,
+                                    run.finish_reason))
+            if time.perf_counter() >= deadline:
+                break
+
+    def run(self) -> "Experiment":
+        while not self.done:
+            self.advance(1.0)
+        return self
+
+    def progress(self) -> dict:
+        return {"done": self.total - len(self.plan), "total": self.total, "steps": self.steps}
+
+    def result(self) -> dict:
+        rows = []
+        for T, results in zip(self.temperatures, self.results):
+            texts = [text for _, text, _ in results]
+            finishes = {}
+            for _, _, f in results:
+                finishes[f] = finishes.get(f, 0) + 1
+            row = {"temperature": T, "greedy": T == 0, "samples": len(results),
+                   "measures": {k: summarise([m[k] for m, _, _ in results]) for k in KEYS},
+                   "texts": texts[:EXAMPLES], "finish": finishes,
+                   "tokens": summarise([m["tokens"] for m, _, _ in results])}
+            if self.mode == "repeated":
+                # texts that no other sample produced (at a low temperature, samples repeat)
+                counts = {}
+                for text in texts:
+                    counts[text] = counts.get(text, 0) + 1
+                row["unique_share"] = sum(1 for t in texts if counts[t] == 1) / len(texts)
+                row["distinct_texts"] = len(counts)
+            rows.append(row)
+        s = self.settings
+        return {"mode": self.mode, "samples": self.samples, "temperatures": self.temperatures,
+                "seeds": [self.seeds[0], self.seeds[-1]], "settings": s.to_json(),
+                "budget": self.samples * len(self.temperatures) * s.max_new_tokens,
+                "steps": self.steps, "measures": list(MEASURES), "rows": rows}
+
+
+def experiment(library, req: dict) -> dict:
+    """The whole experiment at once (CLI, tests); the page drives Experiment.advance instead."""
+    return Experiment(library, req).run().result()

@@ -1,0 +1,14 @@
+// Test host: records what the widget says, as a course page's own script would see it.
+window.seen = []; // detail of every decodelab-* event of every <decodelab-embed>
+window.raw = []; // every message event: {origin, data}
+window.addEventListener("message", (event) => window.raw.push({ origin: event.origin, data: event.data }));
+for (const el of document.querySelectorAll("decodelab-embed")) {
+  for (const type of ["ready", "started", "finished", "applied", "error", "height"]) {
+    el.addEventListener(`decodelab-${type}`, (event) => window.seen.push(event.detail));
+  }
+}
+// For pages with a plain iframe: post to the widget the way the docs show.
+window.sendToWidget = (message) => {
+  const frame = document.querySelector("iframe[data-widget]");
+  frame.contentWindow.postMessage(message, new URL(frame.src).origin);
+};

@@ -1,0 +1,196 @@
+"""Break it on purpose: every injected bug is caught by its check, the correct cache passes the
+same checks, and the normal generation path never reaches a bug."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from decodelab import bugs, webapi
+from decodelab import transformer as tf
+from decodelab.assets import Library
+from decodelab.batch import batch_run
+from decodelab.errors import FieldError
+from decodelab.kvcache import CHECK_TOLERANCE, KVCache
+from decodelab.tokenizer import CharTokenizer
+from tests.conftest import ROOT
+from tests.test_kvcache import SHAPES
+
+CACHE_BUGS = [b for b, spec in bugs.BUGS.items() if spec.check == "cache"]
+
+
+def random_model(kind, seed=0, context=24, layers=2):
+    n_head, n_kv_head = SHAPES[kind]
+    tok = CharTokenizer("abcdefghij")
+    cfg = tf.Config(vocab_size=tok.vocab_size, context_size=context, n_layer=layers, n_embd=16,
+                    n_head=n_head, n_kv_head=n_kv_head)
+    rng = np.random.default_rng(seed)
+    params = {k: (v + rng.standard_normal(v.shape) * 0.3).astype(np.float32)
+              for k, v in tf.init_params(cfg, seed).items()}
+    return tf.TransformerModel(cfg, params, tok)
+
+
+@pytest.fixture(scope="module")
+def library(artifacts):
+    return Library(artifacts)
+
+
+def test_there_are_five_bugs_each_with_a_label_a_check_and_a_sentence():
+    assert set(bugs.BUGS) == {"frozen-position", "token-twice", "no-causal-mask", "dropout-on",
+                              "unmasked-padding"}
+    assert bugs.BUG_IDS[0] == "none"  # the selector starts switched off
+    for spec in bugs.BUGS.values():
+        assert spec.check in ("cache", "batch")
+        assert spec.label and len(spec.what_went_wrong.split()) > 15
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("bug", CACHE_BUGS)
+def test_each_cache_bug_fails_the_live_cache_check(kind, bug):
+    model = random_model(kind)
+    for prompt in ([1, 2, 3], [4, 4, 7, 1, 9]):
+        clean = bugs.run_bug(model, "none", prompt, 8, seed=2)["cache"]
+        broken = bugs.run_bug(model, bug, prompt, 8, seed=2)["cache"]
+        assert clean["ok"] and clean["max_abs_diff"] < CHECK_TOLERANCE["float64"]
+        assert not broken["ok"], (kind, bug, broken["per_step"])
+        # not a rounding accident: wrong by many orders of magnitude beyond the tolerance
+        assert broken["max_abs_diff"] > 1e4 * broken["tolerance"]
+
+
+@pytest.mark.parametrize("kind", ["mha", "gqa", "mqa"])
+def test_padding_without_a_mask_fails_the_batch_check_and_only_on_padded_rows(kind):
+    model = random_model(kind)
+    prompts = [[1, 2, 3, 4, 5], [6], []]
+    clean = batch_run(model, prompts, 6, seed=1)
+    assert clean["ok"] and clean["diff"].max() < 1e-9
+    out = bugs.run_bug(model, "unmasked-padding", [], 6, seed=1, batch_prompts=prompts)
+    per_row = out["batch"]["diff"].max(axis=0)
+    assert not out["batch"]["ok"]
+    assert per_row[0] < 1e-9  # the longest prompt has no padding: still right
+    assert per_row[1] > 1e-3 and per_row[2] > 1e-3
+
+
+@pytest.mark.parametrize("dataset,prompt", [("names", "mar"), ("prose", "The cache ")])
+def test_every_bug_is_caught_on_the_trained_models(library, dataset, prompt):
+    model = library.model("transformer", dataset)
+    ids = model.tokenizer.encode(prompt)
+    batch = [model.tokenizer.encode(p) for p in ("", prompt[:2], prompt)]
+    assert bugs.run_bug(model, "none", ids, 12, seed=5)["cache"]["ok"]
+    for bug, spec in bugs.BUGS.items():
+        out = bugs.run_bug(model, bug, ids, 12, seed=5, batch_prompts=batch)
+        result = out["cache"] if spec.check == "cache" else out["batch"]
+        assert not result["ok"], bug
+        assert out["what_went_wrong"] == spec.what_went_wrong
+
+
+def test_where_each_bug_shows_up_first():
+    """Which step first disagrees follows from what each bug breaks."""
+    model = random_model("gqa", seed=3)
+    first_bad = {}
+    for bug in CACHE_BUGS:
+        per_step = bugs.run_bug(model, bug, [1, 2, 3], 8, seed=0)["cache"]["per_step"]
+        first_bad[bug] = next(i for i, d in enumerate(per_step) if d > 1e-6)
+    assert first_bad["no-causal-mask"] == 0  # the prefill itself is wrong
+    assert first_bad["dropout-on"] == 0  # noise from the first call
+    assert first_bad["token-twice"] == 1  # the first decode step feeds the duplicate
+    assert first_bad["frozen-position"] == 2  # the first decode's frozen position is still right
+
+
+def test_dropout_left_on_is_not_even_consistent_with_itself():
+    model = random_model("mha")
+    a = bugs.run_bug(model, "dropout-on", [1, 2], 6, seed=1)["cache"]["per_step"]
+    b = bugs.run_bug(model, "dropout-on", [1, 2], 6, seed=2)["cache"]["per_step"]
+    assert a != b
+
+
+def test_the_buggy_classes_really_differ_from_the_correct_ones():
+    model = random_model("gqa")
+    assert issubclass(bugs.NoCausalMaskCache, KVCache) and bugs.NoCausalMaskCache.attend \
+        is not KVCache.attend
+    s = bugs.NoCausalMaskSession(model)
+    assert type(s.cache) is bugs.NoCausalMaskCache
+    b = bugs.UnmaskedPaddingBatch(model, 2)
+    b.prefill([[1, 2, 3], [4]])
+    assert b.cache.key_bias is None  # the padding was never recorded
+
+
+def test_bad_requests_name_the_field():
+    model = random_model("gqa")
+    with pytest.raises(FieldError) as e:
+        bugs.run_bug(model, "off-by-one", [1], 4)
+    assert e.value.field == "bug" and "frozen-position" in e.value.message
+    with pytest.raises(FieldError) as e:
+        bugs.run_bug(model, "no-causal-mask", [], 4)
+    assert e.value.field == "prompt"
+
+
+def test_webapi_break_it_reports_the_failure_and_the_sentence(artifacts):
+    webapi.setup(str(artifacts))
+    out = json.loads(webapi.break_it(json.dumps(
+        {"bug": "frozen-position", "dataset": "names", "prompt": "an", "steps": 10, "seed": 1})))
+    assert out["ok"] and out["check"] == "cache" and not out["cache"]["ok"]
+    assert out["what_went_wrong"].startswith("Every decode step was fed at the same position")
+    out = json.loads(webapi.break_it(json.dumps(
+        {"bug": "unmasked-padding", "dataset": "names", "prompt": "", "steps": 6,
+         "prompts": ["", "al", "chris"]})))
+    assert out["ok"] and not out["batch"]["ok"]
+    assert [r["ok"] for r in out["batch"]["rows"]] == [False, False, True]
+    clean = json.loads(webapi.break_it(json.dumps({"bug": "none", "dataset": "prose",
+                                                   "prompt": "The ", "steps": 6})))
+    assert clean["ok"] and clean["cache"]["ok"] and clean["what_went_wrong"] is None
+    for request, field, words in (
+            ({"bug": "nope"}, "bug", "Bug must be one of none, frozen-position"),
+            ({"bug": "token-twice", "prompt": "ZZ"}, "prompt", "Test prompt has characters"),
+            ({"bug": "token-twice", "steps": 100}, "steps", "Steps must be a whole number"),
+            ({"bug": "token-twice", "steps": 40, "prompt": "a" * 40}, "steps", "context holds"),
+            ({"bug": "no-causal-mask", "prompt": ""}, "prompt", "at least one character"),
+            ({"bug": "unmasked-padding", "prompts": ["ab", "cd"]}, "prompts", "differ in length"),
+            ({"bug": "unmasked-padding", "prompts": ["a"]}, "prompts", "2 to 6 prompts"),
+            ({"bug": "token-twice", "dataset": "klingon"}, "dataset", "Dataset must be one of")):
+        out = json.loads(webapi.break_it(json.dumps({"dataset": "names", **request})))
+        assert not out["ok"], request
+        assert out["errors"][0]["field"] == field and words in out["errors"][0]["message"], out
+
+
+def test_the_normal_path_never_loads_or_builds_a_bug(artifacts):
+    """Generate through the CLI's and the page's entry points in a fresh interpreter: the bugs
+    module is never even imported, and the sessions are the plain correct classes."""
+    code = f"""
+import json, sys
+from decodelab import webapi, generate, transformer, kvcache
+from decodelab.assets import Library
+webapi.setup({str(artifacts)!r})
+for ds in ("names", "prose"):
+    webapi.start(json.dumps({{"model": "transformer", "dataset": ds, "prompt": "a", "seed": 1}}))
+    while not json.loads(webapi.advance(50))["done"]:
+        pass
+    steps = json.loads(webapi.trace())["steps"]
+    assert steps and all(s["cache_ok"] for s in steps)
+json.loads(webapi.batch_view(json.dumps({{"dataset": "names", "prompts": ["", "al"]}})))
+model = Library({str(artifacts)!r}).model("transformer", "names")
+s = model.session()
+assert type(s) is transformer.Session and type(s.cache) is kvcache.KVCache
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("decodelab"))))
+"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    loaded = json.loads(out.stdout)
+    assert "decodelab.transformer" in loaded and "decodelab.bugs" not in loaded
+
+
+def test_only_the_break_it_entry_point_refers_to_the_bugs_module():
+    uses = re.compile(r"from decodelab import[^\n]*\bbugs\b|decodelab\.bugs\b|\bbugs\.\w")
+    package = ROOT / "py" / "decodelab"
+    users = sorted(p.name for p in package.glob("*.py")
+                   if p.name != "bugs.py" and uses.search(p.read_text(encoding="utf-8")))
+    assert users == ["webapi.py"]
+    text = (package / "webapi.py").read_text(encoding="utf-8")
+    before, _, after = text.partition("def break_it(")
+    body = after[:after.index("\ndef ")]  # the function break_it itself
+    assert not uses.search(before) and not uses.search(after[len(body):])
+    assert uses.search(body)

@@ -1,0 +1,171 @@
+"""The memory and cost view, the batch view and the side-by-side run: numbers the page shows,
+held to independent arithmetic and to the single-row, cached and CLI paths."""
+
+import json
+
+import numpy as np
+import pytest
+
+from decodelab import costs, webapi
+from decodelab.assets import Library
+from decodelab.batch import batch_run, describe
+from decodelab.errors import FieldError
+from decodelab.generate import Generation
+from decodelab.settings import Settings
+from tests.test_bugs import random_model
+from tests.test_cli import ok as cli_json
+
+
+@pytest.fixture(scope="module")
+def library(artifacts):
+    webapi.setup(str(artifacts))
+    return Library(artifacts)
+
+
+def test_the_worked_example_preset_gives_the_seed_numbers():
+    out = costs.memory({"preset": "seed", "tokens": 4096})
+    assert out["bytes_per_token"] == 131072 and out["total_bytes"] == 512 * 2 ** 20
+    assert costs.memory({"preset": "seed", "tokens": 4096, "sequences": 8})["total_bytes"] \
+        == 4 * 2 ** 30
+    assert out["mha_bytes_per_token"] == 4 * 131072 and out["saving"] == 4
+
+
+def test_presets_match_the_formula_and_their_attention_kind():
+    for p in costs.PRESETS:
+        out = costs.memory({"preset": p["id"], "tokens": 1})
+        expected = 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * p["bytes_per_element"]
+        assert out["bytes_per_token"] == expected
+        kind = "MHA" if p["kv_heads"] == p["heads"] else "MQA" if p["kv_heads"] == 1 else "GQA"
+        assert p["kind"] == kind and (kind in p["label"] or p["id"] == "seed")
+    assert {p["kind"] for p in costs.PRESETS} == {"MHA", "GQA", "MQA"}
+    assert costs.memory({"preset": "llama2-7b", "tokens": 1})["bytes_per_token"] == 512 * 1024
+    assert costs.memory({"preset": "falcon-7b", "tokens": 1})["bytes_per_token"] == 8 * 1024
+
+
+def test_the_tiny_preset_is_what_the_live_cache_really_allocates(library):
+    for dataset in ("names", "prose"):
+        model = library.model("transformer", dataset)
+        tiny = costs.tiny_preset(model)
+        session = model.session()
+        out = costs.memory({"preset": "tiny"}, tiny)
+        assert out["total_bytes"] == session.cache.bytes_allocated
+        session.prefill(model.tokenizer.encode("a"))
+        assert session.cache.bytes_in_use == 2 * out["bytes_per_token"]  # EOS + "a"
+
+
+def test_memory_input_is_checked_field_by_field():
+    for request, field, words in (({"layers": 0}, "layers", "Layers must be a whole number"),
+                                  ({"head_dim": "x"}, "head_dim", "Head dim must be"),
+                                  ({"bytes_per_element": -2}, "bytes_per_element", "greater than 0"),
+                                  ({"heads": 32, "kv_heads": 5}, "kv_heads", "divide"),
+                                  ({"preset": "gpt9"}, "preset", "Preset must be one of seed"),
+                                  ({"tokens": 1.5}, "tokens", "Tokens must be a whole number")):
+        with pytest.raises(FieldError) as e:
+            costs.memory(request)
+        assert e.value.field == field and words in e.value.message, e.value.message
+
+
+def test_step_costs_measure_the_real_step_and_count_the_bytes_it_reads():
+    model = random_model("gqa", context=32, layers=2)
+    out = costs.step_costs(model, [2, 8, 32, 99], repeats=2)
+    assert [r["context"] for r in out["rows"]] == [2, 8, 32]  # clipped to the context
+    per_position = 2 * 2 * 2 * 4 * 8  # K and V, 2 layers, 2 KV heads, head dim 4, float64
+    assert out["bytes_per_position"] == per_position
+    for r in out["rows"]:
+        assert r["kv_bytes_read"] == r["context"] * per_position
+        assert r["cached_ms"] > 0 and r["uncached_ms"] > 0
+        assert r["positions_computed_uncached"] == r["context"]
+    # the rewinding that the measurement relies on leaves a correct cache behind
+    session = model.session()
+    session.prefill(list(range(1, 11)) * 3)
+    costs._rewind(session, 5)
+    logits = session.decode(3)
+    fresh = model.session()
+    fresh.prefill(list(range(1, 5)))
+    np.testing.assert_allclose(logits, fresh.decode(3), atol=1e-12)
+
+
+def test_generation_without_the_cache_gives_the_same_tokens_through_context_shifts(library):
+    model = library.model("transformer", "names")  # context 64: 100 tokens shift twice
+    s = Settings(model="transformer", dataset="names", prompt="jo", seed=4, ignore_eos=True,
+                 max_new_tokens=100, cache_check=False)
+    cached = Generation(model, s).run()
+    uncached = Generation(costs.Uncached(model), s).run()
+    assert uncached.text == cached.text and len(cached.text) == 100
+    for a, b in zip(cached.records, uncached.records):
+        assert a["prob"] == pytest.approx(b["prob"], abs=1e-9)
+
+
+def test_time_generation_reports_decode_rate_and_context():
+    model = random_model("mqa", context=40)
+    s = Settings(model="transformer", prompt="abc", seed=1, ignore_eos=True, max_new_tokens=20)
+    out = costs.time_generation(model, s)
+    assert out["steps"] == 20 and out["decode_steps_per_second"] > 0
+    assert out["context_from"] == 4 and out["context_to"] == 23
+
+
+def test_batch_view_shows_padding_and_positions_and_matches_single_runs(library):
+    out = json.loads(webapi.batch_view(json.dumps(
+        {"dataset": "names", "prompts": ["", "al", "chris"], "steps": 5, "seed": 2})))
+    assert out["ok"] and out["max_abs_diff"] < out["tolerance"] == 1e-9
+    assert [r["padding"] for r in out["rows"]] == [5, 3, 0]
+    assert out["columns"] == 6 + 4  # EOS + "chris", then 4 decoded tokens
+    for row in out["rows"]:
+        real = [s for s in row["slots"] if not s["pad"]]
+        assert [s["pos"] for s in real] == list(range(len(real)))  # positions skip the pads
+        assert real[0]["token"] == "<eos>" and real[0]["kind"] == "start"
+        assert "".join(s["token"] for s in real[1:len(row["prompt"]) + 1]) == row["prompt"]
+        assert len(row["generated"]) == 5 and row["ok"]
+    assert all(s["pad"] for s in out["rows"][0]["slots"][:5])
+
+
+def test_batch_run_agrees_for_mha_gqa_mqa_in_both_precisions():
+    for kind in ("mha", "gqa", "mqa"):
+        model = random_model(kind, seed=4)
+        for dtype, tol in ((np.float64, 1e-10), (np.float32, 1e-5)):
+            out = batch_run(model, [[1, 2, 3, 4], [], [5, 6]], 6, seed=3, dtype=dtype)
+            assert out["ok"] and out["diff"].max() < tol, (kind, dtype, out["diff"].max())
+            d = describe(model, ["abcd", "", "ef"], out)
+            assert [r["padding"] for r in d["rows"]] == [0, 4, 2]
+
+
+def test_batch_view_input_is_checked(library):
+    for request, field, words in (
+            ({"prompts": ["a"]}, "prompts", "2 to 6 prompts"),
+            ({"prompts": "abc"}, "prompts", "2 to 6 prompts"),
+            ({"prompts": ["a", "B"]}, "prompts", "Batch prompt 2 has characters"),
+            ({"prompts": ["a", "b" * 60]}, "prompts", "at most 48 characters"),
+            ({"prompts": ["a", "b"], "steps": 0}, "steps", "Steps must be a whole number"),
+            ({"prompts": ["a", "b" * 48], "steps": 30}, "steps", "context holds 64")):
+        out = json.loads(webapi.batch_view(json.dumps({"dataset": "names", **request})))
+        assert not out["ok"] and out["errors"][0]["field"] == field, out
+        assert words in out["errors"][0]["message"], out
+
+
+def test_side_by_side_runs_both_models_exactly_as_generate_does(library):
+    settings = {"dataset": "names", "prompt": "el", "seed": 11, "temperature": 0.9,
+                "max_new_tokens": 12}
+    out = json.loads(webapi.compare(json.dumps(settings)))
+    assert out["ok"] and set(out["runs"]) == {"bigram", "transformer"}
+    for kind, run in out["runs"].items():
+        trace = cli_json("generate", "--model", kind, "--dataset", "names", "--prompt", "el",
+                         "--seed", "11", "--temperature", "0.9", "--max-new-tokens", "12",
+                         "--json")
+        assert run["text"] == trace["text"] and run["steps"] == len(trace["steps"])
+        assert run["finish_reason"] == trace["finish_reason"]
+    assert out["runs"]["transformer"]["cache_ok"] is True
+    assert out["runs"]["bigram"]["cache_ok"] is None  # a bigram has no cache to check
+    bad = json.loads(webapi.compare(json.dumps({**settings, "max_new_tokens": 5000})))
+    assert not bad["ok"] and bad["errors"][0]["field"] == "max_new_tokens"
+    bad = json.loads(webapi.compare(json.dumps({**settings, "top_p": 3})))
+    assert not bad["ok"] and bad["errors"][0]["field"] == "top_p"
+
+
+def test_cost_sweep_and_memory_through_the_page_api(library):
+    out = json.loads(webapi.cost_sweep(json.dumps({"dataset": "names", "repeats": 1})))
+    assert out["ok"] and [r["context"] for r in out["rows"]] == [2, 8, 16, 24, 32, 40, 48, 56, 64]
+    out = json.loads(webapi.memory(json.dumps({"preset": "tiny", "dataset": "prose"})))
+    assert out["ok"] and out["total_bytes"] == 128 * out["bytes_per_token"]
+    assert [p["id"] for p in out["presets"]][-1] == "tiny"
+    bad = json.loads(webapi.memory(json.dumps({"preset": "seed", "layers": -1})))
+    assert not bad["ok"] and bad["errors"][0]["field"] == "layers"

@@ -1,0 +1,416 @@
+// The KV cache in the page: the live cache check of a transformer run (a card beside the text,
+// a line in the step inspector), the "Break it on purpose" lab, and the entry point that wires
+// the batch view, the memory and cost view and the side-by-side run (batch.js, memory.js,
+// compare.js). app.js creates it once and tells it when a run starts, streams and ends.
+//
+// Every number here comes from Python in the worker: the step records of a run carry
+// cache_diff / cache_ok / cache_length / context_shift; the lab panels send their own requests
+// (kv-break, kv-batch, kv-memory, kv-costs, kv-compare). No user or model text is ever parsed
+// as HTML: it goes in through textContent.
+
+import { batchGrid, createBatchView } from "./batch.js";
+import { createCompare } from "./compare.js";
+import { createMemoryView } from "./memory.js";
+import { bytes, drawResponsive, lineChart, sci, verdict } from "./plot.js";
+import { el, plural, readable } from "./render.js";
+
+const $ = (id) => document.getElementById(id);
+
+// Generation sessions run in float64 (transformer.TransformerModel.session), judged against
+// kvcache.CHECK_TOLERANCE["float64"]; float32 would use 1e-4.
+export const TOLERANCE = 1e-9;
+const BYTES_PER_NUMBER = 8; // float64
+const TABLE_ROWS = 400; // the table alternative lists at most this many steps
+const FLOOR = -17; // log10 of where an exact 0 is drawn
+
+const BUG_DEFAULT_PROMPTS = { names: "mar", prose: "The cache " };
+
+/** Where the context window starts when n tokens have been seen (kvcache.window_start). */
+export function windowStart(n, context) {
+  const drop = context - Math.floor(context / 2);
+  return n <= context ? 0 : drop * Math.ceil((n - context) / drop);
+}
+
+/** The tiny transformer's cache shape for a dataset, from the info Python sent at boot. */
+export function cacheShape(info, dataset) {
+  const t = info && info.datasets && info.datasets[dataset] && info.datasets[dataset].transformer;
+  if (!t) return null;
+  const perToken = 2 * t.n_layer * t.n_kv_head * t.head_dim * BYTES_PER_NUMBER;
+  return { ...t, perToken, allocated: perToken * t.context_size };
+}
+
+/** The stat the step inspector shows for a transformer step: [term, value] or null. */
+export function cacheStat(step) {
+  if (step.cache_diff == null) return null;
+  return ["Cache check", `${step.cache_ok ? "✓" : "✕"} ${sci(step.cache_diff).replace(/ × /, "×")}`];
+}
+
+/** Sentences for the step inspector's notes about the cache at this step. */
+export function cacheNotes(step) {
+  const notes = [];
+  if (step.cache_diff != null) {
+    notes.push(step.cache_ok
+      ? `Cache check: the logits from the cache (${plural(step.cache_length, "position", "positions")}) and a full recomputation of the same text differ by at most ${sci(step.cache_diff)}, within the tolerance ${sci(TOLERANCE)}.`
+      : `Cache check failed: the cached logits differ from a full recomputation by ${sci(step.cache_diff)}, more than the tolerance ${sci(TOLERANCE)}.`);
+  }
+  if (step.context_shift) {
+    notes.push("Context shift: the window was full, so the oldest half of the text was dropped and the rest read again (prefilled) at positions from 0.");
+  }
+  return notes;
+}
+
+/** The per-step check as a chart: |cached − recomputed| on a log scale, with the tolerance. */
+export function checkChart(diffs, { width, shifts = [], title = "Largest |cached − recomputed| logit" }) {
+  const n = diffs.length;
+  const worst = Math.max(0, ...diffs);
+  const top = Math.max(1, Math.ceil(Math.log10(Math.max(worst, 1e-16))));
+  const pass = diffs.filter((d) => d <= TOLERANCE).length;
+  const label = n
+    ? `${title}, per step, for ${plural(n, "step", "steps")}: ${pass} within the tolerance ${sci(TOLERANCE)}, ${n - pass} above it; the largest is ${sci(worst)}.`
+    : "No steps yet.";
+  const at = (d) => (d > 0 ? d : 10 ** FLOOR);
+  return lineChart({
+    label,
+    x: { min: 1, max: Math.max(2, n), title: "Step", integer: true },
+    y: { min: FLOOR, max: top, log: true, title: "|difference|" },
+    series: [{ points: diffs.map((d, i) => [i + 1, at(d)]), className: "kv-check", marker: n > 120 ? "none" : "dot" }],
+    marks: diffs.map((d, i) => (d > TOLERANCE
+      ? { x: i + 1, y: at(d), shape: "cross", className: "is-bad", title: `Step ${i + 1}: ${sci(d)}` }
+      : null)).filter(Boolean).slice(0, 400),
+    hlines: [{ y: TOLERANCE, className: "kv-tolerance", label: `tolerance ${sci(TOLERANCE)}` }],
+    vlines: shifts.map((s) => ({ x: s + 1, className: "kv-shift", label: "shift" })),
+  }, width);
+}
+
+export function createKvLab(app) {
+  const live = createLiveCheck(app);
+  const lab = createBreakIt(app);
+  const batch = createBatchView(app);
+  const memory = createMemoryView(app, live);
+  const compare = createCompare(app);
+  return {
+    live, lab, batch, memory, compare,
+    last: app.last, // each panel's latest reply from Python
+    // The benchmark: one transformer generation timed inside Python (webapi.bench_generation).
+    bench: (request) => app.request({ type: "kv-bench", request }).then((m) => m.result),
+    ready() {
+      live.ready();
+      lab.ready();
+      batch.ready();
+      memory.ready();
+      compare.ready();
+    },
+    runStarted(run) {
+      live.runStarted(run);
+    },
+    steps(run) {
+      live.steps(run);
+      memory.liveUpdate();
+    },
+    runDone(run) {
+      live.runDone(run);
+      memory.liveUpdate();
+    },
+  };
+}
+
+// --- the live cache check ---------------------------------------------------------------------
+
+function createLiveCheck(app) {
+  const dom = {
+    field: $("cache_check"),
+    na: $("cache_check-na"),
+    model: $("model"),
+    card: $("cache-card"),
+    meta: $("cache-meta"),
+    memoryLine: $("cache-memory-line"),
+    fill: $("cache-fill-bar"),
+    verdict: $("cache-verdict"),
+    off: $("cache-off"),
+    figure: $("cache-plot-figure"),
+    plot: $("cache-plot"),
+    caption: $("cache-plot-caption"),
+    table: $("cache-table"),
+    rows: $("cache-rows"),
+    tableNote: $("cache-table-note"),
+  };
+  let run = null;
+  let frame = 0;
+  let tableDirty = true;
+
+  // The cache check applies to the transformer only: say so beside the switch.
+  function syncField() {
+    const bigram = dom.model.value !== "transformer";
+    dom.na.hidden = !bigram;
+    dom.field.closest(".field").classList.toggle("not-applying", bigram);
+    const ids = ["cache_check-hint", "cache_check-na", "cache_check-error"].filter((id) => !$(id).hidden);
+    dom.field.setAttribute("aria-describedby", ids.join(" "));
+  }
+  dom.model.addEventListener("change", syncField);
+  $("settings").addEventListener("input", (e) => { if (e.target === dom.model) syncField(); });
+  const reset = $("reset");
+  if (reset) reset.addEventListener("click", () => setTimeout(syncField));
+  document.addEventListener("decodelab:run-start", syncField);
+
+  function positions(r) {
+    // the window the logits of the latest step came from (cache_length when checked)
+    const shape = cacheShape(app.info(), r.settings.dataset);
+    const last = r.steps[r.steps.length - 1];
+    if (!shape) return null;
+    let filled;
+    if (last && last.cache_length != null) filled = last.cache_length;
+    else {
+      const seen = 1 + [...(r.settings.prompt || "")].length + Math.max(0, r.steps.length - 1);
+      filled = seen - windowStart(seen, shape.context_size);
+    }
+    return { shape, filled };
+  }
+
+  function render() {
+    frame = 0;
+    if (!run) return;
+    const checked = run.steps.filter((s) => s.cache_diff != null);
+    const p = positions(run);
+    if (p) {
+      const { shape, filled } = p;
+      dom.memoryLine.textContent = `${filled} of ${shape.context_size} cache positions filled: ${bytes(filled * shape.perToken)} in use of ${bytes(shape.allocated)} allocated (${shape.n_layer} layers × K and V × ${shape.n_kv_head} KV heads × ${shape.head_dim} numbers × ${BYTES_PER_NUMBER} bytes = ${bytes(shape.perToken)} per position).`;
+      dom.fill.style.setProperty("--w", `${(100 * filled) / shape.context_size}%`);
+    }
+    const shifts = run.steps.map((s, i) => (s.context_shift ? i : -1)).filter((i) => i >= 0);
+    dom.meta.textContent = `${plural(run.steps.length, "step", "steps")}${shifts.length ? ` · ${plural(shifts.length, "context shift", "context shifts")}` : ""}`;
+    const on = run.settings.cache_check !== false;
+    dom.off.hidden = on;
+    dom.figure.hidden = !on;
+    dom.table.hidden = !on;
+    if (!on) {
+      dom.verdict.textContent = "";
+      dom.verdict.className = "kv-verdict";
+      return;
+    }
+    const diffs = checked.map((s) => s.cache_diff);
+    const bad = checked.findIndex((s) => !s.cache_ok);
+    const worst = Math.max(0, ...diffs);
+    if (run.done) {
+      if (bad >= 0) {
+        verdict(dom.verdict, false, `The cache check failed at step ${bad + 1}.`,
+          `The cached logits differ from a full recomputation by ${sci(checked[bad].cache_diff)}, above the tolerance ${sci(TOLERANCE)}.`);
+      } else {
+        verdict(dom.verdict, true, `The cache check passed at all ${plural(diffs.length, "step", "steps")}.`,
+          `The largest difference between the cached logits and a full recomputation was ${sci(worst)}, below the tolerance ${sci(TOLERANCE)}: they agree up to rounding.`);
+      }
+    } else {
+      dom.verdict.className = "kv-verdict";
+      dom.verdict.textContent = `Checking every step… largest difference so far ${sci(worst)}.`;
+    }
+    dom.caption.textContent = `Each point is one step: the largest difference between any logit from the cache and from a full recomputation of the whole text, on a log scale (each grid line is 1000× the one below). Points under the dashed line are within the tolerance: the two computations agree up to rounding.${shifts.length ? " “shift” marks a context shift." : ""}`;
+    drawResponsive(dom.plot, (width) => checkChart(diffs, { width, shifts }));
+    tableDirty = true;
+    if (dom.table.open) fillTable();
+  }
+
+  function fillTable() {
+    if (!tableDirty || !run) return;
+    tableDirty = false;
+    const steps = run.steps.slice(0, TABLE_ROWS);
+    dom.rows.replaceChildren(...steps.map((s, i) => {
+      const tr = el("tr", s.cache_ok === false ? "is-bad" : null);
+      const th = el("th", null, String(i + 1));
+      th.scope = "row";
+      tr.append(th, el("td", null, s.phase === "prefill" ? "prefill" : s.context_shift ? "decode (shift)" : "decode"),
+        el("td", null, readable(s.token_text)), el("td", null, s.cache_length == null ? "–" : String(s.cache_length)),
+        el("td", "num", sci(s.cache_diff)), el("td", null, s.cache_diff == null ? "–" : s.cache_ok ? "✓ within" : "✕ above"));
+      return tr;
+    }));
+    dom.tableNote.textContent = run.steps.length > TABLE_ROWS ? `The first ${TABLE_ROWS} of ${run.steps.length} steps.` : "";
+  }
+  dom.table.addEventListener("toggle", fillTable);
+
+  function schedule() {
+    if (!frame) frame = requestAnimationFrame(render);
+  }
+
+  return {
+    ready: syncField,
+    run: () => run,
+    // What the cache of the latest transformer run holds: {dataset, filled, shape} or null.
+    usage() {
+      const p = run && run.steps.length ? positions(run) : null;
+      return p && { dataset: run.settings.dataset, ...p };
+    },
+    runStarted(r) {
+      syncField();
+      const transformer = r.settings.model === "transformer";
+      dom.card.hidden = !transformer;
+      run = transformer ? r : null;
+      if (run) {
+        dom.rows.replaceChildren();
+        schedule();
+      }
+    },
+    steps(r) {
+      if (run && r === run) schedule();
+    },
+    runDone(r) {
+      if (run && r === run) schedule();
+    },
+  };
+}
+
+// --- break it on purpose ----------------------------------------------------------------------
+
+function createBreakIt(app) {
+  const dom = {
+    form: $("break-form"),
+    bug: $("bug"),
+    prompt: $("break-prompt"),
+    steps: $("break-steps"),
+    run: $("break-run"),
+    status: $("break-status"),
+    out: $("break-out"),
+    verdict: $("break-verdict"),
+    detail: $("break-detail"),
+    explain: $("break-explain"),
+    sentence: $("break-sentence"),
+    section: $("break"),
+  };
+  let promptTouched = false;
+  let busy = false;
+
+  // Errors about the test prompt and the steps go next to them; anything else (the dataset,
+  // the batch prompts of the padding bug) next to the bug selector, where the learner is.
+  function showError(name, message) {
+    const control = { prompt: dom.prompt, steps: dom.steps }[name] || dom.bug;
+    const box = $(`${control.id}-error`);
+    const text = control === dom.bug && message && name !== "bug" && box.textContent && !box.hidden
+      ? `${box.textContent} ${message}` : message;
+    box.textContent = text || "";
+    box.hidden = !text;
+    if (text) control.setAttribute("aria-invalid", "true");
+    else control.removeAttribute("aria-invalid");
+  }
+
+  function clearErrors() {
+    for (const name of ["bug", "prompt", "steps"]) showError(name, null);
+  }
+
+  function defaultPrompt() {
+    if (promptTouched) return;
+    dom.prompt.value = BUG_DEFAULT_PROMPTS[$("dataset").value] || "";
+  }
+  dom.prompt.addEventListener("input", () => { promptTouched = true; });
+  $("dataset").addEventListener("change", defaultPrompt);
+
+  function markBug() {
+    dom.section.dataset.bug = dom.bug.value;
+    dom.form.classList.toggle("is-broken", dom.bug.value !== "none");
+  }
+  dom.bug.addEventListener("change", markBug);
+
+  dom.form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (busy) return;
+    clearErrors();
+    const steps = Number(dom.steps.value);
+    const request = {
+      bug: dom.bug.value,
+      dataset: $("dataset").value,
+      prompt: dom.prompt.value,
+      steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
+      seed: Number($("seed").value) || 0,
+    };
+    if (request.bug === "unmasked-padding") request.prompts = batchPromptLines();
+    busy = true;
+    dom.run.disabled = true;
+    dom.status.textContent = request.bug === "none" ? "Running the check on the correct cache…" : "Running the check with the bug injected…";
+    let reply;
+    try {
+      reply = (await app.request({ type: "kv-break", request })).result;
+    } catch (err) {
+      reply = { ok: false, errors: [{ field: "bug", message: `Something went wrong in Python: ${err.message}` }] };
+    } finally {
+      busy = false;
+      dom.run.disabled = false;
+    }
+    if (!reply.ok) {
+      dom.status.textContent = "";
+      for (const e of reply.errors || []) showError(e.field, e.message);
+      app.last.breakIt = reply;
+      return;
+    }
+    app.last.breakIt = reply;
+    show(reply);
+  });
+
+  function show(r) {
+    dom.out.hidden = false;
+    const failed = r.check === "cache" ? !r.cache.ok : !r.batch.ok;
+    const what = r.check === "cache" ? "live cache check" : "batch check";
+    dom.out.dataset.result = failed ? "failed" : "passed";
+    if (r.check === "cache") {
+      const c = r.cache;
+      const first = c.per_step.findIndex((d) => d > c.tolerance);
+      if (failed) {
+        verdict(dom.verdict, false, `${r.label}: the ${what} failed from step ${first + 1} on.`,
+          `Largest difference ${sci(c.max_abs_diff)}; the tolerance is ${sci(c.tolerance)}.`);
+      } else {
+        verdict(dom.verdict, true, `No bug: the ${what} passed at all ${plural(c.steps, "step", "steps")}.`,
+          `Largest difference ${sci(c.max_abs_diff)}; the tolerance is ${sci(c.tolerance)}.`);
+      }
+      const figure = el("figure", "plot");
+      const box = el("div", "plot-box");
+      const caption = el("figcaption", null, `Per step, the largest difference between the logits of the ${r.bug === "none" ? "correct" : "broken"} cached run and a full recomputation of the same text (log scale). Crosses mark steps above the tolerance.`);
+      figure.append(box, caption);
+      dom.detail.replaceChildren(figure, checkTable(c));
+      drawResponsive(box, (width) => checkChart(c.per_step, { width }));
+    } else {
+      const b = r.batch;
+      const badRows = b.rows.filter((row) => !row.ok).length;
+      verdict(dom.verdict, false, `${r.label}: the ${what} failed for ${plural(badRows, "row", "rows")} of ${b.rows.length}.`,
+        `Largest difference from the same prompt run alone ${sci(b.max_abs_diff)}; the tolerance is ${sci(b.tolerance)}.`);
+      dom.detail.replaceChildren(batchGrid(b, { caption: "The batch with the padding left visible: each row’s cache slots and its difference from the same prompt run alone" }));
+    }
+    dom.explain.hidden = !r.what_went_wrong;
+    dom.sentence.textContent = r.what_went_wrong || "";
+    dom.status.textContent = failed ? "The check failed, as it should with this bug." : "The check passed.";
+  }
+
+  function checkTable(c) {
+    const details = el("details", "kv-table");
+    details.append(el("summary", null, "The check as a table"));
+    const wrap = el("div", "table-wrap");
+    const table = el("table", "kv-data");
+    table.append(el("caption", null, `Largest |cached − recomputed| logit at each step, tolerance ${sci(c.tolerance)}`));
+    const head = el("tr");
+    for (const h of ["Step", "|difference|", "Verdict"]) {
+      const th = el("th", null, h);
+      th.scope = "col";
+      head.append(th);
+    }
+    const thead = el("thead");
+    thead.append(head);
+    const tbody = el("tbody");
+    c.per_step.forEach((d, i) => {
+      const tr = el("tr", d > c.tolerance ? "is-bad" : null);
+      const th = el("th", null, String(i + 1));
+      th.scope = "row";
+      tr.append(th, el("td", "num", sci(d)), el("td", null, d > c.tolerance ? "✕ above" : "✓ within"));
+      tbody.append(tr);
+    });
+    table.append(thead, tbody);
+    wrap.append(table);
+    details.append(wrap);
+    return details;
+  }
+
+  function batchPromptLines() {
+    return $("batch-prompts").value.split("\n").map((s) => s.replace(/\r$/, "")).filter((s) => s.length);
+  }
+
+  return {
+    ready() {
+      for (const c of [dom.bug, dom.prompt, dom.steps, dom.run]) c.disabled = false;
+      defaultPrompt();
+      markBug();
+    },
+  };
+}

@@ -1,0 +1,92 @@
+// The embed poster (embed.html): a light stand-in shown until the widget is wanted. It starts
+// the real page (index.html?embed=true&...) when the learner presses Start, when it scrolls into
+// view (?lazy=view, the default), or at once (?lazy=none); ?lazy=click waits for the button.
+// Everything in the address is passed on unchanged, plus the allowed host origins, so the
+// widget checks and applies it as usual.
+//
+// While waiting it already answers the host: it reports its height, and a "settings" message is
+// kept and passed on with the rest ("generate": true also starts it), as is a "start" message.
+
+import { allowedOrigins, makeChannel, reportHeight } from "./embed.js";
+import { applyTheme, queryValues, viewFromQuery } from "./urlstate.js";
+
+const $ = (id) => document.getElementById(id);
+const values = queryValues(location.search);
+const { view } = viewFromQuery(values);
+applyTheme(view.theme);
+
+const allowed = allowedOrigins(view.hosts);
+const channel = makeChannel(allowed);
+const fromHost = new URLSearchParams(); // settings sent before the start, passed on in the link
+let started = false;
+
+function start(how) {
+  if (started) return;
+  started = true;
+  const params = new URLSearchParams(location.search);
+  for (const name of ["embed", "lazy", "focus"]) params.delete(name);
+  for (const name of new Set(fromHost.keys())) params.delete(name);
+  for (const [name, value] of fromHost) params.append(name, value);
+  params.set("embed", "true");
+  // The link's own host= goes on as it is (the widget names a bad one); else the embedding page.
+  if (!values.has("host") && allowed.length) params.set("host", allowed.join(","));
+  if (how === "click") {
+    params.set("run", "true");
+    params.set("focus", "true");
+  }
+  const button = $("poster-start");
+  button.disabled = true;
+  button.textContent = "Starting…";
+  location.replace(`index.html?${params}`);
+}
+
+// A host's settings before the start: every value becomes text, as in a link.
+function keep(settings) {
+  if (!settings || typeof settings !== "object" || Array.isArray(settings)) return;
+  for (const [name, value] of Object.entries(settings)) {
+    fromHost.delete(name);
+    const list = Array.isArray(value) ? value : [value];
+    for (const item of list) fromHost.append(name, typeof item === "object" && item !== null ? JSON.stringify(item) : String(item));
+  }
+}
+
+channel.listen((m) => {
+  if (m.type === "settings") {
+    keep(m.settings);
+    if (m.generate === true) start("host");
+  } else if (m.type === "start" || m.type === "generate") {
+    if (m.type === "generate") fromHost.set("run", "true");
+    start("host");
+  }
+});
+reportHeight(channel);
+
+// A one-line summary of what will run, from the link (the widget checks it properly).
+const SHORT = [["dataset", ""], ["model", ""], ["prompt", "prompt"], ["seed", "seed"], ["temperature", "temperature"], ["top_k", "top-k"], ["top_p", "top-p"]];
+const parts = [];
+for (const [name, label] of SHORT) {
+  const given = values.get(name);
+  if (!given) continue;
+  const text = name === "prompt" ? `“${given[0]}”` : given[0];
+  parts.push(label ? `${label} ${text}` : text);
+}
+if (parts.length) {
+  const summary = $("poster-settings");
+  summary.textContent = `Set up with: ${parts.join(" · ")}`;
+  summary.hidden = false;
+}
+
+$("poster-start").addEventListener("click", () => start("click"));
+if (view.lazy === "none") {
+  start("now");
+} else if (view.lazy === "view") {
+  const observer = new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting)) {
+      observer.disconnect();
+      start("view");
+    }
+  }, { threshold: 0.2 });
+  observer.observe($("poster"));
+} else {
+  $("poster-note").textContent = "Press Start to load Python and numpy (about 17 MB, once); nothing you type leaves the page.";
+}

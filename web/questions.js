@@ -1,0 +1,207 @@
+// Check your understanding: short questions with feedback that explains, right or wrong.
+// Choices are radio buttons; a few answers are numbers. Nothing here needs Python, except the
+// "try it" links, which fill the playground with the question's numbers.
+
+import { el } from "./render.js";
+
+export const QUESTIONS = [
+  {
+    id: "knowledge",
+    ask: "With the seed fixed, temperature 0.3 gave a real first name and temperature 2 gave gibberish. What changed between the two runs?",
+    choices: [
+      { text: "At the lower temperature the model knew more about names.", why: "Nothing was learned or forgotten: both runs used the very same weights. Temperature reshapes the distribution the decoder draws from, after the model has spoken." },
+      { text: "Only how the next character was selected from the model’s scores.", right: true, why: "The model’s scores were identical in both runs; temperature sharpened them in one and flattened them in the other. To call one setting better, compare many samples on a fixed budget (the experiment above does exactly that)." },
+      { text: "The random numbers, because temperature changes the seed.", why: "The seed alone fixes the sequence of draws u, so both runs got the same u at every step. The texts differ because the same u lands in stretches of different lengths." },
+    ],
+  },
+  {
+    id: "greedy",
+    ask: "How does sampling at temperature 0.01 differ from greedy decoding?",
+    choices: [
+      { text: "Not at all: below some temperature, sampling simply is greedy.", why: "Almost, but not exactly. A very low temperature makes the favourite overwhelming only when it is clearly ahead. With two nearly tied candidates it is still a coin toss." },
+      { text: "Dividing by 0.01 is impossible, so it fails.", why: "Dividing by 0.01 just multiplies the logits by 100. Only T = 0 cannot be divided by, which is why decodelab treats a temperature of 0 as greedy and says so." },
+      { text: "It is still a random draw: when the top two are (nearly) tied, T = 0.01 can pick the second, while greedy always takes the first.", right: true, why: "Logits 1.000 and 0.999 divided by 0.01 become 100 and 99.9, which softmax turns into about 52.5% and 47.5%: the runner-up wins almost half the time. Greedy has no draw at all: it takes the maximum, and on an exact tie the lowest id." },
+    ],
+  },
+  {
+    id: "top_p",
+    ask: "Five candidates have probabilities 0.45, 0.25, 0.15, 0.10 and 0.05. With top-p 0.75, how many of them are kept?",
+    answer: 3,
+    tolerance: 0,
+    unit: "candidates",
+    hint: "A whole number from 1 to 5.",
+    right: "Add the likeliest first: 0.45, then 0.70 (not yet 0.75), then 0.85, which reaches it. The candidate that crosses the line is kept, so three remain, renormalised to about 0.53, 0.29 and 0.18.",
+    wrongs: {
+      2: "0.45 + 0.25 = 0.70 has not reached 0.75 yet, so one more is needed. The candidate that crosses the line stays in.",
+      4: "Stop at the first total that reaches 0.75: 0.45, 0.70, 0.85. The fourth is not needed.",
+    },
+    wrong: "Add the probabilities from the largest down and stop at the first total that reaches 0.75: 0.45, 0.70, 0.85.",
+    tryIt: { kind: "probs", values: "0.45, 0.25, 0.15, 0.10, 0.05", top_p: 0.75, u: "" },
+  },
+  {
+    id: "orders",
+    ask: "Probabilities 0.6, 0.25 and 0.15 with temperature 2 and top-p 0.8. In which order of the rules do all three stay in the draw?",
+    choices: [
+      { text: "Temperature first, then top-p.", right: true, why: "Temperature 2 first flattens them to about 0.47, 0.30 and 0.23; the top two add up to only 0.77, so the third is needed to reach 0.8. Filtering first sees 0.6 + 0.25 = 0.85 and drops the third." },
+      { text: "Top-p first, then temperature.", why: "Filtering first sees the model’s own 0.6 and 0.25, which already reach 0.8 together (0.85), so the third is removed before temperature ever flattens anything." },
+      { text: "Either: the order of the rules never changes what is kept.", why: "It can. Temperature changes the probabilities top-p adds up, so filtering before or after it can keep different sets. Try it in the playground." },
+    ],
+    tryIt: { kind: "probs", values: "0.6, 0.25, 0.15", temperature: 2, top_p: 0.8, u: "", sweep: "1, 2" },
+  },
+  {
+    id: "kv",
+    ask: "What does a KV cache keep from one decode step to the next?",
+    choices: [
+      { text: "For every layer, the keys and values of every earlier position, so a step computes only the newest position.", right: true, why: "In a causal model, earlier positions never see later ones, so their keys and values do not change and can be reused. The cache holds no logits, no attention weights and no other hidden states, and it is only valid for the same earlier tokens, positions and weights. The new query still reads every cached key and value, so a step costs more as the context grows." },
+      { text: "Earlier answers, so a repeated question is answered at once.", why: "That would be a response cache, a different thing. A KV cache holds intermediate numbers for the one sequence being generated, and is useless for any other." },
+      { text: "Every hidden state and the logits of all earlier steps.", why: "Earlier logits and hidden states are never needed again. Attention at a new position needs only the earlier keys and values, so that is all the cache keeps." },
+    ],
+  },
+  {
+    id: "kv_bytes",
+    ask: "A model has 32 layers and 8 key-value heads of size 128, and stores each number in 2 bytes. How many KiB of cache does one token take?",
+    answer: 128,
+    tolerance: 0.5,
+    unit: "KiB",
+    hint: "1 KiB is 1024 bytes.",
+    right: "2 (a key and a value) × 32 layers × 8 heads × 128 numbers × 2 bytes = 131,072 bytes = 128 KiB. A 4,096-token sequence needs 512 MiB, and eight of them 4 GiB, before counting the weights.",
+    wrongs: {
+      64: "Close: remember that every position stores both a key and a value, which doubles it.",
+      256: "That counts one factor twice: 2 (key and value) × 32 × 8 × 128 × 2 bytes = 131,072 bytes.",
+      131072: "That is the number of bytes. Divide by 1024 for KiB.",
+    },
+    wrong: "Multiply 2 (a key and a value) × layers × KV heads × head size × bytes per number, then divide by 1024.",
+  },
+  {
+    id: "length",
+    ask: "A run ends with finish reason “length”. What does that tell you?",
+    choices: [
+      { text: "The model decided the text was complete.", why: "That is what end-of-sequence means: finish reason “stop” with stop reason “eos”. “length” means the model never got to choose an ending." },
+      { text: "A stop string appeared in the text.", why: "A stop string also gives finish reason “stop”, with the matched string as the stop reason." },
+      { text: "The budget of new tokens ran out: the text may stop mid-word, and the model did not choose to end.", right: true, why: "Max new tokens is a resource limit, not an ending. A cut-off answer with finish reason “length” says nothing about the model’s quality; raise the budget before judging it." },
+    ],
+  },
+  {
+    id: "padding",
+    ask: "Prompts of 3 and 5 tokens are run as one batch by putting 2 padding tokens before the shorter one. Why does the model then need an attention mask and position ids?",
+    choices: [
+      { text: "It does not: padding tokens are zeros and change nothing.", why: "Attention gives weight to every position it may look at, padding included, so the real tokens would mix the padding into their own representation. Zeros are not nothing: they still take a share of the attention." },
+      { text: "So that real tokens ignore the padding, and the short prompt’s first real token sits at position 0, not 2; otherwise its logits differ from running it alone.", right: true, why: "The mask gives the padding an attention score of −∞; the positions count from the first real token (the running sum of the mask, minus one). With both, the padded row gives the same logits as the prompt run on its own, up to rounding." },
+      { text: "To make the batch faster.", why: "Masks cost a little work; they are there for correctness. Without them, the short prompt’s output depends on how much padding it got." },
+    ],
+  },
+];
+
+export function createQuestions({ playground }) {
+  const $ = (id) => document.getElementById(id);
+  const list = $("quiz-list");
+  const score = $("quiz-score");
+  const results = {}; // id -> true | false
+
+  function updateScore() {
+    const answered = Object.keys(results).length;
+    const right = Object.values(results).filter(Boolean).length;
+    score.textContent = answered
+      ? `${right} of ${QUESTIONS.length} right so far${answered < QUESTIONS.length ? ` (${QUESTIONS.length - answered} still open)` : ""}.`
+      : `${QUESTIONS.length} questions. Answer in any order; each one explains itself.`;
+  }
+
+  function feedback(box, ok, text) {
+    box.replaceChildren(el("strong", null, ok ? "✓ Correct. " : "✗ Not quite. "), text);
+    box.className = `q-feedback ${ok ? "is-right" : "is-wrong"}`;
+    box.hidden = false;
+  }
+
+  QUESTIONS.forEach((q, n) => {
+    const form = el("form", "q");
+    form.id = `q-${q.id}`;
+    form.noValidate = true;
+    const fieldset = el("fieldset");
+    const legend = el("legend");
+    legend.append(el("span", "q-num", `${n + 1}`), el("span", "q-ask", q.ask));
+    fieldset.append(legend);
+    const box = el("p", "q-feedback");
+    box.id = `q-${q.id}-feedback`;
+    box.setAttribute("role", "status");
+    box.hidden = true;
+    let input = null;
+    if (q.choices) {
+      const group = el("div", "q-choices");
+      q.choices.forEach((c, i) => {
+        const id = `q-${q.id}-${i}`;
+        const radio = el("input");
+        radio.type = "radio";
+        radio.name = `q-${q.id}`;
+        radio.id = id;
+        radio.value = String(i);
+        const label = el("label", null, c.text);
+        label.htmlFor = id;
+        const row = el("div", "q-choice");
+        row.append(radio, label);
+        group.append(row);
+      });
+      fieldset.append(group);
+    } else {
+      const row = el("div", "q-number");
+      input = el("input");
+      input.type = "text";
+      input.inputMode = "decimal";
+      input.autocomplete = "off";
+      input.id = `q-${q.id}-answer`;
+      const label = el("label", null, `Your answer (${q.unit})`);
+      label.htmlFor = input.id;
+      const hint = el("p", "hint", q.hint);
+      hint.id = `q-${q.id}-hint`;
+      input.setAttribute("aria-describedby", hint.id);
+      row.append(label, input, hint);
+      fieldset.append(row);
+    }
+    const foot = el("div", "q-foot");
+    const check = el("button", null, "Check answer");
+    check.type = "submit";
+    foot.append(check);
+    if (q.tryIt) {
+      const tryButton = el("button", "quiet", "Try it in the playground");
+      tryButton.type = "button";
+      tryButton.addEventListener("click", () => playground.try(q.tryIt));
+      foot.append(tryButton);
+    }
+    fieldset.append(foot, box);
+    form.append(fieldset);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      for (const row of form.querySelectorAll(".q-choice")) row.classList.remove("is-right", "is-wrong");
+      if (q.choices) {
+        const picked = form.querySelector(`input[name="q-${q.id}"]:checked`);
+        if (!picked) {
+          box.className = "q-feedback";
+          box.textContent = "Pick one of the answers first.";
+          box.hidden = false;
+          return;
+        }
+        const choice = q.choices[Number(picked.value)];
+        picked.closest(".q-choice").classList.add(choice.right ? "is-right" : "is-wrong");
+        results[q.id] = Boolean(choice.right);
+        feedback(box, Boolean(choice.right), choice.why);
+      } else {
+        const text = input.value.trim().replace(",", ".");
+        const x = Number(text);
+        if (!text || !Number.isFinite(x)) {
+          box.className = "q-feedback";
+          box.textContent = `Type a number (${q.hint.replace(/\.$/, "")}).`;
+          box.hidden = false;
+          input.setAttribute("aria-invalid", "true");
+          return;
+        }
+        input.removeAttribute("aria-invalid");
+        const ok = Math.abs(x - q.answer) <= q.tolerance;
+        results[q.id] = ok;
+        feedback(box, ok, ok ? q.right : (q.wrongs[x] || q.wrong));
+      }
+      updateScore();
+    });
+    list.append(form);
+  });
+  updateScore();
+  return { results };
+}

@@ -1,0 +1,200 @@
+// Runs the Python worker and keeps it alive.
+//
+// The page talks to the supervisor as it would to the Worker itself (postMessage, and "message"
+// and "error" events), while the supervisor watches the worker:
+//
+//   - a heartbeat: every second it sends {type: "ping"}; the worker answers between batches of
+//     work. A ping left unanswered for longer than the limit (a Python call that never returns,
+//     a worker that closed itself) means the worker has stopped answering;
+//   - the worker's "error" event after start-up (an uncaught error that may have killed it), and
+//     a {type: "fatal"} message (the worker found Python unusable, for example out of memory).
+//
+// Then it terminates the worker, tells the page ("lost": the page gives up the requests in
+// flight and says what happened), starts a new one, trains the learner's own text again if they
+// had trained one, and tells the page ("restarted"). The page's settings and the text on screen
+// are the page's own and are not touched. If restarting keeps failing it stops trying and says
+// so ("restart-failed").
+//
+// Fault injection for tests: with ?faults=1 in the page's address, injectFault("hang" | "crash"
+// | "fatal") asks the worker to misbehave; the worker honours it only when it was started with
+// faults=1 too. ?watchdog=MS (with faults=1 only) shortens the heartbeat limit for tests.
+
+const PING_MS = 1000;
+const ANSWER_MS = 15000; // a ready worker answers within this (the longest request runs ~1 s)
+const BOOT_ANSWER_MS = 60000; // start-up has long stretches without a turn of the event loop
+const MAX_RESTARTS = 3; // within RESTART_WINDOW_MS; more means something is broken for good
+const RESTART_WINDOW_MS = 120000;
+
+/** ?faults=1 (and, with it, ?watchdog=MS) from the page's address. */
+export function optionsFromAddress(search = location.search) {
+  const params = new URLSearchParams(search);
+  const faults = params.get("faults") === "1";
+  const ms = Number(params.get("watchdog"));
+  return { faults, answerMs: faults && Number.isFinite(ms) && ms >= 500 ? ms : ANSWER_MS };
+}
+
+export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_MS } = optionsFromAddress()) {
+  const events = new EventTarget();
+  const url = new URL(scriptUrl);
+  if (faults) url.searchParams.set("faults", "1");
+
+  let worker = null;
+  let booted = false; // the current worker has said "ready"
+  let everReady = false; // some worker has been ready (the page has started)
+  let recovering = null; // {reason, since} while a new worker is starting
+  let waitingPing = null; // {n, at} the ping not answered yet
+  let pings = 0;
+  let trained = null; // the text the learner trained on, to train again after a restart
+  const trainsInFlight = new Map(); // request id -> text
+  let replayId = null;
+  const restarts = []; // times of recent restarts
+  const stats = { restarts: 0, last: null, violations: [] }; // violations: inside the worker
+
+  function emit(type, detail) {
+    events.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+
+  function forward(data) {
+    events.dispatchEvent(new MessageEvent("message", { data }));
+  }
+
+  function start() {
+    booted = false;
+    waitingPing = null;
+    worker = new Worker(url, { type: "module" });
+    const me = worker;
+    worker.addEventListener("message", (event) => {
+      if (me === worker) onMessage(event.data || {});
+    });
+    worker.addEventListener("error", (event) => {
+      if (me !== worker) return;
+      event.preventDefault();
+      if (!everReady) {
+        // The first start-up failed: the page shows it as a boot error; nothing to restart.
+        events.dispatchEvent(new ErrorEvent("error", { message: event.message }));
+        return;
+      }
+      lost("crash", event.message || "the background worker stopped with an error");
+    });
+  }
+
+  function onMessage(m) {
+    waitingPing = null; // any message means the worker is alive
+    if (m.type === "pong") return;
+    if (m.type === "csp-violation") {
+      stats.violations.push(m);
+      return;
+    }
+    if (m.type === "fatal") {
+      lost("fatal", m.message || "Python stopped working");
+      return;
+    }
+    if (m.type === "ready") booted = true;
+    // A restart after the page was ready is quiet; one during the first start-up is not (the
+    // page is still showing the start-up, so it sees the new worker's progress as usual).
+    if (recovering && everReady) return onRecoveryMessage(m);
+    if (m.type === "ready") {
+      everReady = true;
+      recovering = null;
+    }
+    if (m.type === "trained" && trainsInFlight.has(m.id)) trained = trainsInFlight.get(m.id);
+    if ((m.type === "trained" || m.type === "invalid" || m.type === "error") && trainsInFlight.has(m.id)) {
+      trainsInFlight.delete(m.id);
+    }
+    forward(m);
+  }
+
+  // While a new worker starts, its start-up news is the supervisor's business, not the page's.
+  function onRecoveryMessage(m) {
+    if (m.type === "boot-error") {
+      giveUp(`Python could not be started again: ${m.message}`);
+    } else if (m.type === "ready") {
+      if (trained != null) {
+        replayId = `replay-${Date.now()}`;
+        worker.postMessage({ type: "train", id: replayId, text: trained });
+      } else {
+        finishRecovery(m.info);
+      }
+    } else if (replayId != null && m.id === replayId) {
+      replayId = null;
+      if (m.type !== "trained") trained = null; // cannot happen for text that trained before
+      finishRecovery(null, m.type === "trained" ? m.dataset : null);
+    }
+  }
+
+  function finishRecovery(info, dataset = null) {
+    const { reason, since } = recovering;
+    recovering = null;
+    everReady = true;
+    emit("restarted", { reason, ms: Math.round(performance.now() - since), info, dataset });
+  }
+
+  function giveUp(message) {
+    const reason = recovering ? recovering.reason : "crash";
+    recovering = null;
+    if (worker) worker.terminate();
+    worker = null;
+    emit("restart-failed", { reason, message });
+  }
+
+  function lost(reason, message) {
+    if (!worker || (recovering && !booted)) {
+      // already starting a new one: a second failure during start-up counts as a failed restart
+      if (recovering) giveUp(`Python stopped again while starting (${message}).`);
+      return;
+    }
+    worker.terminate();
+    worker = null;
+    trainsInFlight.clear();
+    replayId = null;
+    stats.restarts += 1;
+    stats.last = { reason, message, at: Math.round(performance.now()) };
+    const now = performance.now();
+    restarts.push(now);
+    while (restarts.length && now - restarts[0] > RESTART_WINDOW_MS) restarts.shift();
+    emit("lost", { reason, message });
+    if (restarts.length > MAX_RESTARTS) {
+      emit("restart-failed", { reason, message: `The background worker failed ${restarts.length} times in a row, so it was not started again. Reload the page to try again.` });
+      return;
+    }
+    recovering = { reason, since: now };
+    start();
+  }
+
+  function heartbeat() {
+    if (!worker) return;
+    const now = performance.now();
+    const limit = booted ? answerMs : Math.max(answerMs, BOOT_ANSWER_MS);
+    if (waitingPing) {
+      if (now - waitingPing.at > limit) {
+        lost("hang", `no answer for ${Math.round((now - waitingPing.at) / 1000)} s`);
+      }
+      return;
+    }
+    waitingPing = { n: ++pings, at: now };
+    worker.postMessage({ type: "ping", n: pings });
+  }
+
+  start();
+  setInterval(heartbeat, Math.min(PING_MS, Math.max(100, answerMs / 4)));
+
+  return {
+    addEventListener: (...args) => events.addEventListener(...args),
+    removeEventListener: (...args) => events.removeEventListener(...args),
+    postMessage(message) {
+      if (!worker) return; // given up: the page already said so
+      if (message && message.type === "train") trainsInFlight.set(message.id, String(message.text ?? ""));
+      worker.postMessage(message);
+    },
+    /** Tests only (?faults=1): make the worker hang, crash, or fail as Python would. */
+    injectFault(kind) {
+      if (!faults) throw new Error("fault injection needs ?faults=1 in the address");
+      if (worker) worker.postMessage({ type: "fault", kind });
+    },
+    get recovering() {
+      return Boolean(recovering);
+    },
+    faults,
+    stats,
+  };
+}
