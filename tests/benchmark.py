@@ -13,6 +13,9 @@ What it measures (all timings are medians over repeats):
   - the transformer (cache check off, full step records): decode steps per second at 97 to 127
     tokens of context, and 256 new tokens with the KV cache and without it (every step
     recomputing the whole window), in the browser and natively (`webapi.bench_generation`).
+  - the page's weight in bytes, raw and gzipped, by part; the main thread while the page
+    streams long runs (long tasks over 50 ms, the longest frame); the boot's integrity phase
+    (hashing the runtime list and the JavaScript files before Pyodide loads).
 It judges nothing: it prints a table. Tests never assert timings.
 
 Natively numpy runs with one BLAS thread (OPENBLAS_NUM_THREADS=1), as the browser has one: the
@@ -50,37 +53,41 @@ def long_prompt(chars: int = 95) -> str:
 
 
 def transformer_runs(quick: bool) -> dict:
-    """name -> (request for webapi.bench_generation, which rate to report)."""
+    """name -> (request for webapi.bench_generation, the rate to report, how many runs).
+
+    The short runs are repeated more: at 97 to 127 tokens a run lasts about 15 ms, so a single
+    busy moment of the machine moves one run's rate a lot, and the median of several does not."""
     base = {"model": "transformer", "dataset": "prose", "seed": 1, "ignore_eos": True,
             "cache_check": False}
     n = 64 if quick else 256
+    few, many = (1, 3) if quick else (3, 9)
     return {
         "decode at context 97-127, cache on": (
             {"settings": {**base, "prompt": long_prompt(), "max_new_tokens": 32}, "cache": True},
-            "decode_steps_per_second"),
+            "decode_steps_per_second", many),
         f"{n} new tokens, cache on": (
-            {"settings": {**base, "max_new_tokens": n}, "cache": True}, "steps_per_second"),
+            {"settings": {**base, "max_new_tokens": n}, "cache": True}, "steps_per_second", many),
         f"{n} new tokens, cache off (recompute)": (
-            {"settings": {**base, "max_new_tokens": n}, "cache": False}, "steps_per_second"),
+            {"settings": {**base, "max_new_tokens": n}, "cache": False}, "steps_per_second", few),
         "64 new tokens, cache on + live check": (
             {"settings": {**base, "max_new_tokens": 64, "cache_check": True}, "cache": True},
-            "steps_per_second"),
+            "steps_per_second", few),
     }
 
 
-def native_transformer(runs: dict, repeats: int) -> dict:
+def native_transformer(runs: dict) -> dict:
     from decodelab import webapi
 
     webapi.setup(str(ROOT / "artifacts"))
     return {name: statistics.median(json.loads(webapi.bench_generation(json.dumps(req)))[key]
-                                    for _ in range(repeats))
-            for name, (req, key) in runs.items()}
+                                    for _ in range(times))
+            for name, (req, key, times) in runs.items()}
 
 
-def browser_transformer(page, runs: dict, repeats: int) -> dict:
+def browser_transformer(page, runs: dict) -> dict:
     return {name: statistics.median(page.evaluate("r => window.decodelab.kv.bench(r)", req)[key]
-                                    for _ in range(repeats))
-            for name, (req, key) in runs.items()}
+                                    for _ in range(times))
+            for name, (req, key, times) in runs.items()}
 
 
 def native_rates(steps: int, repeats: int) -> dict:
@@ -141,16 +148,18 @@ def measure(quick: bool = False) -> dict:
             boot(page)
             browser_rate = browser_rates(page, steps, repeats)
             t_runs = transformer_runs(quick)
-            browser_t = browser_transformer(page, t_runs, max(repeats, 3))
+            browser_t = browser_transformer(page, t_runs)
             page_seconds = page_run_seconds(page, steps)
+            responsiveness = main_thread_during_runs(page, steps)
             page.context.close()
             browser.close()
     finally:
         server.shutdown()
     native_rate = native_rates(steps, repeats)
-    native_t = native_transformer(t_runs, max(repeats, 3))
-    phases = ("runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "total_ms", "page_ready_ms")
+    native_t = native_transformer(t_runs)
+    phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "total_ms", "page_ready_ms")
     return {
+        "main_thread": responsiveness, "page_weight": page_weight(ROOT / "static"),
         "quick": quick, "repeats": repeats, "steps": steps,
         "boot_cold_ms": {k: median_of(cold, k) for k in phases},
         "boot_warm_ms": {k: median_of(warm, k) for k in phases},
@@ -161,7 +170,8 @@ def measure(quick: bool = False) -> dict:
                             "steps_per_second": steps / page_seconds},
         "transformer_tokens_per_second": {
             name: {"browser": browser_t[name], "native": native_t[name],
-                   "native_over_browser": native_t[name] / browser_t[name]} for name in t_runs},
+                   "native_over_browser": native_t[name] / browser_t[name],
+                   "runs": t_runs[name][2]} for name in t_runs},
     }
 
 
@@ -181,15 +191,72 @@ def table(r: dict) -> str:
                   f"{e['seconds']:.2f} s = {e['steps_per_second']:,.0f} steps/s"]
     t = r["transformer_tokens_per_second"]
     lines += ["", "| transformer prose (tokens/s, full step records) | browser | native | "
-                  "native / browser |", "| --- | ---: | ---: | ---: |"]
+                  "native / browser | runs |", "| --- | ---: | ---: | ---: | ---: |"]
     for name, v in t.items():
         lines.append(f"| {name} | {v['browser']:,.0f} | {v['native']:,.0f} | "
-                     f"{v['native_over_browser']:.1f}x |")
+                     f"{v['native_over_browser']:.1f}x | {v['runs']} |")
     on = next(v for k, v in t.items() if k.endswith("new tokens, cache on"))
     off = next(v for k, v in t.items() if k.endswith("cache off (recompute)"))
     lines += ["", f"Cache on / cache off: {on['browser'] / off['browser']:.1f}x in the browser, "
                   f"{on['native'] / off['native']:.1f}x natively."]
+    lines += hardening_lines(r)
     return "\n".join(lines)
+
+
+# --- the page's weight and its main thread while it streams (hardening) -----------------------
+
+def page_weight(root: Path) -> dict:
+    """Bytes of the built site, raw and gzipped (level 6, what static hosts typically send),
+    by part: the Python runtime and wheels (pyodide/), the lesson data (assets/), the page."""
+    import gzip
+
+    parts = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        top = path.relative_to(root).parts[0]
+        part = top if (root / top).is_dir() else "page"
+        data = path.read_bytes()
+        raw, packed = parts.get(part, (0, 0))
+        parts[part] = (raw + len(data), packed + len(gzip.compress(data, compresslevel=6, mtime=0)))
+    total = (sum(r for r, _ in parts.values()), sum(g for _, g in parts.values()))
+    return {**{k: {"raw": r, "gzip": g} for k, (r, g) in parts.items()},
+            "total": {"raw": total[0], "gzip": total[1]}}
+
+
+def main_thread_during_runs(page, steps: int) -> dict:
+    """Long tasks (over 50 ms, PerformanceObserver) on the page's main thread while it streams
+    two runs of `steps` bigram tokens and one of steps / 4 transformer tokens, and the longest
+    animation frame (long-animation-frame entries)."""
+    page.evaluate("""() => {
+        window.__bench = {long: [], frames: []};
+        new PerformanceObserver(l => window.__bench.long.push(...l.getEntries().map(e => e.duration)))
+            .observe({type: 'longtask'});
+        new PerformanceObserver(l => window.__bench.frames.push(...l.getEntries().map(e => e.duration)))
+            .observe({type: 'long-animation-frame'});
+    }""")
+    runs = [{"seed": 2, "max_new_tokens": steps}, {"seed": 3, "max_new_tokens": steps},
+            {"model": "transformer", "seed": 4, "max_new_tokens": max(steps // 4, 50),
+             "cache_check": False}]
+    for settings in runs:
+        page.evaluate("s => window.decodelab.generate(s)", {"ignore_eos": True, **settings})
+        page.wait_for_selector("html[data-state=ready]")
+    seen = page.evaluate("() => window.__bench")
+    return {"tokens": 2 * steps + runs[2]["max_new_tokens"], "long_tasks": len(seen["long"]),
+            "longest_task_ms": max(seen["long"], default=0),
+            "longest_frame_ms": max(seen["frames"], default=0)}
+
+
+def hardening_lines(r: dict) -> list:
+    w = r["page_weight"]
+    lines = ["", "| page weight (MB) | raw | gzip |", "| --- | ---: | ---: |"]
+    for part in sorted(k for k in w if k != "total") + ["total"]:
+        lines.append(f"| {part} | {w[part]['raw'] / 1e6:.2f} | {w[part]['gzip'] / 1e6:.2f} |")
+    m = r["main_thread"]
+    lines += ["", f"Main thread while streaming {m['tokens']:,} tokens: {m['long_tasks']} long tasks"
+                  f" (over 50 ms), the longest {m['longest_task_ms']:.0f} ms; the longest frame "
+                  f"{m['longest_frame_ms']:.0f} ms."]
+    return lines
 
 
 def main(args) -> int:

@@ -145,7 +145,7 @@ def test_webapi_break_it_reports_the_failure_and_the_sentence(artifacts):
     for request, field, words in (
             ({"bug": "nope"}, "bug", "Bug must be one of none, frozen-position"),
             ({"bug": "token-twice", "prompt": "ZZ"}, "prompt", "Test prompt has characters"),
-            ({"bug": "token-twice", "steps": 100}, "steps", "Steps must be a whole number"),
+            ({"bug": "token-twice", "steps": 100}, "steps", "Check steps must be a whole number"),
             ({"bug": "token-twice", "steps": 40, "prompt": "a" * 40}, "steps", "context holds"),
             ({"bug": "no-causal-mask", "prompt": ""}, "prompt", "at least one character"),
             ({"bug": "unmasked-padding", "prompts": ["ab", "cd"]}, "prompts", "differ in length"),

@@ -135,7 +135,7 @@ def test_batch_view_input_is_checked(library):
             ({"prompts": "abc"}, "prompts", "2 to 6 prompts"),
             ({"prompts": ["a", "B"]}, "prompts", "Batch prompt 2 has characters"),
             ({"prompts": ["a", "b" * 60]}, "prompts", "at most 48 characters"),
-            ({"prompts": ["a", "b"], "steps": 0}, "steps", "Steps must be a whole number"),
+            ({"prompts": ["a", "b"], "steps": 0}, "steps", "Batch steps must be a whole number"),
             ({"prompts": ["a", "b" * 48], "steps": 30}, "steps", "context holds 64")):
         out = json.loads(webapi.batch_view(json.dumps({"dataset": "names", **request})))
         assert not out["ok"] and out["errors"][0]["field"] == field, out

@@ -237,8 +237,9 @@ worker.addEventListener("lost", (event) => {
 worker.addEventListener("restarted", (event) => {
   setEnabled(true);
   setState("ready");
-  dom.status.textContent = `Python was started again in ${seconds(event.detail.ms)}. Your settings are kept.`;
-  dom.finishText.textContent = `${TROUBLE[event.detail.reason] || TROUBLE.crash} It was started again in ${seconds(event.detail.ms)}; your settings and the text above are kept. Press Generate to go on.`;
+  const what = TROUBLE[event.detail.reason] || TROUBLE.crash;
+  dom.status.textContent = `${what} Python was started again in ${seconds(event.detail.ms)}. Your settings are kept.`;
+  dom.finishText.textContent = `${what} It was started again in ${seconds(event.detail.ms)}; your settings and the text above are kept. Press Generate to go on.`;
   if (state.run) dom.exportButton.disabled = true; // the trace of that run went with the old worker
 });
 
@@ -577,7 +578,13 @@ function onSteps(m) {
   if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
   textStream.update(run);
   kv.steps(run);
-  scheduleInspector();
+  // While a run streams, the inspector and the timeline follow it ten times a second, not every
+  // frame: each redraw costs layout, and the text itself keeps streaming in between.
+  const now = performance.now();
+  if (!run.followedAt || now - run.followedAt >= 100 || !run.follow) {
+    run.followedAt = now;
+    scheduleInspector();
+  }
 }
 
 // Streaming text: each step's `emit` is the text released at that step. Stop-string hold-back

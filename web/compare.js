@@ -3,7 +3,7 @@
 // (webapi.compare). Every difference in the two texts comes from the model.
 
 import { el, finishSentence, fixed, pct, plural } from "./render.js";
-import { sci } from "./plot.js";
+import { drawResponsive, lineChart, sci } from "./plot.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -87,9 +87,45 @@ export function createCompare(app) {
     dom.status.textContent = "Done.";
   });
 
+  // The transformer's training curve on the chosen dataset, with the bigram as a reference.
+  function curve() {
+    const name = $("dataset").value;
+    const d = ((app.info() || {}).datasets || {})[name] || {};
+    const t = d.transformer;
+    const c = t && t.curve;
+    const has = Boolean(c && Array.isArray(c.step) && c.step.length);
+    for (const id of ["curve-figure", "curve-table", "curve-lede"]) $(id).hidden = !has;
+    $("curve-title").textContent = has ? `How the transformer learned: ${d.label || name}` : "How the transformer learned";
+    if (!has) return;
+    const bigram = typeof d.val_nll === "object" && d.val_nll ? d.val_nll.bigram : d.val_nll;
+    const all = [...c.train, ...c.val, bigram || 0];
+    const last = c.step.length - 1;
+    const seconds = t.train_seconds ? `, in ${Math.round(t.train_seconds)} s` : "";
+    drawResponsive($("curve-plot"), (width) => lineChart({
+      label: `Training curve: after ${c.step[last]} steps the training loss is ${fixed(c.train[last], 2)} and the held-out loss ${fixed(c.val[last], 2)} nats per character; the bigram's held-out loss is ${fixed(bigram, 2)}.`,
+      x: { min: 0, max: c.step[last], title: "Training step", integer: true },
+      y: { min: Math.floor(Math.min(...all) * 2) / 2, max: Math.ceil(Math.max(...all) * 2) / 2, title: "Loss (nats)", format: (v) => v.toFixed(1) },
+      series: [
+        { points: c.step.map((s, i) => [s, c.train[i]]), className: "kv-train", marker: "none", label: "training", labelDy: c.train[last] > c.val[last] ? -8 : 18 },
+        { points: c.step.map((s, i) => [s, c.val[i]]), className: "kv-on", label: "held-out", labelDy: c.train[last] > c.val[last] ? 18 : -8 },
+      ],
+      hlines: bigram == null ? [] : [{ y: bigram, className: "kv-reference", label: `bigram ${fixed(bigram, 2)}` }],
+    }, width));
+    $("curve-caption").textContent = `${t.params.toLocaleString("en")} parameters, ${t.n_layer} layers, ${t.n_head} query heads sharing ${t.n_kv_head} KV heads, context ${t.context_size}; ${c.step[last].toLocaleString("en")} steps${seconds}. Held-out loss ${fixed(t.val_nll, 3)} against the bigram’s ${fixed(bigram, 3)} nats per character.`;
+    $("curve-rows").replaceChildren(...c.step.map((s, i) => {
+      const tr = el("tr");
+      const th = el("th", null, String(s));
+      th.scope = "row";
+      tr.append(th, el("td", "num", fixed(c.train[i], 3)), el("td", "num", fixed(c.val[i], 3)));
+      return tr;
+    }));
+  }
+  $("dataset").addEventListener("change", curve);
+
   return {
     ready() {
       dom.run.disabled = false;
+      curve();
     },
   };
 }

@@ -14,6 +14,13 @@ const LIST = "integrity.json";
 const JS_FILES = ["pyodide.mjs", "pyodide.asm.js"];
 
 const problems = [];
+let reject = null;
+// Settles (rejects) at the first problem. Pyodide's loader does not always give up when its
+// WebAssembly binary is refused, so the start-up races its loading against this.
+const failed = new Promise((_, no) => {
+  reject = no;
+});
+failed.catch(() => {}); // nobody may be waiting when it happens
 
 /** The first problem found, in words, or null. */
 export function runtimeProblem() {
@@ -34,7 +41,8 @@ async function describeFailure(plainFetch, url, path, err) {
 
 /**
  * Read the list and put the checks in place; then check the JavaScript files. Throws with a
- * message naming the file when one fails. Returns {files, ms}.
+ * message naming the file when one fails. Returns {files, ms, failed}: `failed` rejects at
+ * the first file that fails later on.
  */
 export async function guardRuntime(dirUrl) {
   const t0 = performance.now();
@@ -71,6 +79,7 @@ export async function guardRuntime(dirUrl) {
     } catch (err) {
       const message = await describeFailure(plainFetch, url.href, file.path, err);
       problems.push(message);
+      reject(new Error(message));
       throw new Error(message);
     }
   };
@@ -79,5 +88,5 @@ export async function guardRuntime(dirUrl) {
     const response = await self.fetch(new URL(name, dirUrl).href);
     await response.arrayBuffer();
   }));
-  return { files: files.length, ms: Math.round(performance.now() - t0) };
+  return { files: files.length, ms: Math.round(performance.now() - t0), failed };
 }

@@ -134,11 +134,13 @@ export function createMemoryView(app, live) {
       const tr = el("tr");
       const th = el("th", null, p.label);
       th.scope = "row";
-      const cell = el("td", "mem-bar-cell");
+      const cell = el("td");
+      const inner = el("div", "mem-bar-cell");
       const bar = el("span", `mem-bar kind-${p.kind.toLowerCase()}`);
       bar.style.setProperty("--w", `${Math.max(0.5, (100 * Math.log2(per)) / Math.log2(most))}%`);
       bar.setAttribute("aria-hidden", "true");
-      cell.append(bar, el("span", "num", bytes(per)));
+      inner.append(bar, el("span", "num", bytes(per)));
+      cell.append(inner);
       tr.append(th, el("td", null, p.kind), el("td", "num", `${p.heads} / ${p.kv_heads}`), cell);
       return tr;
     }));

@@ -135,7 +135,7 @@ export function lineChart(spec, width) {
     }
     if (s.label) {
       const [lx, ly] = s.points[s.points.length - 1];
-      g.append(svg("text", { x: X(lx) - 4, y: Y(ly) - 8, "text-anchor": "end", class: "kv-series-label" }, s.label));
+      g.append(svg("text", { x: X(lx) - 4, y: Y(ly) + (s.labelDy ?? -8), "text-anchor": "end", class: "kv-series-label" }, s.label));
     }
     chart.append(g);
   }

@@ -136,7 +136,7 @@ async function boot() {
   };
 
   progress("runtime", "Loading the Python runtime…", 0.02);
-  await guardRuntime(PYODIDE_DIR); // every runtime file is hash-checked before it runs
+  const guard = await guardRuntime(PYODIDE_DIR); // every runtime file is hash-checked before it runs
   lap("integrity_ms");
   let loadPyodide;
   try {
@@ -144,7 +144,7 @@ async function boot() {
   } catch (err) {
     throw new Error(`The Python runtime (pyodide/pyodide.mjs) could not be loaded: ${err.message || err}.`);
   }
-  pyodide = await loadPyodide({ indexURL: PYODIDE_DIR, lockFileURL: PYODIDE_DIR + "pyodide-lock.json" });
+  pyodide = await Promise.race([guard.failed, loadPyodide({ indexURL: PYODIDE_DIR, lockFileURL: PYODIDE_DIR + "pyodide-lock.json" })]);
   watchFatal(pyodide, post); // Python unusable from now on (out of memory): the page restarts us
   lap("runtime_ms");
 

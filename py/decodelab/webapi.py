@@ -292,11 +292,11 @@ def batch_view(request_json: str) -> str:
         req = _kv_request(request_json, "prompts")
         model, dataset = _lab_model(req)
         texts, ids = _batch_prompts(model, req)
-        steps = _lab_number(req, "steps", "Steps", 8, 1, 32)
+        steps = _lab_number(req, "steps", "Batch steps", 8, 1, 32)
         seed = _lab_number(req, "seed", "Seed", 0, 0, 2**32 - 1)
         need = max(len(p) for p in ids) + steps  # EOS + longest prompt + steps - 1 decodes
         if need > model.context_size:
-            raise FieldError("steps", f"Steps: the longest prompt and {steps} steps need {need} "
+            raise FieldError("steps", f"Batch steps: the longest prompt and {steps} steps need {need} "
                                       f"positions; this model's context holds "
                                       f"{model.context_size}. Use fewer steps or shorter prompts.")
         result = batch.batch_run(model, ids, steps, seed)
@@ -318,7 +318,7 @@ def break_it(request_json: str) -> str:
                                     f"{str(bug)[:40]!r}.")
         model, dataset = _lab_model(req)
         ids = _lab_ids(model, req.get("prompt", ""), "prompt", "Test prompt")
-        steps = _lab_number(req, "steps", "Steps", 16, 4, 48)
+        steps = _lab_number(req, "steps", "Check steps", 16, 4, 48)
         seed = _lab_number(req, "seed", "Seed", 0, 0, 2**32 - 1)
         texts, batch_ids = None, None
         if bug == "unmasked-padding":
@@ -328,11 +328,11 @@ def break_it(request_json: str) -> str:
                                             "prompts differ in length; make one shorter.")
             need = max(len(p) for p in batch_ids) + 1 + steps
             if need > model.context_size:
-                raise FieldError("steps", f"Steps: the longest batch prompt and {steps} steps "
+                raise FieldError("steps", f"Check steps: the longest batch prompt and {steps} steps "
                                           f"need {need} positions; the context holds "
                                           f"{model.context_size}.")
         elif len(ids) + 1 + steps > model.context_size:
-            raise FieldError("steps", f"Steps: the test prompt and {steps} steps need "
+            raise FieldError("steps", f"Check steps: the test prompt and {steps} steps need "
                                       f"{len(ids) + 1 + steps} positions; the context holds "
                                       f"{model.context_size}. Use fewer steps or a shorter prompt.")
         out = bugs.run_bug(model, bug, ids, steps, seed, batch_prompts=batch_ids)
@@ -348,12 +348,14 @@ def memory(request_json: str) -> str:
     "bytes_per_element", "tokens", "sequences", "dataset"} (costs.memory); "tiny" is the
     page's own transformer on `dataset`. Also returns every preset, for the page's menu."""
     from decodelab import costs
+    from decodelab.settings import check_field
 
     try:
         req = _kv_request(request_json, "preset")
+        dataset = check_field("dataset", req.get("dataset", "names"), datasets=_library.datasets())
         tiny = None
-        if _library.has_model("transformer", req.get("dataset", "names")):
-            tiny = costs.tiny_preset(_lab_model(req)[0])
+        if _library.has_model("transformer", dataset):
+            tiny = costs.tiny_preset(_library.model("transformer", dataset))
         result = costs.memory(req, tiny)
     except (FieldError, FieldErrors) as e:
         return _errors(e)

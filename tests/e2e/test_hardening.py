@@ -73,9 +73,10 @@ def test_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
     assert max(long_tasks, default=0) < 100, long_tasks
     # the page keeps one run on screen: the heap after the 4th run is not growing run by run
     assert heaps[-1] < heaps[0] * 1.5 + 5e6, heaps
-    # the WebAssembly memory and Python's live objects do not grow with each run
-    assert memory[-1]["wasm_bytes"] <= memory[0]["wasm_bytes"] * 1.1, memory
-    assert memory[-1]["python_objects"] < memory[0]["python_objects"] + 2000, memory
+    # the WebAssembly memory and Python's live objects do not grow with each run (Python keeps
+    # the latest run and the one before it, for the trace and the lesson: compare from run 2)
+    assert memory[-1]["wasm_bytes"] <= memory[1]["wasm_bytes"] * 1.1, memory
+    assert memory[-1]["python_objects"] < memory[1]["python_objects"] + 2000, memory
     # long runs stream through the cheap path: most characters are sealed into plain text
     assert app.evaluate("() => window.decodelab.health.sealedText") > 0
 
@@ -117,18 +118,20 @@ def test_a_sealed_character_of_a_long_run_can_still_be_inspected(app):
 
 def test_transformer_soak_keeps_memory_bounded(app):
     app.evaluate(LONG_TASKS)
-    settings = {"model": "transformer", "seed": 5, "max_new_tokens": 2500, "ignore_eos": True,
+    settings = {"model": "transformer", "max_new_tokens": 1250, "ignore_eos": True,
                 "cache_check": False}
-    memory = []
-    for seed in (5, 6):  # 2 x 2,500 = 5,000 transformer tokens, after the bigram soak
+    memory, heaps = [], []
+    for seed in range(5, 9):  # 4 x 1,250 = 5,000 transformer tokens, after the bigram soak
         result = app.evaluate("s => window.decodelab.generate(s)", {**settings, "seed": seed})
         app.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
-        assert result["status"] == "done" and result["steps"] == 2500
+        assert result["status"] == "done" and result["steps"] == 1250
         memory.append(app.evaluate("() => window.decodelab.memory()"))
+        heaps.append(app.evaluate("() => performance.memory.usedJSHeapSize"))
     long_tasks = app.evaluate("() => window.__long")
     assert max(long_tasks, default=0) < 100, long_tasks
-    assert memory[1]["wasm_bytes"] <= memory[0]["wasm_bytes"] * 1.1, memory
-    assert memory[1]["python_objects"] < memory[0]["python_objects"] + 2000, memory
+    assert heaps[-1] < heaps[1] * 1.5 + 5e6, heaps
+    assert memory[-1]["wasm_bytes"] <= memory[1]["wasm_bytes"] * 1.1, memory
+    assert memory[-1]["python_objects"] < memory[1]["python_objects"] + 2000, memory
 
 
 # --- the worker stops answering, crashes, or Python fails: restarted, settings kept -------------
@@ -375,7 +378,7 @@ def test_markup_in_url_parameters_is_only_ever_text(chromium, base_url):
     for name in ("theme", "panels", "host", "Seed", "Dataset", "Unknown setting"):
         assert name in notice.inner_text()
     assert page.get_by_label("Stop strings", exact=True).input_value().split("\n") == PAYLOADS[:2]
-    result = page.evaluate("s => window.decodelab.generate(s)", {"seed": 2, "max_new_tokens": 20,
+    result = page.evaluate("s => window.decodelab.generate(s)", {"seed": 2, "max_new_tokens": 60,
                                                                   "stop": PAYLOADS})
     assert result["status"] == "done"
     assert page.evaluate("() => window.__pwned") is None
