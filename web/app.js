@@ -574,9 +574,9 @@ function onStarted(m) {
 function onSteps(m) {
   const run = state.run;
   if (!run || run.id !== m.id) return;
+  textStream.update(run);
   for (const step of m.steps) addStep(run, step);
   if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
-  textStream.update(run);
   kv.steps(run);
   // While a run streams, the inspector and the timeline follow it ten times a second, not every
   // frame: each redraw costs layout, and the text itself keeps streaming in between.
@@ -612,7 +612,7 @@ function appendChar(run, index, ch) {
     span.dataset.step = String(index);
     span.setAttribute("aria-pressed", "false");
     run.spans.set(index, span);
-    dom.textGen.append(span);
+    textStream.add(span); // into the text at the next flush, about 30 times a second
   }
   span.textContent += ch;
   const names = { " ": "space", "\n": "newline", "\t": "tab" };
@@ -631,6 +631,7 @@ function onDone(m) {
   run.finish = { finish_reason: m.finish_reason, stop_reason: m.stop_reason, text: m.text };
   // Text released by the ending itself (e.g. held back for a possible stop string, then let
   // go by a cancel) arrives only in the final text: append what is not on screen yet.
+  textStream.flush();
   const shown = dom.textGen.textContent;
   if (typeof m.text === "string" && m.text.length > shown.length && m.text.startsWith(shown)) {
     for (const ch of m.text.slice(shown.length)) {

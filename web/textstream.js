@@ -12,20 +12,47 @@
 //
 // The spans themselves are kept (run.spans still maps every step to its span), so everything
 // that holds them keeps working; a sealed span is only out of the document for a while.
+//
+// New spans reach the document about 30 times a second, in one piece, not as each batch of
+// steps arrives from the worker: the text looks just as live, and the page draws half as many
+// frames while a run streams, which leaves the processor to the worker and to the learner.
 
 const LIVE_MAX = 600; // live spans allowed while streaming before the oldest are sealed
 const LIVE_KEEP = 200; // live spans left after sealing
+const FLUSH_MS = 30; // new text reaches the document at most this often while streaming
 
 export function createTextStream(container) {
   let run = null;
   let streaming = false;
   let sealed = []; // stand-ins in the document: {node, spans, first, last}
   const byNode = new WeakMap(); // stand-in node -> its record
+  let pending = document.createDocumentFragment(); // new spans not in the document yet
+  let frame = 0;
+  let flushedAt = 0;
 
   function reset(r) {
     run = r;
     streaming = true;
     sealed = [];
+    pending = document.createDocumentFragment();
+  }
+
+  function flush() {
+    if (frame) cancelAnimationFrame(frame);
+    frame = 0;
+    flushedAt = performance.now();
+    if (pending.firstChild) container.append(pending);
+    if (run && streaming) seal(run);
+  }
+
+  function schedule() {
+    if (frame) return;
+    const tick = () => {
+      frame = 0;
+      if (performance.now() - flushedAt < FLUSH_MS - 4) frame = requestAnimationFrame(tick);
+      else flush();
+    };
+    frame = requestAnimationFrame(tick);
   }
 
   // Characters still held back (a possible stop string) belong to steps from the queue's head
@@ -109,14 +136,26 @@ export function createTextStream(container) {
   });
 
   return {
-    /** After new steps were added to the run on screen. */
-    update(r) {
-      if (r !== run) reset(r);
-      seal(r);
+    /** A new character span of the run on screen: it joins the text at the next flush. */
+    add(span) {
+      pending.append(span);
+      schedule();
     },
-    /** The run is over: nothing more is sealed; stand-ins stay until they are needed. */
+    /** After new steps were added to the run on screen (a new run starts afresh). */
+    update(r) {
+      if (r !== run) {
+        if (frame) cancelAnimationFrame(frame);
+        frame = 0;
+        reset(r);
+      }
+    },
+    /** Put every new span into the document now (before the text is read). */
+    flush,
+    /** The run is over: its text is complete; stand-ins stay until they are needed. */
     finish(r) {
-      if (r === run) streaming = false;
+      if (r !== run) return;
+      flush();
+      streaming = false;
     },
     /** The span of this step is about to be shown as selected or focused: put it back. */
     reveal(r, index) {

@@ -204,6 +204,18 @@ def test_a_crashed_worker_is_restarted_with_settings_and_output_kept(faulty, kin
     assert unexpected == []
 
 
+def test_a_worker_that_fails_again_while_restarting_is_given_up_in_words(chromium, base_url):
+    page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
+    reset(page, Seed=9)
+    page.evaluate("() => { window.decodelab.injectFault('crash'); }")
+    page.wait_for_function("() => window.decodelab.health.recovering")
+    page.evaluate("() => window.decodelab.injectFault('crash')")  # the new worker, while it starts
+    page.wait_for_selector("html[data-state=error]", timeout=30_000)
+    assert "stopped again while starting" in page.locator("#boot-error-message").inner_text()
+    assert page.get_by_label("Seed", exact=True).input_value() == "9"  # the settings stay
+    page.context.close()
+
+
 def test_faults_cannot_be_injected_without_the_switch(app):
     assert app.evaluate("() => typeof window.decodelab.injectFault") == "undefined"
     assert app.evaluate("() => window.decodelab.health.restarts") == 0
