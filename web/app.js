@@ -780,7 +780,10 @@ dom.endMarker.addEventListener("click", () => select(Number(dom.endMarker.datase
 let inspectorFrame = 0;
 function scheduleInspector() {
   if (inspectorFrame) return;
-  inspectorFrame = requestAnimationFrame(() => {
+  // While a run streams, the inspector updates in a task of its own, not inside the frame that
+  // also draws the new text: two short tasks instead of one long one.
+  const streaming = state.run && !state.run.done;
+  inspectorFrame = (streaming ? setTimeout : requestAnimationFrame)(() => {
     inspectorFrame = 0;
     renderInspector();
   });
