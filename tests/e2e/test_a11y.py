@@ -113,24 +113,37 @@ def test_one_polite_announcement_per_run_not_per_character(app):
     assert app.evaluate("() => window.changes") <= 6  # "Generating…" and the result, each cleared first
 
 
-def css_variables(page):
-    return page.evaluate("""() => { const s = getComputedStyle(document.documentElement);
-        return Object.fromEntries(['--bg', '--surface', '--text', '--muted', '--faint', '--border',
-          '--accent', '--on-accent', '--raw', '--temp', '--final', '--chosen', '--danger',
-          '--danger-soft', '--hatch', '--field', '--note-bg', '--chosen-bg']
-          .map((n) => [n, s.getPropertyValue(n).trim()])); }""")
+PALETTE = ['--bg', '--surface', '--text', '--muted', '--faint', '--border', '--accent',
+           '--on-accent', '--raw', '--temp', '--final', '--chosen', '--danger', '--danger-soft',
+           '--hatch', '--field', '--note-bg', '--chosen-bg', '--xp-0', '--xp-5']
+
+
+def palette(page):
+    """Each palette colour as the browser resolves it on the page (rgb(...)), not as written."""
+    return page.evaluate("""names => { const probe = document.createElement('i');
+        document.body.append(probe);
+        const out = Object.fromEntries(names.map((n) => { probe.style.color = `var(${n})`;
+            return [n, getComputedStyle(probe).color]; }));
+        probe.remove(); return out; }""", PALETTE)
 
 
 @pytest.mark.parametrize("theme,system", [("dark", "light"), ("light", "dark")])
 def test_theme_parameter_gives_the_same_palette_as_the_system_setting(chromium, base_url, theme, system):
     forced = open_page(chromium, base_url, path=f"?theme={theme}", color_scheme=system)
     natural = open_page(chromium, base_url, color_scheme=theme)
+    other = open_page(chromium, base_url, color_scheme=system)
     try:
-        assert css_variables(forced) == css_variables(natural)
+        wanted = palette(natural)
+        assert palette(forced) == wanted
         assert forced.evaluate("() => getComputedStyle(document.documentElement).colorScheme") == theme
+        # and the two palettes really differ, colour by colour
+        unlike = palette(other)
+        assert all(wanted[n] != unlike[n] for n in PALETTE), (wanted, unlike)
+        dark = wanted if theme == "dark" else unlike
+        assert dark['--bg'] == "rgb(19, 21, 23)" and dark['--text'] == "rgb(230, 228, 223)"
     finally:
-        forced.context.close()
-        natural.context.close()
+        for page in (forced, natural, other):
+            page.context.close()
 
 
 @pytest.mark.parametrize("path", ["", "index.html?embed=true&panels=controls,text,inspector,share,lesson"])
