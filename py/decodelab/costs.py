@@ -24,7 +24,7 @@ import numpy as np
 
 from decodelab.errors import FieldError
 from decodelab.kvcache import kv_cache_bytes, window_start
-from decodelab.settings import Field, _number as check_number
+from decodelab.settings import Field, check_number
 from decodelab.tokenizer import EOS
 
 # Published shapes (layers, query heads, KV heads, head dim), with 2-byte (16-bit) elements.

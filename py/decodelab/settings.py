@@ -151,7 +151,9 @@ def _bad(f: Field, value) -> FieldError:
     return FieldError(f.name, f"{f.label} must be {f.allowed()}; got {_shown(value)}.")
 
 
-def _number(f: Field, value):
+def check_number(f: Field, value):
+    """A number for field f (its kind, range and label): from a number or numeric text;
+    anything else, or out of range, is a FieldError naming f and what it allows."""
     given = value
     if isinstance(value, bool) or value is None:
         raise _bad(f, given)
@@ -218,7 +220,7 @@ def check_field(name: str, value, datasets=None):
     """Validate and normalise one field's value; raises FieldError."""
     f = FIELD_BY_NAME[name]
     if f.kind in ("int", "float"):
-        return _number(f, value)
+        return check_number(f, value)
     if f.kind == "bool":
         return _bool(f, value)
     if f.kind == "text":

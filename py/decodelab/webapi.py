@@ -251,9 +251,9 @@ def _kv_request(text, field: str) -> dict:
 
 
 def _lab_number(req: dict, name: str, label: str, default, lo, hi):
-    from decodelab.settings import Field, _number
+    from decodelab.settings import Field, check_number
 
-    return _number(Field(name, label, "int", default, min=lo, max=hi), req.get(name, default))
+    return check_number(Field(name, label, "int", default, min=lo, max=hi), req.get(name, default))
 
 
 def _lab_model(req: dict):
