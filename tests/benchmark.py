@@ -157,7 +157,7 @@ def measure(quick: bool = False) -> dict:
         server.shutdown()
     native_rate = native_rates(steps, repeats)
     native_t = native_transformer(t_runs)
-    phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "total_ms", "page_ready_ms")
+    phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "warmup_ms", "total_ms", "page_ready_ms")
     return {
         "main_thread": responsiveness, "page_weight": page_weight(ROOT / "static"),
         "quick": quick, "repeats": repeats, "steps": steps,

@@ -81,7 +81,7 @@ const FIELD_NAMES = [
 ];
 const controls = Object.fromEntries(FIELD_NAMES.map((name) => [name, dom.form.elements[name]]));
 const SAMPLING_ONLY = ["temperature", "top_k", "top_p", "min_p", "order"];
-const PHASES = ["runtime", "numpy", "decodelab", "assets"];
+const PHASES = ["runtime", "numpy", "decodelab", "assets", "warmup"];
 const SLOW_MS = 140; // pause after each step in slow motion
 
 // What each kind of model does, in a sentence (Python may send its own description instead).
@@ -280,6 +280,7 @@ function onReady({ info, timings }) {
   dom.status.textContent = `Ready. Python started in ${seconds(t.total_ms || 0)}.`;
   dom.bootTime.textContent = [
     ["runtime", t.runtime_ms], ["numpy", t.numpy_ms], ["package", t.decodelab_ms], ["data", t.assets_ms],
+    ["warm-up", t.warmup_ms],
   ].filter(([, ms]) => ms != null).map(([what, ms]) => `${what} ${seconds(ms)}`).join(" · ");
   dom.bootBox.classList.add("is-ready");
   setState("ready");
@@ -830,7 +831,7 @@ function renderInspector() {
     return div;
   }));
 
-  dom.stepNotes.replaceChildren(...[...stepNotes(run, step, greedy), ...cacheNotes(step)].map((text) => el("span", "note-line", text)));
+  dom.stepNotes.replaceChildren(...[...stepNotes(run, step, greedy), ...cacheNotes(step, state.info.cache_tolerance)].map((text) => el("span", "note-line", text)));
   dom.stepNotes.hidden = !dom.stepNotes.childNodes.length;
 
   dom.candsCaption.textContent = `Step ${run.selected + 1}: the ${plural(step.top.length, "likeliest candidate", "likeliest candidates")} and their probabilities at each stage`;

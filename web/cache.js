@@ -16,9 +16,8 @@ import { el, plural, readable } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
 
-// Generation sessions run in float64 (transformer.TransformerModel.session), judged against
-// kvcache.CHECK_TOLERANCE["float64"]; float32 would use 1e-4.
-export const TOLERANCE = 1e-9;
+// Generation sessions run in float64 (transformer.SESSION_DTYPE); the tolerance their live check
+// is judged against comes from Python with the page's info (cache_tolerance).
 const BYTES_PER_NUMBER = 8; // float64
 const TABLE_ROWS = 400; // the table alternative lists at most this many steps
 const FLOOR = -17; // log10 of where an exact 0 is drawn
@@ -46,12 +45,12 @@ export function cacheStat(step) {
 }
 
 /** Sentences for the step inspector's notes about the cache at this step. */
-export function cacheNotes(step) {
+export function cacheNotes(step, tolerance) {
   const notes = [];
   if (step.cache_diff != null) {
     notes.push(step.cache_ok
-      ? `Cache check: the logits from the cache (${plural(step.cache_length, "position", "positions")}) and a full recomputation of the same text differ by at most ${sci(step.cache_diff)}, within the tolerance ${sci(TOLERANCE)}.`
-      : `Cache check failed: the cached logits differ from a full recomputation by ${sci(step.cache_diff)}, more than the tolerance ${sci(TOLERANCE)}.`);
+      ? `Cache check: the logits from the cache (${plural(step.cache_length, "position", "positions")}) and a full recomputation of the same text differ by at most ${sci(step.cache_diff)}, within the tolerance ${sci(tolerance)}.`
+      : `Cache check failed: the cached logits differ from a full recomputation by ${sci(step.cache_diff)}, more than the tolerance ${sci(tolerance)}.`);
   }
   if (step.context_shift) {
     notes.push("Context shift: the window was full, so the oldest half of the text was dropped and the rest read again (prefilled) at positions from 0.");
@@ -59,25 +58,48 @@ export function cacheNotes(step) {
   return notes;
 }
 
+/** At most two points per column: the lowest and the highest of the steps that fall in it, in
+ * step order. With a column every two pixels, a line through thousands of steps looks just the
+ * same as one through all of them (no spike is hidden), and draws in constant time. */
+export function envelope(points, columns) {
+  columns = Math.max(1, Math.floor(columns));
+  const n = points.length;
+  if (n <= 2 * columns) return points;
+  const out = [];
+  for (let c = 0; c < columns; c++) {
+    const from = Math.floor((c * n) / columns);
+    const to = Math.floor(((c + 1) * n) / columns);
+    let lo = from;
+    let hi = from;
+    for (let i = from + 1; i < to; i++) {
+      if (points[i][1] < points[lo][1]) lo = i;
+      if (points[i][1] > points[hi][1]) hi = i;
+    }
+    out.push(points[Math.min(lo, hi)]);
+    if (lo !== hi) out.push(points[Math.max(lo, hi)]);
+  }
+  return out;
+}
+
 /** The per-step check as a chart: |cached − recomputed| on a log scale, with the tolerance. */
-export function checkChart(diffs, { width, shifts = [], title = "Largest |cached − recomputed| logit" }) {
+export function checkChart(diffs, { width, tolerance, shifts = [], title = "Largest |cached − recomputed| logit" }) {
   const n = diffs.length;
   const worst = Math.max(0, ...diffs);
   const top = Math.max(1, Math.ceil(Math.log10(Math.max(worst, 1e-16))));
-  const pass = diffs.filter((d) => d <= TOLERANCE).length;
+  const pass = diffs.filter((d) => d <= tolerance).length;
   const label = n
-    ? `${title}, per step, for ${plural(n, "step", "steps")}: ${pass} within the tolerance ${sci(TOLERANCE)}, ${n - pass} above it; the largest is ${sci(worst)}.`
+    ? `${title}, per step, for ${plural(n, "step", "steps")}: ${pass} within the tolerance ${sci(tolerance)}, ${n - pass} above it; the largest is ${sci(worst)}.`
     : "No steps yet.";
   const at = (d) => (d > 0 ? d : 10 ** FLOOR);
   return lineChart({
     label,
     x: { min: 1, max: Math.max(2, n), title: "Step", integer: true },
     y: { min: FLOOR, max: top, log: true, title: "|difference|" },
-    series: [{ points: diffs.map((d, i) => [i + 1, at(d)]), className: "kv-check", marker: n > 120 ? "none" : "dot" }],
-    marks: diffs.map((d, i) => (d > TOLERANCE
+    series: [{ points: envelope(diffs.map((d, i) => [i + 1, at(d)]), width / 2), className: "kv-check", marker: n > 120 ? "none" : "dot" }],
+    marks: diffs.map((d, i) => (d > tolerance
       ? { x: i + 1, y: at(d), shape: "cross", className: "is-bad", title: `Step ${i + 1}: ${sci(d)}` }
       : null)).filter(Boolean).slice(0, 400),
-    hlines: [{ y: TOLERANCE, className: "kv-tolerance", label: `tolerance ${sci(TOLERANCE)}` }],
+    hlines: [{ y: tolerance, className: "kv-tolerance", label: `tolerance ${sci(tolerance)}` }],
     vlines: shifts.map((s) => ({ x: s + 1, className: "kv-shift", label: "shift" })),
   }, width);
 }
@@ -193,17 +215,17 @@ function createLiveCheck(app) {
     if (run.done) {
       if (bad >= 0) {
         verdict(dom.verdict, false, `The cache check failed at step ${bad + 1}.`,
-          `The cached logits differ from a full recomputation by ${sci(checked[bad].cache_diff)}, above the tolerance ${sci(TOLERANCE)}.`);
+          `The cached logits differ from a full recomputation by ${sci(checked[bad].cache_diff)}, above the tolerance ${sci(app.info().cache_tolerance)}.`);
       } else {
         verdict(dom.verdict, true, `The cache check passed at all ${plural(diffs.length, "step", "steps")}.`,
-          `The largest difference between the cached logits and a full recomputation was ${sci(worst)}, below the tolerance ${sci(TOLERANCE)}: they agree up to rounding.`);
+          `The largest difference between the cached logits and a full recomputation was ${sci(worst)}, below the tolerance ${sci(app.info().cache_tolerance)}: they agree up to rounding.`);
       }
     } else {
       dom.verdict.className = "kv-verdict";
       dom.verdict.textContent = `Checking every step… largest difference so far ${sci(worst)}.`;
     }
     dom.caption.textContent = `Each point is one step: the largest difference between any logit from the cache and from a full recomputation of the whole text, on a log scale (each grid line is 1000× the one below). Points under the dashed line are within the tolerance: the two computations agree up to rounding.${shifts.length ? " “shift” marks a context shift." : ""}`;
-    drawResponsive(dom.plot, (width) => checkChart(diffs, { width, shifts }));
+    drawResponsive(dom.plot, (width) => checkChart(diffs, { width, shifts, tolerance: app.info().cache_tolerance }));
     tableDirty = true;
     if (dom.table.open) fillTable();
   }
@@ -225,8 +247,23 @@ function createLiveCheck(app) {
   }
   dom.table.addEventListener("toggle", fillTable);
 
+  // While a run streams, the card follows it ten times a second (like the step inspector); once
+  // the run has ended, it is drawn at the next frame.
+  let drawnAt = 0;
+  let timer = 0;
   function schedule() {
-    if (!frame) frame = requestAnimationFrame(render);
+    if (frame) return;
+    const wait = run && !run.done ? 100 - (performance.now() - drawnAt) : 0;
+    if (wait > 0) {
+      if (!timer) timer = setTimeout(() => { timer = 0; schedule(); }, wait);
+      return;
+    }
+    clearTimeout(timer);
+    timer = 0;
+    frame = requestAnimationFrame(() => {
+      drawnAt = performance.now();
+      render();
+    });
   }
 
   return {
@@ -361,7 +398,7 @@ function createBreakIt(app) {
       const caption = el("figcaption", null, `Per step, the largest difference between the logits of the ${r.bug === "none" ? "correct" : "broken"} cached run and a full recomputation of the same text (log scale). Crosses mark steps above the tolerance.`);
       figure.append(box, caption);
       dom.detail.replaceChildren(figure, checkTable(c));
-      drawResponsive(box, (width) => checkChart(c.per_step, { width }));
+      drawResponsive(box, (width) => checkChart(c.per_step, { width, tolerance: c.tolerance }));
     } else {
       const b = r.batch;
       const badRows = b.rows.filter((row) => !row.ok).length;

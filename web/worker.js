@@ -175,6 +175,16 @@ async function boot() {
     throw new Error(`The models could not be set up: ${describeError(err).message}`);
   }
   lap("assets_ms");
+
+  // One short run of each model before the page opens (webapi.warm_up says why): the first run
+  // the learner starts is then as smooth as every later one.
+  progress("warmup", "Warming up the models…", 0.97);
+  try {
+    api.warm_up();
+  } catch (err) {
+    throw new Error(`The models could not run: ${describeError(err).message}`);
+  }
+  lap("warmup_ms");
   timings.total_ms = Math.round(performance.now() - bootStart);
 
   ready = true;

@@ -43,6 +43,7 @@ from decodelab.kvcache import NEG, KVCache, left_pad, window_start
 from decodelab.tokenizer import EOS, CharTokenizer
 
 EPS = 1e-5  # inside the RMS norm's square root
+SESSION_DTYPE = np.float64  # what generation computes in (see TransformerModel.session)
 GELU_C = math.sqrt(2.0 / math.pi)
 
 
@@ -671,7 +672,7 @@ class TransformerModel:
             total += loss * max(float(weights[sl].sum()), 1.0)
         return total / max(count, 1.0)
 
-    def session(self, max_tokens: int = 0, dtype=np.float64) -> Session:
+    def session(self, max_tokens: int = 0, dtype=SESSION_DTYPE) -> Session:
         """A cached generation session. The cache always holds the whole context window, so
         max_tokens (kept for the shared interface) does not change what is computed.
 

@@ -10,6 +10,8 @@ The CLI does not use this module; both go through `generate.start`.
 import json
 import time
 
+import numpy as np
+
 from decodelab import __version__
 from decodelab.assets import Library
 from decodelab.corpus import corpus_from_text
@@ -17,7 +19,9 @@ from decodelab.errors import FieldError, FieldErrors
 from decodelab.generate import start as start_generation
 from decodelab.playground import probs_from_request
 from decodelab import metrics, pipeline
+from decodelab.kvcache import CHECK_TOLERANCE
 from decodelab.settings import FIELDS, MODELS, Settings
+from decodelab.transformer import SESSION_DTYPE
 
 _library = None
 _run = None
@@ -69,7 +73,41 @@ def setup(assets_dir: str) -> str:
         "datasets": {n: _dataset_info(n) for n in _library.datasets()},
         "fields": fields,
         "defaults": Settings().to_json(),
+        # what the live cache check of a run is judged against (the page draws it)
+        "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name],
     })
+
+
+# A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
+# quick baseline compiler and recompiles each function that gets hot with the optimizing one, on
+# background threads. The first real run would pay for that: the recompiling takes the processor
+# from the page while it draws. Warming up while the page shows its loading bar moves the cost
+# there (see `warm_up`).
+WARM_UP = (
+    {"model": "bigram", "max_new_tokens": 300, "ignore_eos": True, "temperature": 0.8,
+     "top_k": 20, "top_p": 0.95, "min_p": 0.01, "repetition_penalty": 1.1, "stop": ["qq"]},
+    {"model": "transformer", "max_new_tokens": 24, "ignore_eos": True, "top_k": 20,
+     "cache_check": True},
+)
+
+
+def warm_up() -> str:
+    """Run WARM_UP through the same code a page's run takes, step records serialized as the
+    worker sends them, and keep nothing: no run, trace or lesson state changes."""
+    t0 = time.perf_counter()
+    steps, models = 0, []
+    dataset = Settings().dataset
+    for settings in WARM_UP:
+        if not _library.has_model(settings["model"], dataset):
+            continue
+        run = start_generation(_library, dict(settings, dataset=dataset))
+        records = list(run)
+        json.dumps({"steps": records, "text": run.text})
+        json.dumps(run.trace())
+        steps += len(records)
+        models.append(settings["model"])
+    return json.dumps({"steps": steps, "models": models,
+                       "ms": round((time.perf_counter() - t0) * 1000)})
 
 
 def _parse(text, field: str = "settings"):

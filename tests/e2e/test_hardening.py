@@ -69,10 +69,9 @@ def test_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
         assert len(generated_text(app)) == 5000
         heaps.append(app.evaluate("() => performance.memory.usedJSHeapSize"))
         memory.append(app.evaluate("() => window.decodelab.memory()"))
-    # Long tasks on the main thread are measured and reported, not asserted: the 100 ms target
-    # of a responsive page is not met yet on a busy 2-core machine (see the benchmark).
+    # the page stayed responsive: no task on the main thread took over 100 ms
     long_tasks = app.evaluate("() => window.__long")
-    print(f"longest main-thread task during generation: {max(long_tasks, default=0):.0f} ms")
+    assert max(long_tasks, default=0) < 100, long_tasks
     # the page keeps one run on screen: the heap after the 4th run is not growing run by run
     assert heaps[-1] < heaps[0] * 1.5 + 5e6, heaps
     # the WebAssembly memory and Python's live objects do not grow with each run (Python keeps
@@ -118,7 +117,7 @@ def test_a_sealed_character_of_a_long_run_can_still_be_inspected(app):
     assert len(generated_text(app)) == 3000  # putting the spans back changed no text
 
 
-def test_transformer_soak_keeps_memory_bounded(app):
+def test_transformer_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
     app.evaluate(LONG_TASKS)
     settings = {"model": "transformer", "max_new_tokens": 1250, "ignore_eos": True,
                 "cache_check": False}
@@ -129,10 +128,9 @@ def test_transformer_soak_keeps_memory_bounded(app):
         assert result["status"] == "done" and result["steps"] == 1250
         memory.append(app.evaluate("() => window.decodelab.memory()"))
         heaps.append(app.evaluate("() => performance.memory.usedJSHeapSize"))
-    # Long tasks on the main thread are measured and reported, not asserted: the 100 ms target
-    # of a responsive page is not met yet on a busy 2-core machine (see the benchmark).
+    # the page stayed responsive: no task on the main thread took over 100 ms
     long_tasks = app.evaluate("() => window.__long")
-    print(f"longest main-thread task during generation: {max(long_tasks, default=0):.0f} ms")
+    assert max(long_tasks, default=0) < 100, long_tasks
     assert heaps[-1] < heaps[1] * 1.5 + 5e6, heaps
     assert memory[-1]["wasm_bytes"] <= memory[1]["wasm_bytes"] * 1.1, memory
     assert memory[-1]["python_objects"] < memory[1]["python_objects"] + 2000, memory

@@ -4,6 +4,7 @@ check, each "break it" bug failing visibly with its sentence, the memory calcula
 measured cost view, and both models side by side, each equal to the CLI."""
 
 import json
+import random
 
 import pytest
 
@@ -100,6 +101,30 @@ def test_the_cache_check_can_be_switched_off(app):
     run(app, Model="bigram", Seed=3, Max_new_tokens=5)
     assert not app.locator("#cache-card").is_visible()
     assert app.locator("#cache_check-na").is_visible()
+
+
+ENVELOPE = """async ([points, width]) => (await import('./cache.js')).envelope(points, width)"""
+
+
+def test_a_long_check_plot_draws_each_pixel_columns_extremes(app):
+    rng = random.Random(4)
+    points = [[i + 1, 10 ** rng.uniform(-17, -10)] for i in range(5000)]
+    drawn = app.evaluate(ENVELOPE, [points, 300])
+    assert len(drawn) <= 600 and [p[0] for p in drawn] == sorted({p[0] for p in drawn})
+    # every column keeps its lowest and highest step, so no spike is ever hidden
+    for c in range(300):
+        column = points[c * 5000 // 300:(c + 1) * 5000 // 300]
+        for extreme in (min(column, key=lambda p: p[1]), max(column, key=lambda p: p[1])):
+            assert extreme in drawn
+    assert max(p[1] for p in drawn) == max(p[1] for p in points)
+    short = points[:400]
+    assert app.evaluate(ENVELOPE, [short, 300]) == short  # few enough: every step drawn
+    # a real run longer than the plot is wide draws at most one point per pixel
+    run(app, Prompt="", Seed=5, Max_new_tokens=700, Ignore_EOS=True)
+    width = app.locator("#cache-plot svg").evaluate("s => s.viewBox.baseVal.width")
+    n = app.locator("#cache-plot polyline").evaluate("p => p.points.numberOfItems")
+    assert n <= width < 700, (n, width)
+    assert "passed at all 700 steps" in text_of(app, "#cache-verdict")
 
 
 def test_the_batch_view_shows_padding_and_matches_single_runs(app):
