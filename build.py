@@ -908,6 +908,7 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
     quiet = False
+    isolated = False
 
     def end_headers(self) -> None:
         self.send_header("Cache-Control", "no-cache")
@@ -915,6 +916,13 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
             self.send_header("Content-Security-Policy", WORKER_CSP)
         # Public files: a course page on another origin may load element.js as a module.
         self.send_header("Access-Control-Allow-Origin", "*")
+        if self.isolated:
+            # Cross-origin isolation: the page may share memory with its worker, so a stuck
+            # Python call can be interrupted (supervisor.js). Everything it loads is its own;
+            # CORP lets an isolated course page on another origin embed it all the same.
+            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+            self.send_header("Cross-Origin-Resource-Policy", "cross-origin")
         super().end_headers()
 
     def log_message(self, format: str, *args) -> None:
@@ -922,10 +930,12 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
             super().log_message(format, *args)
 
 
-def make_server(root, host: str = "127.0.0.1", port: int = 0, quiet: bool = False):
+def make_server(root, host: str = "127.0.0.1", port: int = 0, quiet: bool = False,
+                isolated: bool = False):
     """An HTTP server for `root` (not yet serving; call serve_forever). Port 0 picks a
-    free port: read it from server.server_address."""
-    handler = type("Handler", (StaticHandler,), {"quiet": quiet})
+    free port: read it from server.server_address. isolated: send the headers that make the
+    page cross-origin isolated (most static hosts send none; the page works either way)."""
+    handler = type("Handler", (StaticHandler,), {"quiet": quiet, "isolated": isolated})
     handler = functools.partial(handler, directory=str(root))
     return http.server.ThreadingHTTPServer((host, port), handler)
 
@@ -933,7 +943,7 @@ def make_server(root, host: str = "127.0.0.1", port: int = 0, quiet: bool = Fals
 def serve(host: str, port: int) -> None:
     build()
     try:
-        server = make_server(STATIC_DIR, host, port)
+        server = make_server(STATIC_DIR, host, port, isolated=True)
     except OSError as exc:
         raise BuildError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound_host, bound_port = server.server_address[:2]

@@ -243,6 +243,12 @@ worker.addEventListener("restarted", (event) => {
   if (state.run) dom.exportButton.disabled = true; // the trace of that run went with the old worker
 });
 
+// Where the page is cross-origin isolated, a stuck Python call is interrupted instead: the
+// request it was serving has already failed with its own message; nothing else was lost.
+worker.addEventListener("interrupted", (event) => {
+  dom.status.textContent = `Python stopped answering for ${seconds(event.detail.ms)}, so the call it was stuck in was interrupted. Everything else is kept.`;
+});
+
 worker.addEventListener("restart-failed", (event) => {
   if (state.info) root.dataset.state = "loading"; // onBootError reports from the start-up state
   onBootError(event.detail.message);

@@ -11,6 +11,8 @@ self.addEventListener("securitypolicyviolation", (event) => {
 // The worker's own address carries the switch (supervisor.js adds it for ?faults=1 pages).
 const FAULTS = new URL(self.location.href).searchParams.get("faults") === "1";
 
+let interruptBuffer = null; // shared with the page where it is cross-origin isolated (supervisor.js)
+
 /**
  * Messages that are not requests: the heartbeat and injected faults. They skip the request
  * queue. Returns true when the message was one of them.
@@ -20,6 +22,11 @@ export function controlMessage(message, { post, pyodide }) {
     post({ type: "pong", n: message.n });
     return true;
   }
+  if (message.type === "interrupt-buffer") {
+    interruptBuffer = message.buffer;
+    if (pyodide()) pyodide().setInterruptBuffer(interruptBuffer);
+    return true;
+  }
   if (message.type !== "fault") return false;
   if (!FAULTS) {
     post({ type: "error", id: message.id, message: "Fault injection is off (it needs ?faults=1)." });
@@ -27,8 +34,17 @@ export function controlMessage(message, { post, pyodide }) {
   }
   const py = pyodide();
   if (message.kind === "hang") {
-    // Python that never returns: the worker answers nothing from now on.
-    if (py) py.runPython("while True:\n    pass\n");
+    // Python that never returns: the worker answers nothing until the page interrupts it
+    // (where it can) or replaces the worker.
+    if (py) {
+      try {
+        py.runPython("while True:\n    pass\n");
+      } catch (err) {
+        if (!isInterrupt(err)) throw err;
+        post({ type: "error", id: message.id, message: INTERRUPTED });
+      }
+      return true;
+    }
     for (;;) { /* no Python yet: hang in JavaScript instead */ }
   }
   if (message.kind === "crash") {
@@ -51,6 +67,18 @@ export function controlMessage(message, { post, pyodide }) {
   }
   post({ type: "error", id: message.id, message: `Unknown fault ${JSON.stringify(message.kind)}: use hang, crash or fatal.` });
   return true;
+}
+
+/** Once Python has started: let the page interrupt it, if it sent a buffer for that. */
+export function useInterruptBuffer(pyodide) {
+  if (interruptBuffer) pyodide.setInterruptBuffer(interruptBuffer);
+}
+
+export const INTERRUPTED = "Python stopped answering, so the call it was stuck in was interrupted. Everything else is kept; you can go on.";
+
+/** True for the KeyboardInterrupt that the page's interrupt buffer raises in Python. */
+export function isInterrupt(err) {
+  return Boolean(err) && (err.type === "KeyboardInterrupt" || /\bKeyboardInterrupt\b/.test(String(err.message || "").split("\n").slice(-2).join(" ")));
 }
 
 /**

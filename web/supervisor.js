@@ -9,6 +9,14 @@
 //   - the worker's "error" event after start-up (an uncaught error that may have killed it), and
 //     a {type: "fatal"} message (the worker found Python unusable, for example out of memory).
 //
+// Where the page is cross-origin isolated (its server sends COOP and COEP headers, as
+// `build.py serve` does), the supervisor first tries the gentle way with a worker that stopped
+// answering: it shares an interrupt buffer with the worker's Python (Pyodide's
+// setInterruptBuffer) and sets it, so the Python call that never returns ends in a
+// KeyboardInterrupt. If the worker answers again within GRACE_MS, nothing is restarted and Python
+// keeps what it holds (the latest run's trace, the lesson's state); the page is told
+// ("interrupted"). Without isolation there is no shared memory, and a hung worker is replaced.
+//
 // Then it terminates the worker, tells the page ("lost": the page gives up the requests in
 // flight and says what happened), starts a new one, trains the learner's own text again if they
 // had trained one, and tells the page ("restarted"). The page's settings and the text on screen
@@ -23,6 +31,7 @@ const PING_MS = 1000;
 const ANSWER_MS = 30000; // a ready worker answers within this (the longest request, the
 // benchmark's full recomputation of 256 tokens, takes about 6 s on a busy 2-core machine)
 const BOOT_ANSWER_MS = 60000; // start-up has long stretches without a turn of the event loop
+const GRACE_MS = 3000; // after an interrupt, the time the worker gets to answer again
 const MAX_RESTARTS = 3; // within RESTART_WINDOW_MS; more means something is broken for good
 const RESTART_WINDOW_MS = 120000;
 
@@ -49,7 +58,9 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
   const trainsInFlight = new Map(); // request id -> text
   let replayId = null;
   const restarts = []; // times of recent restarts
-  const stats = { restarts: 0, last: null, violations: [] }; // violations: inside the worker
+  const stats = { restarts: 0, interrupts: 0, last: null, violations: [] }; // violations: inside the worker
+  // One byte shared with the worker's Python: 2 (SIGINT) asks it to stop the call it is in.
+  const interrupt = globalThis.crossOriginIsolated ? new Uint8Array(new SharedArrayBuffer(1)) : null;
 
   function emit(type, detail) {
     events.dispatchEvent(new CustomEvent(type, { detail }));
@@ -64,6 +75,10 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
     waitingPing = null;
     worker = new Worker(url, { type: "module" });
     const me = worker;
+    if (interrupt) {
+      interrupt[0] = 0;
+      worker.postMessage({ type: "interrupt-buffer", buffer: interrupt });
+    }
     worker.addEventListener("message", (event) => {
       if (me === worker) onMessage(event.data || {});
     });
@@ -80,6 +95,13 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
   }
 
   function onMessage(m) {
+    if (waitingPing && waitingPing.interruptedAt) {
+      // the interrupt worked: the stuck call ended and the worker answers again
+      interrupt[0] = 0;
+      stats.interrupts += 1;
+      stats.last = { reason: "hang", message: "interrupted", at: Math.round(performance.now()) };
+      emit("interrupted", { reason: "hang", ms: Math.round(performance.now() - waitingPing.at) });
+    }
     waitingPing = null; // any message means the worker is alive
     if (m.type === "pong") return;
     if (m.type === "csp-violation") {
@@ -167,8 +189,13 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
     const now = performance.now();
     const limit = booted ? answerMs : Math.max(answerMs, BOOT_ANSWER_MS);
     if (waitingPing) {
-      if (now - waitingPing.at > limit) {
-        lost("hang", `no answer for ${Math.round((now - waitingPing.at) / 1000)} s`);
+      const waited = now - waitingPing.at;
+      if (waited <= limit) return;
+      if (interrupt && booted && !waitingPing.interruptedAt) {
+        waitingPing.interruptedAt = now; // the gentle way first: end the stuck Python call
+        interrupt[0] = 2;
+      } else if (!waitingPing.interruptedAt || now - waitingPing.interruptedAt > Math.min(GRACE_MS, limit)) {
+        lost("hang", `no answer for ${Math.round(waited / 1000)} s`);
       }
       return;
     }
@@ -195,6 +222,8 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
     get recovering() {
       return Boolean(recovering);
     },
+    /** True where the page is cross-origin isolated: a stuck Python call can be interrupted. */
+    interruptible: Boolean(interrupt),
     faults,
     stats,
   };

@@ -9,7 +9,7 @@
 // Generation runs in short time-boxed batches (`advance(BATCH_MS)`), with a real trip through
 // the event loop between batches, so that a "stop" message is read while a run is going.
 
-import { controlMessage, isFatal, memoryReport, watchFatal } from "./health.js";
+import { INTERRUPTED, controlMessage, isFatal, isInterrupt, memoryReport, useInterruptBuffer, watchFatal } from "./health.js";
 import { guardRuntime, runtimeProblem } from "./integrity.js";
 
 const BATCH_MS = 12;
@@ -146,6 +146,7 @@ async function boot() {
   }
   pyodide = await Promise.race([guard.failed, loadPyodide({ indexURL: PYODIDE_DIR, lockFileURL: PYODIDE_DIR + "pyodide-lock.json" })]);
   watchFatal(pyodide, post); // Python unusable from now on (out of memory): the page restarts us
+  useInterruptBuffer(pyodide); // where the page is cross-origin isolated (supervisor.js)
   lap("runtime_ms");
 
   progress("numpy", "Loading numpy…", 0.55);
@@ -295,6 +296,10 @@ self.onmessage = (event) => {
       if (isFatal(err)) { // Python cannot be used again: the page starts a new worker
         post({ type: "fatal", id: message.id, message: describeError(err).message });
         self.close();
+        return;
+      }
+      if (isInterrupt(err)) { // the page interrupted a call that stopped answering
+        post({ type: "error", id: message.id, message: INTERRUPTED });
         return;
       }
       // An unexpected Python exception: report it and keep serving.

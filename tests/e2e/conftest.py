@@ -28,11 +28,11 @@ def site_root():
     return STATIC
 
 
-def serve(root, host="127.0.0.1"):
+def serve(root, host="127.0.0.1", isolated=False):
     sys.path.insert(0, str(ROOT))
     import build
 
-    server = build.make_server(root, host=host, port=0, quiet=True)
+    server = build.make_server(root, host=host, port=0, quiet=True, isolated=isolated)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return server, f"http://{host}:{server.server_address[1]}/"
