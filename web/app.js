@@ -241,7 +241,27 @@ worker.addEventListener("restarted", (event) => {
   dom.status.textContent = `${what} Python was started again in ${seconds(event.detail.ms)}. Your settings are kept.`;
   dom.finishText.textContent = `${what} It was started again in ${seconds(event.detail.ms)}; your settings and the text above are kept. Press Generate to go on.`;
   if (state.run) dom.exportButton.disabled = true; // the trace of that run went with the old worker
+  restoreRun();
 });
+
+// The new worker's Python knows no run. A finished run is a pure function of its settings and
+// seed, so the new worker makes it again (webapi.restore); when the text and the step count
+// match what is on screen, Export trace and the lesson's view of a step work as before.
+async function restoreRun() {
+  const run = state.run;
+  if (!run || !run.done || !run.finish) return;
+  let reply;
+  try {
+    reply = (await request({ type: "restore", settings: run.settings, steps: run.steps.length })).result;
+  } catch {
+    return; // the new worker failed too: the supervisor says so
+  }
+  if (run !== state.run || !reply || !reply.ok) return;
+  if (reply.text !== run.finish.text || reply.steps !== run.steps.length) return;
+  run.restored = true;
+  dom.exportButton.disabled = false;
+  lesson.selected(run);
+}
 
 // Where the page is cross-origin isolated, a stuck Python call is interrupted instead: the
 // request it was serving has already failed with its own message; nothing else was lost.

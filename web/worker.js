@@ -242,6 +242,8 @@ function train(id, text) {
 const handlers = {
   generate: (m) => generate(m.id, m.settings || {}, Math.min(Math.max(Number(m.pace_ms) || 0, 0), 2000)),
   trace: (m) => post({ type: "trace", id: m.id, json: api.trace() }),
+  // After a restart: make the run on screen again, quietly, so its trace and lesson work.
+  restore: (m) => post({ type: "restore", id: m.id, result: JSON.parse(api.restore(JSON.stringify({ settings: m.settings || {}, steps: m.steps }))) }),
   train: (m) => train(m.id, m.text),
   probs: (m) => post({ type: "probs", id: m.id, result: JSON.parse(api.probs(JSON.stringify(m.request || {}))) }),
   // The benchmark: one whole run timed inside Python, the same function the native side times.

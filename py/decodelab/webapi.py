@@ -61,8 +61,10 @@ def _dataset_info(name: str) -> dict:
 
 
 def setup(assets_dir: str) -> str:
-    global _library
+    """Start afresh on the lesson files in assets_dir: no run, no lesson state yet."""
+    global _library, _run, _last, _replay, _experiment
     _library = Library(assets_dir)
+    _run = _last = _replay = _experiment = None
     fields = [f.to_json() for f in FIELDS]
     for f in fields:
         if f["name"] == "dataset":
@@ -163,6 +165,34 @@ def cancel() -> str:
 def _status_empty() -> str:
     return json.dumps({"steps": [], "done": True, "finish_reason": None, "stop_reason": None,
                        "text": ""})
+
+
+def restore(request_json: str) -> str:
+    """{"settings", "steps"} -> the run the page shows, made again in this Python.
+
+    When the page replaces a worker that crashed, the new Python knows no run: Export trace and
+    the lesson's view of a step would have nothing to work on. A run is a pure function of its
+    settings (the seed included), so running the same settings for the same number of steps
+    (cancelled there, if the learner had stopped it) gives back the very same run. The page
+    compares the text and the step count before it relies on it.
+    """
+    global _run, _last
+    try:
+        req = _request(request_json, "settings")
+        steps = req.get("steps")
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise FieldError("steps", f"Steps must be a whole number of at least 0; got "
+                                      f"{steps!r}.")
+        run = start_generation(_library, req.get("settings"))
+    except (FieldError, FieldErrors) as e:
+        return _errors(e)
+    for _ in range(steps):
+        if next(run, None) is None:
+            break
+    run.cancel()  # a run that already ended keeps its own finish reason
+    _run = _last = run
+    return json.dumps({"ok": True, "steps": len(run.records), "text": run.text,
+                       "finish_reason": run.finish_reason, "stop_reason": run.stop_reason})
 
 
 def trace() -> str:

@@ -195,11 +195,17 @@ def test_a_crashed_worker_is_restarted_with_settings_and_output_kept(faulty, kin
     good = generate(page)
     assert good["status"] == "done"
     before, shown = form_values(page), generated_text(page)
+    trace = page.evaluate("() => window.decodelab.trace()")
     status = recover(page, kind)
     assert "started again" in status
     assert words in page.get_by_role("region", name="Finish reason").inner_text()
     assert form_values(page) == before  # the settings, the trained dataset chosen
     assert generated_text(page) == shown  # the last good output stays on screen
+    # the new worker made the run on screen again: its trace and the lesson's step view work
+    page.wait_for_function("() => window.decodelab.lastRun && !document.querySelector('#export').disabled")
+    assert page.evaluate("() => window.decodelab.trace()") == trace
+    step = page.evaluate("() => window.decodelab.lesson.explain(4)")
+    assert step["ok"] and step["matches_record"]
     page.get_by_role("button", name="Generate", exact=True).click()
     again = settle(page)
     assert again["status"] == "done" and again["text"] == good["text"]  # same seed, same text
