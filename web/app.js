@@ -149,7 +149,8 @@ const hooks = {
   // Memory the worker holds (WebAssembly memory, live Python objects) and its restarts.
   memory: () => request({ type: "memory-report" }).then((m) => m.result),
   get health() {
-    return { ...worker.stats, recovering: worker.recovering, sealedText: textStream.sealedCount };
+    return { ...worker.stats, recovering: worker.recovering, interruptible: worker.interruptible,
+      sealedText: textStream.sealedCount };
   },
 };
 window.decodelab = hooks;
