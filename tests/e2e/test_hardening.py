@@ -25,6 +25,17 @@ LONG_TASKS = """() => {
 }"""
 
 
+def js_heap(page):
+    """The page's live JS heap in bytes, after a full garbage collection (so garbage waiting
+    for the collector, which depends on the machine's load, is not counted as growth)."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        cdp.send("HeapProfiler.collectGarbage")
+        return cdp.send("Runtime.getHeapUsage")["usedSize"]
+    finally:
+        cdp.detach()
+
+
 def test_site_works_from_a_subfolder(chromium, site_root, tmp_path):
     shutil.copytree(site_root, tmp_path / "courses" / "week-3" / "decodelab")
     server, url = serve(tmp_path)
@@ -68,13 +79,16 @@ def test_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
                                                            "ignore_eos": True})
         app.wait_for_selector("html[data-state=ready]")
         assert len(generated_text(app)) == 5000
-        heaps.append(app.evaluate("() => performance.memory.usedJSHeapSize"))
+        heaps.append(js_heap(app))
         memory.append(app.evaluate("() => window.decodelab.memory()"))
     # the page stayed responsive: no task on the main thread took over 100 ms
     long_tasks = app.evaluate("() => window.__long")
+    print(f"soak: JS heap after GC {heaps}, wasm {[m['wasm_bytes'] for m in memory]}, "
+          f"long tasks {long_tasks}")
     assert max(long_tasks, default=0) < 100, long_tasks
-    # the page keeps one run on screen: the heap after the 4th run is not growing run by run
-    assert heaps[-1] < heaps[0] * 1.5 + 5e6, heaps
+    # the page keeps one run on screen: after three more runs of 5,000 tokens the live heap
+    # has not grown by 2 MB (one such run's step records hold about 4 MB)
+    assert heaps[-1] < heaps[0] + 2e6, heaps
     # the WebAssembly memory and Python's live objects do not grow with each run (Python keeps
     # the latest run and the one before it, for the trace and the lesson: compare from run 2)
     assert memory[-1]["wasm_bytes"] <= memory[1]["wasm_bytes"] * 1.1, memory
@@ -128,11 +142,13 @@ def test_transformer_soak_keeps_the_main_thread_responsive_and_memory_bounded(ap
         app.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
         assert result["status"] == "done" and result["steps"] == 1250
         memory.append(app.evaluate("() => window.decodelab.memory()"))
-        heaps.append(app.evaluate("() => performance.memory.usedJSHeapSize"))
+        heaps.append(js_heap(app))
     # the page stayed responsive: no task on the main thread took over 100 ms
     long_tasks = app.evaluate("() => window.__long")
+    print(f"soak: JS heap after GC {heaps}, wasm {[m['wasm_bytes'] for m in memory]}, "
+          f"long tasks {long_tasks}")
     assert max(long_tasks, default=0) < 100, long_tasks
-    assert heaps[-1] < heaps[1] * 1.5 + 5e6, heaps
+    assert heaps[-1] < heaps[1] + 2e6, heaps
     assert memory[-1]["wasm_bytes"] <= memory[1]["wasm_bytes"] * 1.1, memory
     assert memory[-1]["python_objects"] < memory[1]["python_objects"] + 2000, memory
 
