@@ -12,14 +12,18 @@ def test_warm_up_runs_every_model_and_keeps_nothing(artifacts):
     assert info["cache_tolerance"] == CHECK_TOLERANCE["float64"] == 1e-9
     assert json.loads(webapi.start(json.dumps({"seed": 5, "max_new_tokens": 12})))["ok"]
     json.loads(webapi.advance(10_000))
+    assert json.loads(webapi.explain_step(json.dumps({"step": 1})))["ok"]  # the lesson's replay
+    assert json.loads(webapi.experiment_start(json.dumps(
+        {"settings": {"seed": 2, "max_new_tokens": 10}, "temperatures": "0.5, 1"})))["ok"]
     before = webapi.trace()
-    run, experiment = webapi._run, webapi._experiment
+    run, replay, experiment = webapi._run, webapi._replay, webapi._experiment
+    assert replay is not None and experiment is not None
 
     out = json.loads(webapi.warm_up())
     assert out["models"] == ["bigram", "transformer"]
     assert out["steps"] == sum(s["max_new_tokens"] for s in webapi.WARM_UP) and out["ms"] >= 0
     assert webapi.trace() == before  # Export trace still gives the learner's run
-    assert webapi._run is run and webapi._experiment is experiment
+    assert webapi._run is run and webapi._replay is replay and webapi._experiment is experiment
 
 
 def run_to_end(settings):
@@ -63,3 +67,22 @@ def test_restore_names_what_is_wrong(artifacts):
                            ([1, 2], "settings")]:
         out = json.loads(webapi.restore(json.dumps(request)))
         assert not out["ok"] and out["errors"][0]["field"] == field, (request, out)
+
+
+def test_restore_in_batches_gives_the_same_run(artifacts):
+    webapi.setup(str(artifacts))
+    finished = run_to_end({"model": "transformer", "seed": 6, "max_new_tokens": 25,
+                           "ignore_eos": True})
+    webapi.setup(str(artifacts))
+    no_start = json.loads(webapi.restore_advance(10))
+    assert not no_start["ok"] and "restore_start" in no_start["errors"][0]["message"]
+    request = json.dumps({"settings": finished["settings"], "steps": 25})
+    assert json.loads(webapi.restore_start(request)) == {"ok": True, "done": False, "steps": 0}
+    progress = []
+    while True:
+        out = json.loads(webapi.restore_advance(0))  # a budget of 0 runs one step
+        if out["done"]:
+            break
+        progress.append(out["steps"])
+    assert progress == list(range(1, 25)) and out["steps"] == 25
+    assert json.loads(webapi.trace()) == finished

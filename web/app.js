@@ -264,8 +264,9 @@ async function restoreRun() {
   lesson.selected(run);
 }
 
-// Where the page is cross-origin isolated, a stuck Python call is interrupted instead: the
-// request it was serving has already failed with its own message; nothing else was lost.
+// Where the page is cross-origin isolated, a stuck Python call is interrupted instead of the
+// worker being replaced: the request it was serving fails with its own message (just after
+// this); nothing else was lost.
 worker.addEventListener("interrupted", (event) => {
   dom.status.textContent = `Python stopped answering for ${seconds(event.detail.ms)}, so the call it was stuck in was interrupted. Everything else is kept.`;
 });
@@ -734,6 +735,7 @@ function onError(m) {
   if (run) run.done = true;
   dom.finishText.textContent = `Something went wrong in Python: ${m.message} Your settings are kept, so you can try again.`;
   finishRun();
+  if (run) kv.runDone(run); // the cache card says the run was cut off
   target.resolve({ status: "error", message: m.message });
 }
 

@@ -21,6 +21,7 @@ const $ = (id) => document.getElementById(id);
 const BYTES_PER_NUMBER = 8; // float64
 const TABLE_ROWS = 400; // the table alternative lists at most this many steps
 const FLOOR = -17; // log10 of where an exact 0 is drawn
+const DOTS_MAX = 120; // a chart of up to this many steps marks each with a dot
 
 const BUG_DEFAULT_PROMPTS = { names: "mar", prose: "The cache " };
 
@@ -58,14 +59,14 @@ export function cacheNotes(step, tolerance) {
   return notes;
 }
 
-/** At most two points per column: the lowest and the highest of the steps that fall in it, in
- * step order. With a column every two pixels, a line through thousands of steps looks just the
+/** The first and the last step, and between them at most two points per column: the lowest and
+ * the highest of the steps that fall in it, in step order. With a column every two pixels, a line through thousands of steps looks just the
  * same as one through all of them (no spike is hidden), and draws in constant time. */
 export function envelope(points, columns) {
-  columns = Math.max(1, Math.floor(columns));
+  columns = Math.max(1, Math.floor(columns) || 1);
   const n = points.length;
-  if (n <= 2 * columns) return points;
-  const out = [];
+  if (n <= 2 * columns + 2) return points;
+  const out = [points[0]]; // the line starts at the first step and ends at the newest
   for (let c = 0; c < columns; c++) {
     const from = Math.floor((c * n) / columns);
     const to = Math.floor(((c + 1) * n) / columns);
@@ -75,9 +76,11 @@ export function envelope(points, columns) {
       if (points[i][1] < points[lo][1]) lo = i;
       if (points[i][1] > points[hi][1]) hi = i;
     }
-    out.push(points[Math.min(lo, hi)]);
-    if (lo !== hi) out.push(points[Math.max(lo, hi)]);
+    for (const i of lo === hi ? [lo] : [Math.min(lo, hi), Math.max(lo, hi)]) {
+      if (i !== 0 && i !== n - 1) out.push(points[i]);
+    }
   }
+  out.push(points[n - 1]);
   return out;
 }
 
@@ -95,7 +98,10 @@ export function checkChart(diffs, { width, tolerance, shifts = [], title = "Larg
     label,
     x: { min: 1, max: Math.max(2, n), title: "Step", integer: true },
     y: { min: FLOOR, max: top, log: true, title: "|difference|" },
-    series: [{ points: envelope(diffs.map((d, i) => [i + 1, at(d)]), width / 2), className: "kv-check", marker: n > 120 ? "none" : "dot" }],
+    // up to DOTS_MAX steps each gets a dot; beyond, a line through each sliver's extremes
+    series: [n > DOTS_MAX
+      ? { points: envelope(diffs.map((d, i) => [i + 1, at(d)]), width / 2), className: "kv-check", marker: "none" }
+      : { points: diffs.map((d, i) => [i + 1, at(d)]), className: "kv-check", marker: "dot" }],
     marks: diffs.map((d, i) => (d > tolerance
       ? { x: i + 1, y: at(d), shape: "cross", className: "is-bad", title: `Step ${i + 1}: ${sci(d)}` }
       : null)).filter(Boolean).slice(0, 400),
@@ -217,14 +223,16 @@ function createLiveCheck(app) {
         verdict(dom.verdict, false, `The cache check failed at step ${bad + 1}.`,
           `The cached logits differ from a full recomputation by ${sci(checked[bad].cache_diff)}, above the tolerance ${sci(app.info().cache_tolerance)}.`);
       } else {
-        verdict(dom.verdict, true, `The cache check passed at all ${plural(diffs.length, "step", "steps")}.`,
-          `The largest difference between the cached logits and a full recomputation was ${sci(worst)}, below the tolerance ${sci(app.info().cache_tolerance)}: they agree up to rounding.`);
+        // a run cut off by a failure (run.finish unset) says so: it did not run to its end
+        const cut = run.finish ? "" : " The run itself was cut off there.";
+        verdict(dom.verdict, true, `The cache check passed at ${run.finish ? "all " : "each of the "}${plural(diffs.length, "step", "steps")}${run.finish ? "" : " that ran"}.`,
+          `The largest difference between the cached logits and a full recomputation was ${sci(worst)}, below the tolerance ${sci(app.info().cache_tolerance)}: they agree up to rounding.${cut}`);
       }
     } else {
       dom.verdict.className = "kv-verdict";
       dom.verdict.textContent = `Checking every step… largest difference so far ${sci(worst)}.`;
     }
-    dom.caption.textContent = `Each point is one step: the largest difference between any logit from the cache and from a full recomputation of the whole text, on a log scale (each grid line is 1000× the one below). Points under the dashed line are within the tolerance: the two computations agree up to rounding.${shifts.length ? " “shift” marks a context shift." : ""}`;
+    dom.caption.textContent = `Each point is one step: the largest difference between any logit from the cache and from a full recomputation of the whole text, on a log scale (each grid line is 1000× the one below). Points under the dashed line are within the tolerance: the two computations agree up to rounding.${diffs.length > DOTS_MAX ? " With more steps than the line has room for, it shows the lowest and the highest step of each sliver of it, so no jump is hidden." : ""}${shifts.length ? " “shift” marks a context shift." : ""}`;
     drawResponsive(dom.plot, (width) => checkChart(diffs, { width, shifts, tolerance: app.info().cache_tolerance }));
     tableDirty = true;
     if (dom.table.open) fillTable();

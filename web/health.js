@@ -41,6 +41,7 @@ export function controlMessage(message, { post, pyodide }) {
         py.runPython("while True:\n    pass\n");
       } catch (err) {
         if (!isInterrupt(err)) throw err;
+        post({ type: "interrupted" });
         post({ type: "error", id: message.id, message: INTERRUPTED });
       }
       return true;
@@ -72,6 +73,11 @@ export function controlMessage(message, { post, pyodide }) {
 /** Once Python has started: let the page interrupt it, if it sent a buffer for that. */
 export function useInterruptBuffer(pyodide) {
   if (interruptBuffer) pyodide.setInterruptBuffer(interruptBuffer);
+}
+
+/** Before each request: forget an interrupt that came after the call it was meant for ended. */
+export function clearInterrupt() {
+  if (interruptBuffer) Atomics.store(interruptBuffer, 0, 0);
 }
 
 export const INTERRUPTED = "Python stopped answering, so the call it was stuck in was interrupted. Everything else is kept; you can go on.";

@@ -13,11 +13,13 @@
 // `build.py serve` does), the supervisor first tries the gentle way with a worker that stopped
 // answering: it shares an interrupt buffer with the worker's Python (Pyodide's
 // setInterruptBuffer) and sets it, so the Python call that never returns ends in a
-// KeyboardInterrupt. If the worker answers again within GRACE_MS, nothing is restarted and Python
-// keeps what it holds (the latest run's trace, the lesson's state); the page is told
-// ("interrupted"). Without isolation there is no shared memory, and a hung worker is replaced.
+// KeyboardInterrupt. The worker then says so ({type: "interrupted"}, passed on to the page as an
+// "interrupted" event), and the request that call served fails with a message; nothing is
+// restarted, and Python keeps what it holds (the latest run's trace, the lesson's state).
+// Without isolation there is no shared memory, and a hung worker is replaced at once.
 //
-// Then it terminates the worker, tells the page ("lost": the page gives up the requests in
+// Otherwise, or if the worker still does not answer GRACE_MS after the interrupt (a hang outside
+// Python), the supervisor terminates the worker, tells the page ("lost": the page gives up the requests in
 // flight and says what happened), starts a new one, trains the learner's own text again if they
 // had trained one, and tells the page ("restarted"). The page's settings and the text on screen
 // are the page's own and are not touched. If restarting keeps failing it stops trying and says
@@ -76,7 +78,7 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
     worker = new Worker(url, { type: "module" });
     const me = worker;
     if (interrupt) {
-      interrupt[0] = 0;
+      Atomics.store(interrupt, 0, 0);
       worker.postMessage({ type: "interrupt-buffer", buffer: interrupt });
     }
     worker.addEventListener("message", (event) => {
@@ -95,14 +97,15 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
   }
 
   function onMessage(m) {
-    if (waitingPing && waitingPing.interruptedAt) {
-      // the interrupt worked: the stuck call ended and the worker answers again
-      interrupt[0] = 0;
+    if (m.type === "interrupted") {
+      // the interrupt worked: the stuck Python call ended, and the worker answers again
+      const since = waitingPing ? waitingPing.at : performance.now();
       stats.interrupts += 1;
       stats.last = { reason: "hang", message: "interrupted", at: Math.round(performance.now()) };
-      emit("interrupted", { reason: "hang", ms: Math.round(performance.now() - waitingPing.at) });
+      emit("interrupted", { reason: "hang", ms: Math.round(performance.now() - since) });
     }
     waitingPing = null; // any message means the worker is alive
+    if (m.type === "interrupted") return;
     if (m.type === "pong") return;
     if (m.type === "csp-violation") {
       stats.violations.push(m);
@@ -193,7 +196,7 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
       if (waited <= limit) return;
       if (interrupt && booted && !waitingPing.interruptedAt) {
         waitingPing.interruptedAt = now; // the gentle way first: end the stuck Python call
-        interrupt[0] = 2;
+        Atomics.store(interrupt, 0, 2);
       } else if (!waitingPing.interruptedAt || now - waitingPing.interruptedAt > Math.min(GRACE_MS, limit)) {
         lost("hang", `no answer for ${Math.round(waited / 1000)} s`);
       }

@@ -9,7 +9,7 @@
 // Generation runs in short time-boxed batches (`advance(BATCH_MS)`), with a real trip through
 // the event loop between batches, so that a "stop" message is read while a run is going.
 
-import { INTERRUPTED, controlMessage, isFatal, isInterrupt, memoryReport, useInterruptBuffer, watchFatal } from "./health.js";
+import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport, useInterruptBuffer, watchFatal } from "./health.js";
 import { guardRuntime, runtimeProblem } from "./integrity.js";
 
 const BATCH_MS = 12;
@@ -178,12 +178,13 @@ async function boot() {
   lap("assets_ms");
 
   // One short run of each model before the page opens (webapi.warm_up says why): the first run
-  // the learner starts is then as smooth as every later one.
+  // the learner starts is then as smooth as every later one. Only an optimisation: if it fails,
+  // the page opens all the same, and a real run reports whatever is wrong next to its fields.
   progress("warmup", "Warming up the models…", 0.97);
   try {
     api.warm_up();
   } catch (err) {
-    throw new Error(`The models could not run: ${describeError(err).message}`);
+    console.warn(`The warm-up run failed: ${describeError(err).detail}`);
   }
   lap("warmup_ms");
   timings.total_ms = Math.round(performance.now() - bootStart);
@@ -230,6 +231,32 @@ async function generate(id, settings, paceMs) {
   }
 }
 
+// After a restart: make the run on screen again (webapi.restore_start), in batches so that the
+// worker keeps answering the page; given up as soon as the learner starts a new run, which
+// replaces the one on screen anyway.
+let restoreAbandoned = false;
+
+async function restore(id, settings, steps) {
+  restoreAbandoned = false;
+  const started = JSON.parse(api.restore_start(JSON.stringify({ settings, steps })));
+  if (!started.ok) {
+    post({ type: "restore", id, result: started });
+    return;
+  }
+  for (;;) {
+    if (restoreAbandoned) {
+      post({ type: "restore", id, result: { ok: false, abandoned: true } });
+      return;
+    }
+    const out = JSON.parse(api.restore_advance(BATCH_MS));
+    if (out.done || !out.ok) {
+      post({ type: "restore", id, result: out });
+      return;
+    }
+    await yieldToEventLoop(); // a heartbeat, or a new run that makes this moot, gets its turn
+  }
+}
+
 function train(id, text) {
   const result = JSON.parse(api.train_custom(String(text)));
   if (!result.ok) {
@@ -243,7 +270,7 @@ const handlers = {
   generate: (m) => generate(m.id, m.settings || {}, Math.min(Math.max(Number(m.pace_ms) || 0, 0), 2000)),
   trace: (m) => post({ type: "trace", id: m.id, json: api.trace() }),
   // After a restart: make the run on screen again, quietly, so its trace and lesson work.
-  restore: (m) => post({ type: "restore", id: m.id, result: JSON.parse(api.restore(JSON.stringify({ settings: m.settings || {}, steps: m.steps }))) }),
+  restore: (m) => restore(m.id, m.settings || {}, m.steps),
   train: (m) => train(m.id, m.text),
   probs: (m) => post({ type: "probs", id: m.id, result: JSON.parse(api.probs(JSON.stringify(m.request || {}))) }),
   // The benchmark: one whole run timed inside Python, the same function the native side times.
@@ -282,6 +309,7 @@ self.onmessage = (event) => {
     else if (message.id !== undefined) earlyStops.add(message.id);
     return;
   }
+  if (message.type === "generate") restoreAbandoned = true; // the run on screen is replaced
   const handler = handlers[message.type];
   if (!handler) {
     post({ type: "error", id: message.id, message: `Unknown request type ${JSON.stringify(message.type)}.` });
@@ -293,6 +321,7 @@ self.onmessage = (event) => {
       return;
     }
     try {
+      clearInterrupt(); // an interrupt meant for a call that has ended must not hit this one
       await handler(message);
     } catch (err) {
       if (isFatal(err)) { // Python cannot be used again: the page starts a new worker
@@ -301,6 +330,7 @@ self.onmessage = (event) => {
         return;
       }
       if (isInterrupt(err)) { // the page interrupted a call that stopped answering
+        post({ type: "interrupted" });
         post({ type: "error", id: message.id, message: INTERRUPTED });
         return;
       }

@@ -26,6 +26,7 @@ from decodelab.transformer import SESSION_DTYPE
 _library = None
 _run = None
 _last = None  # the last run that finished, for Export trace
+_restoring = None  # (run, steps): a run being made again after a restart (restore_start)
 
 
 def _errors(e) -> str:
@@ -62,9 +63,9 @@ def _dataset_info(name: str) -> dict:
 
 def setup(assets_dir: str) -> str:
     """Start afresh on the lesson files in assets_dir: no run, no lesson state yet."""
-    global _library, _run, _last, _replay, _experiment
+    global _library, _run, _last, _replay, _experiment, _restoring
     _library = Library(assets_dir)
-    _run = _last = _replay = _experiment = None
+    _run = _last = _replay = _experiment = _restoring = None
     fields = [f.to_json() for f in FIELDS]
     for f in fields:
         if f["name"] == "dataset":
@@ -167,16 +168,18 @@ def _status_empty() -> str:
                        "text": ""})
 
 
-def restore(request_json: str) -> str:
-    """{"settings", "steps"} -> the run the page shows, made again in this Python.
+def restore_start(request_json: str) -> str:
+    """{"settings", "steps"} -> start making the run the page shows again, in this Python.
 
     When the page replaces a worker that crashed, the new Python knows no run: Export trace and
     the lesson's view of a step would have nothing to work on. A run is a pure function of its
     settings (the seed included), so running the same settings for the same number of steps
-    (cancelled there, if the learner had stopped it) gives back the very same run. The page
-    compares the text and the step count before it relies on it.
+    (cancelled there, if the learner had stopped it) gives back the very same run. The worker
+    does it in time-boxed batches (restore_advance), so it keeps answering the page, and gives
+    it up if the learner starts a new run. The page compares the text and the step count before
+    it relies on the result.
     """
-    global _run, _last
+    global _restoring
     try:
         req = _request(request_json, "settings")
         steps = req.get("steps")
@@ -186,13 +189,36 @@ def restore(request_json: str) -> str:
         run = start_generation(_library, req.get("settings"))
     except (FieldError, FieldErrors) as e:
         return _errors(e)
-    for _ in range(steps):
-        if next(run, None) is None:
+    _restoring = (run, steps)
+    return json.dumps({"ok": True, "done": False, "steps": 0})
+
+
+def restore_advance(budget_ms: float = 50.0) -> str:
+    """Run the restore's steps for about budget_ms (at least one); at the end, the run becomes
+    the latest one, as if it had just been generated here."""
+    global _restoring, _run, _last
+    if _restoring is None:
+        return json.dumps({"ok": False, "errors": [FieldError(
+            "steps", "There is no run being restored; call restore_start first.").to_json()]})
+    run, steps = _restoring
+    deadline = time.perf_counter() + budget_ms / 1000.0
+    while len(run.records) < steps and not run.done:
+        next(run, None)
+        if time.perf_counter() >= deadline:
             break
+    if len(run.records) < steps and not run.done:
+        return json.dumps({"ok": True, "done": False, "steps": len(run.records)})
     run.cancel()  # a run that already ended keeps its own finish reason
+    _restoring = None
     _run = _last = run
-    return json.dumps({"ok": True, "steps": len(run.records), "text": run.text,
+    return json.dumps({"ok": True, "done": True, "steps": len(run.records), "text": run.text,
                        "finish_reason": run.finish_reason, "stop_reason": run.stop_reason})
+
+
+def restore(request_json: str) -> str:
+    """restore_start and restore_advance in one call, however long it takes."""
+    started = restore_start(request_json)
+    return started if not json.loads(started)["ok"] else restore_advance(float("inf"))
 
 
 def trace() -> str:

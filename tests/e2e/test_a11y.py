@@ -4,6 +4,7 @@ scrolling at 360 px, and axe-core (from npm, injected from node_modules) finding
 critical violation on the full page, the embedded page and the poster, light and dark."""
 
 import json
+import re
 
 import pytest
 
@@ -144,6 +145,24 @@ def test_theme_parameter_gives_the_same_palette_as_the_system_setting(chromium, 
     finally:
         for page in (forced, natural, other):
             page.context.close()
+
+
+def test_browsers_without_light_dark_get_the_whole_light_palette():
+    """Where light-dark() is unknown, every palette colour would be dropped; the fallback block
+    at the end of style.css must give each one, equal to its light value, and come last."""
+    css = (ROOT / "web" / "style.css").read_text()
+    marker = "@supports not (color: light-dark(#000, #fff))"
+    assert css.count(marker) == 1
+    head, fallback = css.split(marker)
+    assert "light-dark(" not in fallback  # nothing after it redefines the palette
+    given = dict(re.findall(r"^    (--[\w-]+): (.+);$", fallback, flags=re.M))
+    palette = [(name, value) for name, value in
+               re.findall(r"^  (--[\w-]+): ([^;]*);", head, flags=re.M) if "light-dark(" in value]
+    assert len(palette) >= 25
+    for name, value in palette:
+        light = re.sub(r"light-dark\(((?:[^(),]|\([^()]*\))*),(?:[^()]|\([^()]*\))*\)",
+                       lambda m: m.group(1).strip(), value)
+        assert given.get(name) == " ".join(light.split()), name
 
 
 @pytest.mark.parametrize("path", ["", "index.html?embed=true&panels=controls,text,inspector,share,lesson"])
