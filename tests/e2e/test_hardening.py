@@ -249,6 +249,22 @@ def test_a_crashed_worker_is_restarted_with_settings_and_output_kept(faulty, kin
     assert unexpected == []
 
 
+def test_a_new_run_right_after_a_restart_wins_over_making_the_old_one_again(chromium, base_url):
+    # a page of its own: the restarts of the tests above count towards giving up
+    page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
+    reset(page, Seed=5, Max_new_tokens=10000, Ignore_EOS=True)
+    assert generate(page)["steps"] == 10000  # a long run: making it again takes a while
+    recover(page, "crash")
+    set_fields(page, Seed=6, Max_new_tokens=20)
+    page.get_by_role("button", name="Generate", exact=True).click()  # while the restore runs
+    new = settle(page)
+    assert new["status"] == "done" and new["steps"] == 20
+    trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
+    assert trace["text"] == new["text"] and len(trace["steps"]) == 20  # the new run, not the old
+    assert not page.locator("#export").is_disabled()
+    page.context.close()
+
+
 def test_a_worker_that_fails_again_while_restarting_is_given_up_in_words(chromium, base_url):
     page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
     reset(page, Seed=9)
