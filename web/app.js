@@ -3,7 +3,7 @@
 
 import { checkField, checkTogether, describeChars, splitLines } from "./validate.js";
 import {
-  candidateRows, drawSegments, el, finishSentence, fixed, pct, plural, readable, seconds, spoken,
+  candidateRows, drawSegments, el, fillDrawStrip, finishSentence, fixed, pct, plural, readable, seconds, spoken,
 } from "./render.js";
 import { installA11y } from "./a11y.js";
 import { installEmbed } from "./embed.js";
@@ -947,16 +947,7 @@ function renderDraw(step) {
     return;
   }
   dom.drawCaption.textContent = `${how}. u = ${fixed(step.u, 4)} lands in the stretch of ${spoken(step.token_text)}.`;
-  const parts = segments.map((seg) => {
-    const part = el("span", seg.chosen ? "seg chosen" : "seg");
-    part.style.setProperty("--w", `${seg.width * 100}%`);
-    if (seg.width > 0.045) part.textContent = readable(seg.token.token_text);
-    return part;
-  });
-  const marker = el("span", "u-marker");
-  marker.style.setProperty("--at", `${step.u * 100}%`);
-  marker.append(el("span", "u-label", "u"));
-  dom.drawStrip.replaceChildren(...parts, marker);
+  fillDrawStrip(dom.drawStrip, segments.map((seg) => ({ width: seg.width, label: seg.token.token_text, chosen: seg.chosen })), step.u);
 }
 
 // --- train on your own text -----------------------------------------------------------------

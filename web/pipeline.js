@@ -7,7 +7,7 @@
 // Used twice: for the selected step of a run (createStepPipeline) and by the playground, which
 // shows typed numbers the same way.
 
-import { el, fixed, pct, plural, readable, spoken } from "./render.js";
+import { el, fillDrawStrip, fixed, pct, plural, readable, spoken } from "./render.js";
 
 const TITLES = {
   softmax: "Softmax",
@@ -267,19 +267,10 @@ function buildDraw(data, prefix) {
   if (widest && widest.token_id !== draw.token_id) {
     caption.append(` It was not the likeliest (${spoken(widest.token_text)} was): a draw picks each candidate as often as its probability, so ${spoken(draw.token_text)} wins ${pct(draw.hi - draw.lo)} of the time.`);
   }
-  const strip = el("div", "pl-strip");
+  const strip = fillDrawStrip(el("div", "draw-strip"), draw.segments.map((seg) => (
+    { width: seg.hi - seg.lo, label: seg.token_text, chosen: seg.token_id === draw.token_id })), draw.u);
   strip.setAttribute("aria-hidden", "true");
-  for (const seg of draw.segments) {
-    const part = el("span", seg.token_id === draw.token_id ? "pl-seg is-chosen" : "pl-seg");
-    part.style.setProperty("--w", `${(seg.hi - seg.lo) * 100}%`);
-    if (seg.hi - seg.lo > 0.045) part.textContent = readable(seg.token_text);
-    strip.append(part);
-  }
-  const marker = el("span", "pl-u");
-  marker.style.setProperty("--at", `${draw.u * 100}%`);
-  marker.append(el("span", "pl-u-label", "u"));
-  strip.append(marker);
-  const scale = el("div", "pl-scale");
+  const scale = el("div", "draw-scale");
   scale.setAttribute("aria-hidden", "true");
   scale.append(el("span", null, "0"), el("span", null, "1"));
 

@@ -119,3 +119,22 @@ export function drawSegments(step) {
     return seg;
   });
 }
+
+/**
+ * The draw as a strip (the step inspector and the pipeline): parts [{width, label, chosen}] laid
+ * end to end, each as wide as its probability, and u marked on them. Fills `strip` and returns
+ * it. Labels only where a part is wide enough to hold one.
+ */
+export function fillDrawStrip(strip, parts, u) {
+  const segs = parts.map(({ width, label, chosen }) => {
+    const seg = el("span", chosen ? "seg chosen" : "seg");
+    seg.style.setProperty("--w", `${width * 100}%`);
+    if (width > 0.045) seg.textContent = readable(label);
+    return seg;
+  });
+  const marker = el("span", "u-marker");
+  marker.style.setProperty("--at", `${u * 100}%`);
+  marker.append(el("span", "u-label", "u"));
+  strip.replaceChildren(...segs, marker);
+  return strip;
+}
