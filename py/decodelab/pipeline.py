@@ -28,7 +28,7 @@ import numpy as np
 
 from decodelab import sampling
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.playground import parse_values
+from decodelab.playground import scores_and_rules
 from decodelab.settings import check_field
 from decodelab.tokenizer import EOS
 
@@ -362,32 +362,7 @@ def explain_request(req: dict) -> dict:
     if not isinstance(req, dict):
         raise FieldErrors([FieldError("request", "The request must be an object.")])
     errors = []
-    has_logits, has_probs = req.get("logits") is not None, req.get("probs") is not None
-    z = None
-    if has_logits == has_probs:
-        errors.append(FieldError("logits", "Give exactly one of logits or probabilities."))
-    elif has_logits:
-        try:
-            z = np.asarray(parse_values(req["logits"], "logits"), dtype=np.float64)
-        except FieldError as e:
-            errors.append(e)
-    else:
-        try:
-            p = np.asarray(parse_values(req["probs"], "probs"), dtype=np.float64)
-            if (p < 0).any() or p.sum() <= 0:
-                raise FieldError("probs", "--probs must be non-negative numbers with a positive "
-                                          "sum (they are normalised).")
-            with np.errstate(divide="ignore"):
-                z = np.log(p / p.sum())  # probabilities are logits up to a constant
-        except FieldError as e:
-            errors.append(e)
-    opts = {}
-    for name, default in (("temperature", 1.0), ("greedy", False), ("top_k", 0), ("top_p", 1.0),
-                          ("min_p", 0.0), ("order", "temperature-first")):
-        try:
-            opts[name] = check_field(name, req.get(name, default))
-        except FieldError as e:
-            errors.append(e)
+    z, opts = scores_and_rules(req, errors, which="logits or probabilities")
     u = sweep = None
     try:
         u = check_u(req.get("u"))

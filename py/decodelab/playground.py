@@ -36,27 +36,46 @@ def parse_values(text_or_list, field: str) -> list:
     return values
 
 
-def probs_from_request(req: dict) -> dict:
-    """{"logits" | "probs", temperature, greedy, top_k, top_p, min_p, order} -> probs and kept."""
+RULES = (("temperature", 1.0), ("greedy", False), ("top_k", 0), ("top_p", 1.0), ("min_p", 0.0),
+         ("order", "temperature-first"))
+
+
+def scores_and_rules(req: dict, errors: list, which: str = "--logits or --probs"):
+    """Typed scores and decoding rules from a request: (logits or None, {rule: value}).
+
+    {"logits"} or {"probs"} (probabilities are logits up to a constant), and the rules of
+    RULES, each checked like a setting. Every problem is appended to `errors`, so one reply
+    can name all the fields at fault; `which` says how the two inputs are named to the reader.
+    """
     has_logits, has_probs = req.get("logits") is not None, req.get("probs") is not None
-    if has_logits == has_probs:
-        raise FieldErrors([FieldError("logits", "Give exactly one of --logits or --probs.")])
-    if has_logits:
-        z = np.asarray(parse_values(req["logits"], "logits"))
-    else:
-        p = np.asarray(parse_values(req["probs"], "probs"))
-        if (p < 0).any() or p.sum() <= 0:
-            raise FieldErrors([FieldError("probs", "--probs must be non-negative numbers with a "
-                                                   "positive sum (they are normalised).")])
-        with np.errstate(divide="ignore"):
-            z = np.log(p / p.sum())  # probabilities are logits up to a constant
-    errors, opts = [], {}
-    for name, default in (("temperature", 1.0), ("greedy", False), ("top_k", 0), ("top_p", 1.0),
-                          ("min_p", 0.0), ("order", "temperature-first")):
+    z = None
+    try:
+        if has_logits == has_probs:
+            raise FieldError("logits", f"Give exactly one of {which}.")
+        if has_logits:
+            z = np.asarray(parse_values(req["logits"], "logits"), dtype=np.float64)
+        else:
+            p = np.asarray(parse_values(req["probs"], "probs"), dtype=np.float64)
+            if (p < 0).any() or p.sum() <= 0:
+                raise FieldError("probs", "--probs must be non-negative numbers with a positive "
+                                          "sum (they are normalised).")
+            with np.errstate(divide="ignore"):
+                z = np.log(p / p.sum())
+    except FieldError as e:
+        errors.append(e)
+    rules = {}
+    for name, default in RULES:
         try:
-            opts[name] = check_field(name, req.get(name, default))
+            rules[name] = check_field(name, req.get(name, default))
         except FieldError as e:
             errors.append(e)
+    return z, rules
+
+
+def probs_from_request(req: dict) -> dict:
+    """{"logits" | "probs", temperature, greedy, top_k, top_p, min_p, order} -> probs and kept."""
+    errors = []
+    z, opts = scores_and_rules(req, errors)
     if errors:
         raise FieldErrors(errors)
     p_temp, kept, p_final = sampling.decode_distribution(z, **opts)
