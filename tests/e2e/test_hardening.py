@@ -87,28 +87,45 @@ def test_stop_ends_a_run_within_200_ms(app):
     assert elapsed < 200, f"Stop took {elapsed:.0f} ms"
 
 
-def test_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
-    reset(app)
-    app.evaluate(LONG_TASKS)
+def soak(page, runs):
+    """Generate each of `runs` (EOS ignored, so one character per step) in one page session;
+    return the JS heap and the worker's memory after each, and the long tasks during them."""
+    page.evaluate(LONG_TASKS)
     heaps, memory = [], []
-    for seed in range(1, 5):  # 4 x 5,000 = 20,000 bigram tokens in one page session
-        app.evaluate(TIMED_RUN, {"seed": seed, "max_new_tokens": 5000, "ignore_eos": True})
-        app.wait_for_selector("html[data-state=ready]")
-        assert len(generated_text(app)) == 5000
-        heaps.append(js_heap(app))
-        memory.append(app.evaluate("() => window.decodelab.memory()"))
-    # the page stayed responsive: no task on the main thread took over 100 ms
-    long_tasks = long_tasks_during_runs(app)
+    for settings in runs:
+        result = page.evaluate(TIMED_RUN, {**settings, "ignore_eos": True})
+        page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+        steps = settings["max_new_tokens"]
+        assert result["status"] == "done" and result["steps"] == steps
+        assert len(generated_text(page)) == steps
+        heaps.append(js_heap(page))
+        memory.append(page.evaluate("() => window.decodelab.memory()"))
+    long_tasks = long_tasks_during_runs(page)
     print(f"soak: JS heap after GC {heaps}, wasm {[m['wasm_bytes'] for m in memory]}, "
           f"long tasks {long_tasks}")
+    return heaps, memory, long_tasks
+
+
+def assert_responsive_and_bounded(heaps, memory, long_tasks, since):
+    # the page stayed responsive: no task on the main thread took over 100 ms
     assert max(long_tasks, default=0) < 100, long_tasks
-    # the page keeps one run on screen: after three more runs of 5,000 tokens the live heap
-    # has not grown by 2 MB (one such run's step records hold about 4 MB)
+    # the page keeps one run on screen: over the later runs the live heap has not grown by
+    # 2 MB (one bigram run of 5,000 steps holds about 4 MB of step records)
+    assert heaps[-1] < heaps[since] + 2e6, heaps
+    # the WebAssembly memory and Python's live objects do not grow with each run
+    assert memory[-1]["wasm_bytes"] <= memory[since]["wasm_bytes"] * 1.1, memory
+    assert memory[-1]["python_objects"] < memory[since]["python_objects"] + 2000, memory
+
+
+def test_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
+    reset(app)
+    # 4 x 5,000 = 20,000 bigram tokens in one page session
+    heaps, memory, long_tasks = soak(app, [{"seed": seed, "max_new_tokens": 5000}
+                                           for seed in range(1, 5)])
+    # the heap from the first run on; Python keeps the latest run and the one before it (for
+    # the trace and the lesson), so its memory is compared from the second run
     assert heaps[-1] < heaps[0] + 2e6, heaps
-    # the WebAssembly memory and Python's live objects do not grow with each run (Python keeps
-    # the latest run and the one before it, for the trace and the lesson: compare from run 2)
-    assert memory[-1]["wasm_bytes"] <= memory[1]["wasm_bytes"] * 1.1, memory
-    assert memory[-1]["python_objects"] < memory[1]["python_objects"] + 2000, memory
+    assert_responsive_and_bounded(heaps, memory, long_tasks, since=1)
     # long runs stream through the cheap path: most characters are sealed into plain text
     assert app.evaluate("() => window.decodelab.health.sealedText") > 0
 
@@ -149,24 +166,10 @@ def test_a_sealed_character_of_a_long_run_can_still_be_inspected(app):
 
 
 def test_transformer_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
-    app.evaluate(LONG_TASKS)
-    settings = {"model": "transformer", "max_new_tokens": 1250, "ignore_eos": True,
-                "cache_check": False}
-    memory, heaps = [], []
-    for seed in range(5, 9):  # 4 x 1,250 = 5,000 transformer tokens, after the bigram soak
-        result = app.evaluate(TIMED_RUN, {**settings, "seed": seed})
-        app.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
-        assert result["status"] == "done" and result["steps"] == 1250
-        memory.append(app.evaluate("() => window.decodelab.memory()"))
-        heaps.append(js_heap(app))
-    # the page stayed responsive: no task on the main thread took over 100 ms
-    long_tasks = long_tasks_during_runs(app)
-    print(f"soak: JS heap after GC {heaps}, wasm {[m['wasm_bytes'] for m in memory]}, "
-          f"long tasks {long_tasks}")
-    assert max(long_tasks, default=0) < 100, long_tasks
-    assert heaps[-1] < heaps[1] + 2e6, heaps
-    assert memory[-1]["wasm_bytes"] <= memory[1]["wasm_bytes"] * 1.1, memory
-    assert memory[-1]["python_objects"] < memory[1]["python_objects"] + 2000, memory
+    # 4 x 1,250 = 5,000 transformer tokens, after the bigram soak
+    runs = [{"model": "transformer", "max_new_tokens": 1250, "cache_check": False, "seed": seed}
+            for seed in range(5, 9)]
+    assert_responsive_and_bounded(*soak(app, runs), since=1)
 
 
 # --- the worker stops answering, crashes, or Python fails: restarted, settings kept -------------
