@@ -4,7 +4,7 @@
 // (webapi.batch_view -> batch.batch_run); this module draws what comes back. batchGrid is also
 // used by the "Break it on purpose" lab for the padding bug.
 
-import { el, plural, readable } from "./render.js";
+import { el, plural, readable, tableHead } from "./render.js";
 import { sci, verdict } from "./plot.js";
 
 const $ = (id) => document.getElementById(id);
@@ -43,21 +43,12 @@ export function batchGrid(result, { caption }) {
   const wrap = el("div", "table-wrap kv-grid-wrap");
   const table = el("table", "kv-grid");
   table.append(el("caption", null, caption));
-  const head = el("tr");
-  const corner = el("th", "kv-rowhead", "Prompt");
-  corner.scope = "col";
-  head.append(corner);
-  for (let c = 0; c < result.columns; c += 1) {
+  const slots = Array.from({ length: result.columns }, (_, c) => {
     const th = el("th", "kv-colhead", String(c));
-    th.scope = "col";
     th.setAttribute("aria-label", `slot ${c}`);
-    head.append(th);
-  }
-  const check = el("th", "kv-checkhead", "vs alone");
-  check.scope = "col";
-  head.append(check);
-  const thead = el("thead");
-  thead.append(head);
+    return th;
+  });
+  const thead = tableHead([el("th", "kv-rowhead", "Prompt"), ...slots, el("th", "kv-checkhead", "vs alone")]);
   const tbody = el("tbody");
   result.rows.forEach((row, i) => {
     const tr = el("tr", row.ok ? "is-good" : "is-bad");

@@ -12,7 +12,7 @@ import { batchGrid, createBatchView } from "./batch.js";
 import { createCompare } from "./compare.js";
 import { createMemoryView } from "./memory.js";
 import { bytes, drawResponsive, lineChart, sci, verdict } from "./plot.js";
-import { el, plural, readable } from "./render.js";
+import { el, plural, readable, tableHead } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -425,14 +425,7 @@ function createBreakIt(app) {
     const wrap = el("div", "table-wrap");
     const table = el("table", "kv-data");
     table.append(el("caption", null, `Largest |cached − recomputed| logit at each step, tolerance ${sci(c.tolerance)}`));
-    const head = el("tr");
-    for (const h of ["Step", "|difference|", "Verdict"]) {
-      const th = el("th", null, h);
-      th.scope = "col";
-      head.append(th);
-    }
-    const thead = el("thead");
-    thead.append(head);
+    const thead = tableHead(["Step", "|difference|", "Verdict"]);
     const tbody = el("tbody");
     c.per_step.forEach((d, i) => {
       const tr = el("tr", d > c.tolerance ? "is-bad" : null);

@@ -3,7 +3,7 @@
 // the same numbers. Python runs a batch of samples per request, so progress shows and the run
 // can be cancelled between batches.
 
-import { el, fixed, pct, plural, readable } from "./render.js";
+import { el, fixed, pct, plural, readable, tableHead } from "./render.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const BATCH_MS = 80;
@@ -103,17 +103,7 @@ function table(result) {
   t.append(el("caption", null, mode === "repeated"
     ? `Mean ± spread (standard deviation) over ${plural(result.samples, "sample", "samples")} per temperature`
     : "One sample per temperature, same seed"));
-  const hr = el("tr");
-  const corner = el("th", null, "Measure");
-  corner.scope = "col";
-  hr.append(corner);
-  for (const row of rows) {
-    const th = el("th", null, tLabel(row));
-    th.scope = "col";
-    hr.append(th);
-  }
-  const thead = el("thead");
-  thead.append(hr);
+  const thead = tableHead(["Measure", ...rows.map(tLabel)]);
   const tbody = el("tbody");
   const addRow = (label, note, cells) => {
     const tr = el("tr");

@@ -7,7 +7,7 @@
 // Used twice: for the selected step of a run (createStepPipeline) and by the playground, which
 // shows typed numbers the same way.
 
-import { el, fillDrawStrip, fixed, pct, plural, readable, spoken } from "./render.js";
+import { el, fillDrawStrip, fixed, pct, plural, readable, spoken, tableHead } from "./render.js";
 
 const TITLES = {
   softmax: "Softmax",
@@ -82,7 +82,6 @@ function valueCell(p, { kind = "", state = "alive", extra = null } = {}) {
 
 function columnHead(index, title, sub) {
   const th = el("th");
-  th.scope = "col";
   th.append(el("span", "pl-step", String(index)), el("span", "pl-title", title));
   if (sub) th.append(el("span", "pl-sub", sub));
   return th;
@@ -130,16 +129,12 @@ function buildTable(data, pipe, caption) {
   const { rows } = data;
   const table = el("table", "pl-table");
   table.append(el("caption", null, caption));
-  const head = el("tr");
-  const first = el("th", "pl-corner", "Candidate");
-  first.scope = "col";
   let n = 1;
-  head.append(first, columnHead(n++, "Logit", "model"));
-  if (data.adjusted) head.append(columnHead(n++, "Adjusted", adjustedWhy(data)));
-  for (const stage of pipe.stages) head.append(columnHead(n++, TITLES[stage.kind] || stage.kind, stageSub(stage)));
-  head.append(columnHead(n, "Final", data.greedy ? "no draw" : "renormalised"));
-  const thead = el("thead");
-  thead.append(head);
+  const heads = [el("th", "pl-corner", "Candidate"), columnHead(n++, "Logit", "model")];
+  if (data.adjusted) heads.push(columnHead(n++, "Adjusted", adjustedWhy(data)));
+  for (const stage of pipe.stages) heads.push(columnHead(n++, TITLES[stage.kind] || stage.kind, stageSub(stage)));
+  heads.push(columnHead(n, "Final", data.greedy ? "no draw" : "renormalised"));
+  const thead = tableHead(heads);
   const tbody = el("tbody");
   rows.forEach((row, i) => {
     const chosen = row.token_id === data.token_id;
@@ -280,14 +275,7 @@ function buildDraw(data, prefix) {
   const wrap = el("div", "table-wrap");
   const table = el("table", "pl-itable");
   table.append(el("caption", null, `Each kept candidate’s stretch of [0, 1); u = ${fixed(draw.u, 4)}`));
-  const hr = el("tr");
-  for (const h of ["Candidate", "From", "To", "Holds u?"]) {
-    const th = el("th", null, h);
-    th.scope = "col";
-    hr.append(th);
-  }
-  const thead = el("thead");
-  thead.append(hr);
+  const thead = tableHead(["Candidate", "From", "To", "Holds u?"]);
   const tbody = el("tbody");
   for (const seg of draw.segments) {
     const tr = el("tr");
@@ -347,14 +335,7 @@ function buildOrders(data, shown, onPick, prefix, used) {
       const wrap = el("div", "table-wrap");
       const table = el("table", "pl-compare");
       table.append(el("caption", null, "Where they disagree: final probabilities"));
-      const hr = el("tr");
-      for (const h of ["Candidate", "temperature-first", "filter-first"]) {
-        const th = el("th", null, h);
-        th.scope = "col";
-        hr.append(th);
-      }
-      const thead = el("thead");
-      thead.append(hr);
+      const thead = tableHead(["Candidate", "temperature-first", "filter-first"]);
       const tbody = el("tbody");
       for (const i of differing) {
         const tr = el("tr", "is-different");

@@ -2,7 +2,7 @@
 // stage by stage. The numbers go to the same Python as generation (decodelab.pipeline), which
 // checks them and answers with every stage; errors appear next to the field they concern.
 
-import { el, pct } from "./render.js";
+import { el, pct, tableHead } from "./render.js";
 import { PipelineView } from "./pipeline.js";
 
 // Worked examples (DESIGN.md): each fills the form and shows the result at once.
@@ -145,17 +145,7 @@ export function createPlayground({ request }) {
     }
     const table = el("table", "pg-sweep-table");
     table.append(el("caption", null, "The final probabilities at each temperature (with the filters above)"));
-    const hr = el("tr");
-    const corner = el("th", null, "Candidate");
-    corner.scope = "col";
-    hr.append(corner);
-    for (const s of data.sweep) {
-      const th = el("th", null, s.greedy ? "T = 0 (greedy)" : `T = ${Number(s.temperature)}`);
-      th.scope = "col";
-      hr.append(th);
-    }
-    const thead = el("thead");
-    thead.append(hr);
+    const thead = tableHead(["Candidate", ...data.sweep.map((s) => (s.greedy ? "T = 0 (greedy)" : `T = ${Number(s.temperature)}`))]);
     const tbody = el("tbody");
     data.rows.forEach((row, i) => {
       const tr = el("tr");

@@ -57,6 +57,19 @@ export function el(tag, className, text) {
 }
 
 /** The finish reason in words. */
+/** A table's header: one row of column headers, each given as text or as a <th>. */
+export function tableHead(items) {
+  const row = el("tr");
+  for (const item of items) {
+    const th = typeof item === "string" ? el("th", null, item) : item;
+    th.scope = "col";
+    row.append(th);
+  }
+  const thead = el("thead");
+  thead.append(row);
+  return thead;
+}
+
 export function finishSentence(finishReason, stopReason, maxNewTokens) {
   if (finishReason === "stop" && stopReason === "eos") return "Stopped at end-of-sequence.";
   if (finishReason === "stop" && stopReason != null) return `Stopped at stop string “${readable(stopReason)}”.`;
