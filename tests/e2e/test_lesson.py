@@ -10,7 +10,7 @@ import pytest
 from decodelab import metrics, pipeline, webapi
 from decodelab.assets import Library
 from tests.e2e.conftest import ROOT
-from tests.e2e.test_page import generate, reset, set_fields
+from tests.e2e.test_page import assert_same_trace, generate, reset, set_fields
 
 pytestmark = pytest.mark.browser
 
@@ -45,21 +45,6 @@ def native_run(settings):
     assert json.loads(webapi.start(json.dumps(settings)))["ok"]
     json.loads(webapi.advance(60_000))
     return json.loads(webapi.trace())
-
-
-def assert_close(a, b, tol=1e-9):
-    if isinstance(a, float) or isinstance(b, float):
-        assert a == pytest.approx(b, abs=tol)
-    elif isinstance(a, dict):
-        assert set(a) == set(b)
-        for k in a:
-            assert_close(a[k], b[k], tol)
-    elif isinstance(a, list):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            assert_close(x, y, tol)
-    else:
-        assert a == b
 
 
 # --- the pipeline of a step ----------------------------------------------------------------------
@@ -102,7 +87,7 @@ def test_pipeline_numbers_equal_native_python(app):
         in_page = app.evaluate(f"() => window.decodelab.lesson.explain({i})")
         here = json.loads(webapi.explain_step(json.dumps({"step": i})))
         assert in_page["matches_record"] and in_page["token_id"] == native["steps"][i]["token_id"]
-        assert_close(in_page, here)
+        assert_same_trace(in_page, here, tol=1e-9)
     # min new tokens: EOS blocked at the first steps, so the adjusted logits are shown too
     app.locator("#text-gen [data-step]").first.click()
     wait_pipeline(app, 0)
