@@ -7,31 +7,17 @@ import re
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from decodelab import bugs, webapi
-from decodelab import transformer as tf
 from decodelab.assets import Library
 from decodelab.batch import batch_run
 from decodelab.errors import FieldError
 from decodelab.kvcache import CHECK_TOLERANCE, KVCache
-from decodelab.tokenizer import CharTokenizer
 from tests.conftest import ROOT
-from tests.test_kvcache import SHAPES
+from tests.test_kvcache import make_model
 
 CACHE_BUGS = [b for b, spec in bugs.BUGS.items() if spec.check == "cache"]
-
-
-def random_model(kind, seed=0, context=24, layers=2):
-    n_head, n_kv_head = SHAPES[kind]
-    tok = CharTokenizer("abcdefghij")
-    cfg = tf.Config(vocab_size=tok.vocab_size, context_size=context, n_layer=layers, n_embd=16,
-                    n_head=n_head, n_kv_head=n_kv_head)
-    rng = np.random.default_rng(seed)
-    params = {k: (v + rng.standard_normal(v.shape) * 0.3).astype(np.float32)
-              for k, v in tf.init_params(cfg, seed).items()}
-    return tf.TransformerModel(cfg, params, tok)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +37,7 @@ def test_there_are_five_bugs_each_with_a_label_a_check_and_a_sentence():
 @pytest.mark.parametrize("kind", ["mha", "gqa", "mqa"])
 @pytest.mark.parametrize("bug", CACHE_BUGS)
 def test_each_cache_bug_fails_the_live_cache_check(kind, bug):
-    model = random_model(kind)
+    model = make_model(kind, context=24)
     for prompt in ([1, 2, 3], [4, 4, 7, 1, 9]):
         clean = bugs.run_bug(model, "none", prompt, 8, seed=2)["cache"]
         broken = bugs.run_bug(model, bug, prompt, 8, seed=2)["cache"]
@@ -63,7 +49,7 @@ def test_each_cache_bug_fails_the_live_cache_check(kind, bug):
 
 @pytest.mark.parametrize("kind", ["mha", "gqa", "mqa"])
 def test_padding_without_a_mask_fails_the_batch_check_and_only_on_padded_rows(kind):
-    model = random_model(kind)
+    model = make_model(kind, context=24)
     prompts = [[1, 2, 3, 4, 5], [6], []]
     clean = batch_run(model, prompts, 6, seed=1)
     assert clean["ok"] and clean["diff"].max() < 1e-9
@@ -89,7 +75,7 @@ def test_every_bug_is_caught_on_the_trained_models(library, dataset, prompt):
 
 def test_where_each_bug_shows_up_first():
     """Which step first disagrees follows from what each bug breaks."""
-    model = random_model("gqa", seed=3)
+    model = make_model("gqa", context=24, seed=3)
     first_bad = {}
     for bug in CACHE_BUGS:
         per_step = bugs.run_bug(model, bug, [1, 2, 3], 8, seed=0)["cache"]["per_step"]
@@ -101,14 +87,14 @@ def test_where_each_bug_shows_up_first():
 
 
 def test_dropout_left_on_is_not_even_consistent_with_itself():
-    model = random_model("mha")
+    model = make_model("mha", context=24)
     a = bugs.run_bug(model, "dropout-on", [1, 2], 6, seed=1)["cache"]["per_step"]
     b = bugs.run_bug(model, "dropout-on", [1, 2], 6, seed=2)["cache"]["per_step"]
     assert a != b
 
 
 def test_the_buggy_classes_really_differ_from_the_correct_ones():
-    model = random_model("gqa")
+    model = make_model("gqa", context=24)
     assert issubclass(bugs.NoCausalMaskCache, KVCache) and bugs.NoCausalMaskCache.attend \
         is not KVCache.attend
     s = bugs.NoCausalMaskSession(model)
@@ -119,7 +105,7 @@ def test_the_buggy_classes_really_differ_from_the_correct_ones():
 
 
 def test_bad_requests_name_the_field():
-    model = random_model("gqa")
+    model = make_model("gqa", context=24)
     with pytest.raises(FieldError) as e:
         bugs.run_bug(model, "off-by-one", [1], 4)
     assert e.value.field == "bug" and "frozen-position" in e.value.message

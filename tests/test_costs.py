@@ -12,7 +12,7 @@ from decodelab.batch import batch_run, describe
 from decodelab.errors import FieldError
 from decodelab.generate import Generation
 from decodelab.settings import Settings
-from tests.test_bugs import random_model
+from tests.test_kvcache import make_model
 from tests.test_cli import ok as cli_json
 
 
@@ -66,7 +66,7 @@ def test_memory_input_is_checked_field_by_field():
 
 
 def test_step_costs_measure_the_real_step_and_count_the_bytes_it_reads():
-    model = random_model("gqa", context=32, layers=2)
+    model = make_model("gqa", context=32, layers=2)
     out = costs.step_costs(model, [2, 8, 32, 99], repeats=2)
     assert [r["context"] for r in out["rows"]] == [2, 8, 32]  # clipped to the context
     per_position = 2 * 2 * 2 * 4 * 8  # K and V, 2 layers, 2 KV heads, head dim 4, float64
@@ -97,7 +97,7 @@ def test_generation_without_the_cache_gives_the_same_tokens_through_context_shif
 
 
 def test_time_generation_reports_decode_rate_and_context():
-    model = random_model("mqa", context=40)
+    model = make_model("mqa", context=40)
     s = Settings(model="transformer", prompt="abc", seed=1, ignore_eos=True, max_new_tokens=20)
     out = costs.time_generation(model, s)
     assert out["steps"] == 20 and out["decode_steps_per_second"] > 0
@@ -121,7 +121,7 @@ def test_batch_view_shows_padding_and_positions_and_matches_single_runs(library)
 
 def test_batch_run_agrees_for_mha_gqa_mqa_in_both_precisions():
     for kind in ("mha", "gqa", "mqa"):
-        model = random_model(kind, seed=4)
+        model = make_model(kind, context=24, seed=4)
         for dtype, tol in ((np.float64, 1e-10), (np.float32, 1e-5)):
             out = batch_run(model, [[1, 2, 3, 4], [], [5, 6]], 6, seed=3, dtype=dtype)
             assert out["ok"] and out["diff"].max() < tol, (kind, dtype, out["diff"].max())

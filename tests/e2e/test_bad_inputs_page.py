@@ -9,7 +9,7 @@ the same good run afterwards)."""
 
 import pytest
 
-from tests.e2e.test_page import LABELS, generate, generated_text, reset, set_fields
+from tests.e2e.test_page import generate, generated_text, reset
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,7 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, CHROMIUM, OfflineGuard, open_page, serve, wait_ready
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, OfflineGuard, open_page, serve, wait_ready
 from tests.e2e.test_page import generate, generated_text, reset, set_fields, settle
 
 pytestmark = pytest.mark.browser

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.e2e.conftest import ROOT, open_page, wait_ready
+from tests.e2e.conftest import ROOT, wait_ready
 
 pytestmark = pytest.mark.browser
 
