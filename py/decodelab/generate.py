@@ -131,15 +131,18 @@ class Generation:
     def _record(self, step, logits, p_temp, kept, p_final, token, u, orders_differ) -> dict:
         label = self.tokenizer.label
         p_raw = sampling.softmax(logits)  # (V,) what the model itself scored, at T=1
-        top = np.argsort(-p_temp, kind="stable")[:TOP_N]  # likeliest after temperature first
+        top = np.argsort(-p_temp, kind="stable")[:TOP_N].tolist()  # likeliest after temperature
         if token not in top:
-            top = np.append(top, token)
+            top.append(token)
+        # Plain Python values for the per-candidate fields: in WebAssembly every numpy call
+        # costs microseconds, and indexing numpy scalars one by one would be TOP_N x 4 of them.
+        raw, temp, keep, final = p_raw.tolist(), p_temp.tolist(), kept.tolist(), p_final.tolist()
         return {
             "step": step,
             "phase": "prefill" if step == 0 else "decode",
             "token_id": token,
             "token_text": label(token),
-            "prob": float(p_final[token]),
+            "prob": final[token],
             "u": u,
             # final mass of the ids before the chosen one: u landed in [cdf_before, +prob)
             "cdf_before": float(p_final[:token].sum()),
@@ -147,9 +150,8 @@ class Generation:
             "entropy_raw": sampling.entropy(p_raw),
             "kept_count": int(kept.sum()),
             "orders_differ": orders_differ,
-            "top": [{"token_id": int(i), "token_text": label(int(i)), "p_raw": float(p_raw[i]),
-                     "p_temp": float(p_temp[i]), "kept": bool(kept[i]),
-                     "p_final": float(p_final[i])} for i in top],
+            "top": [{"token_id": i, "token_text": label(i), "p_raw": raw[i], "p_temp": temp[i],
+                     "kept": keep[i], "p_final": final[i]} for i in top],
         }
 
     def trace(self) -> dict:
