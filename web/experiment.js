@@ -3,18 +3,11 @@
 // the same numbers. Python runs a batch of samples per request, so progress shows and the run
 // can be cancelled between batches.
 
+import { svg } from "./plot.js";
 import { el, fixed, pct, plural, readable, tableHead } from "./render.js";
 
-const SVG = "http://www.w3.org/2000/svg";
 const BATCH_MS = 80;
 const SHARES = new Set(["known_share", "new_share"]);
-
-function svg(tag, attrs = {}, text = null) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
-  if (text != null) node.textContent = text;
-  return node;
-}
 
 function minus(text) {
   return text.replace(/^-/, "−");
