@@ -8,11 +8,11 @@ What it measures (all timings are medians over repeats):
     (runtime, numpy, decodelab, assets) and the page's own navigation-to-ready time;
   - warm boot: a reload in the same profile (files revalidated from the HTTP cache);
   - bigram steps per second with full step records, inside Python in the browser and natively
-    (the same `webapi.bench` function both times), and their ratio;
+    (the same `bench` endpoint both times), and their ratio;
   - the page end to end: Generate to "done" for a long run, streaming and rendering included;
   - the transformer (cache check off, full step records): decode steps per second at 97 to 127
     tokens of context, and 256 new tokens with the KV cache and without it (every step
-    recomputing the whole window), in the browser and natively (`webapi.bench_generation`).
+    recomputing the whole window), in the browser and natively (the `bench_generation` endpoint).
   - the page's weight in bytes, raw and gzipped, by part; the main thread while the page
     streams long runs (long tasks over 50 ms, the longest frame); the boot's integrity phase
     (hashing the runtime list and the JavaScript files before Pyodide loads).
@@ -53,7 +53,7 @@ def long_prompt(chars: int = 95) -> str:
 
 
 def transformer_runs(quick: bool) -> dict:
-    """name -> (request for webapi.bench_generation, the rate to report, how many runs).
+    """name -> (request for the bench_generation endpoint, the rate to report, how many runs).
 
     The short runs are repeated more: at 97 to 127 tokens a run lasts about 15 ms, so a single
     busy moment of the machine moves one run's rate a lot, and the median of several does not."""
@@ -76,10 +76,10 @@ def transformer_runs(quick: bool) -> dict:
 
 
 def native_transformer(runs: dict) -> dict:
-    from decodelab import webapi
+    from tests.conftest import api
 
-    webapi.setup(str(ROOT / "artifacts"))
-    return {name: statistics.median(json.loads(webapi.bench_generation(json.dumps(req)))[key]
+    api("setup", {"assets": str(ROOT / "artifacts")})
+    return {name: statistics.median(api("bench_generation", req)[key]
                                     for _ in range(times))
             for name, (req, key, times) in runs.items()}
 
@@ -91,13 +91,13 @@ def browser_transformer(page, runs: dict) -> dict:
 
 
 def native_rates(steps: int, repeats: int) -> dict:
-    from decodelab import webapi
+    from tests.conftest import api
 
-    webapi.setup(str(ROOT / "artifacts"))
+    api("setup", {"assets": str(ROOT / "artifacts")})
     out = {}
     for name, settings in RUNS.items():
-        s = json.dumps({**settings, "max_new_tokens": steps})
-        out[name] = statistics.median(json.loads(webapi.bench(s))["steps_per_second"]
+        s = {**settings, "max_new_tokens": steps}
+        out[name] = statistics.median(api("bench", s)["steps_per_second"]
                                       for _ in range(repeats))
     return out
 

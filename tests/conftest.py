@@ -29,3 +29,40 @@ def artifacts():
     if not all(p.exists() for p in needed):
         subprocess.run([sys.executable, str(ROOT / "build.py"), "artifacts"], check=True)
     return ARTIFACTS
+
+
+def api(name, request=None, text=None, session="page") -> dict:
+    """One request through the worker's entry point (webapi.call), as the page sends it:
+    a JSON object in (or raw `text`), the parsed JSON reply out."""
+    import json
+
+    from decodelab import webapi
+
+    body = text if text is not None else json.dumps({} if request is None else request)
+    return json.loads(webapi.call(name, body, session))
+
+
+def run_to_end(settings=None, session="page") -> dict:
+    """Start a run, advance it in batches until it is done, and return its trace."""
+    started = api("start", settings or {}, session=session)
+    assert started["ok"], started
+    while not api("advance", {"budget_ms": 500}, session=session)["done"]:
+        pass
+    return api("trace", session=session)["trace"]
+
+
+def experiment(library, req) -> dict:
+    """A whole temperature experiment at once (the page runs it in batches)."""
+    from decodelab.metrics import Experiment
+
+    return Experiment(library, req).run().result()
+
+
+def decode_distribution(z, **rules):
+    """(p_temp, kept, p_final) that the rules make of logits z."""
+    import numpy as np
+
+    from decodelab import sampling
+
+    d = sampling.decide(np.asarray(z, dtype=np.float64), sampling.Rules(**rules))
+    return d.p_temp, d.kept, d.p_final

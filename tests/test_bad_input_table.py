@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from decodelab import webapi
+from tests.conftest import api, run_to_end
 
 LONG = "a" * 10_000
 JUNK = bytes(range(256)).decode("latin-1") * 20_000  # about 5 MB of binary junk
@@ -14,11 +14,8 @@ JUNK = bytes(range(256)).decode("latin-1") * 20_000  # about 5 MB of binary junk
 
 @pytest.fixture(scope="module", autouse=True)
 def loaded(artifacts):
-    webapi.setup(str(artifacts))
-    good = json.loads(webapi.start(json.dumps({"seed": 9, "max_new_tokens": 12})))
-    assert good["ok"]
-    json.loads(webapi.advance(1000))
-    return json.loads(webapi.trace())
+    assert api("setup", {"assets": str(artifacts)})["ok"]
+    return run_to_end({"seed": 9, "max_new_tokens": 12})
 
 
 SETTINGS_CASES = [
@@ -61,29 +58,29 @@ SETTINGS_CASES = [
 
 @pytest.mark.parametrize("raw, field, words", SETTINGS_CASES)
 def test_bad_settings(raw, field, words, loaded):
-    out = json.loads(webapi.start(json.dumps(raw)))
+    out = api("start", raw)
     assert out["ok"] is False
     mine = [e for e in out["errors"] if e["field"] == field]
     assert mine and words in mine[0]["message"], out
-    assert json.loads(webapi.trace()) == loaded  # the last good run stays
+    assert api("trace")["trace"] == loaded  # the last good run stays
 
 
 @pytest.mark.parametrize("text", ["{oops", "[1, 2]", "null", "42"])
 def test_settings_that_are_not_an_object(text, loaded):
-    out = json.loads(webapi.start(text))
+    out = api("start", text=text)
     assert out["ok"] is False and out["errors"][0]["field"] == "settings"
-    assert json.loads(webapi.trace()) == loaded
+    assert api("trace")["trace"] == loaded
 
 
 def test_transformer_on_pasted_text_is_refused_in_words(loaded):
-    assert json.loads(webapi.train_custom("abab\nbaba\n"))["ok"]
-    out = json.loads(webapi.start(json.dumps({"model": "transformer", "dataset": "custom"})))
+    assert api("train", {"text": "abab\nbaba\n"})["ok"]
+    out = api("start", {"model": "transformer", "dataset": "custom"})
     assert out["errors"][0]["field"] == "model" and "choose bigram" in out["errors"][0]["message"]
 
 
 def test_empty_prompt_is_valid():
-    assert json.loads(webapi.start(json.dumps({"prompt": "", "seed": 1})))["ok"]
-    json.loads(webapi.cancel())
+    assert api("start", {"prompt": "", "seed": 1})["ok"]
+    api("cancel")
 
 
 @pytest.mark.parametrize("text, words", [
@@ -93,7 +90,7 @@ def test_empty_prompt_is_valid():
     (JUNK[:50_000], "control or undecodable"),
 ])
 def test_bad_training_text(text, words):
-    out = json.loads(webapi.train_custom(text))
+    out = api("train", {"text": text})
     assert out["ok"] is False and out["errors"][0]["field"] == "text"
     assert words in out["errors"][0]["message"]
 
@@ -105,10 +102,10 @@ def test_bad_training_text(text, words):
     ({"probs": "-1,2"}, "probs", "non-negative"),
     ({"probs": "1,1", "logits": "1,1"}, "logits", "exactly one"),
     ({"logits": "1,2", "top_p": 0}, "top_p", "Top-p must be"),
-    ([1, 2], "logits", "JSON object"),
+    ([1, 2], "request", "JSON object"),
 ])
 def test_bad_probs_requests(request_, field, words):
-    out = json.loads(webapi.probs(json.dumps(request_)))
+    out = api("probs", request_)
     assert out["ok"] is False and out["errors"][0]["field"] == field
     assert words in out["errors"][0]["message"], out
 
@@ -125,17 +122,17 @@ def test_any_json_settings_give_an_answer_never_a_crash(loaded):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from decodelab.settings import FIELD_BY_NAME
+    from decodelab.settings import NAMES
 
-    names = st.sampled_from(sorted(FIELD_BY_NAME) + ["bogus"])
+    names = st.sampled_from(sorted(NAMES) + ["bogus"])
 
     @settings(max_examples=300, deadline=None)
     @given(st.dictionaries(names, _json_values(), max_size=5))
     def check(raw):
         raw.setdefault("max_new_tokens", 3)
-        out = json.loads(webapi.start(json.dumps(raw)))
+        out = api("start", raw)
         if out["ok"]:
-            json.loads(webapi.advance(1000))
+            api("advance", {"budget_ms": 500})
         else:
             assert all(e["field"] and e["message"] for e in out["errors"])
 

@@ -9,12 +9,13 @@ import sys
 
 import pytest
 
-from decodelab import bugs, webapi
+from decodelab import bugs
 from decodelab.assets import Library
 from decodelab.batch import batch_run
-from decodelab.errors import FieldError
-from decodelab.kvcache import CHECK_TOLERANCE, KVCache
-from tests.conftest import ROOT
+from decodelab.fields import FieldError
+from decodelab.inference import CHECK_TOLERANCE
+from decodelab.kvcache import KVCache
+from tests.conftest import ROOT, api
 from tests.test_kvcache import make_model
 
 CACHE_BUGS = [b for b, spec in bugs.BUGS.items() if spec.check == "cache"]
@@ -95,8 +96,8 @@ def test_dropout_left_on_is_not_even_consistent_with_itself():
 
 def test_the_buggy_classes_really_differ_from_the_correct_ones():
     model = make_model("gqa", context=24)
-    assert issubclass(bugs.NoCausalMaskCache, KVCache) and bugs.NoCausalMaskCache.attend \
-        is not KVCache.attend
+    assert issubclass(bugs.NoCausalMaskCache, KVCache) and bugs.NoCausalMaskCache.causal_mask \
+        is not KVCache.causal_mask
     s = bugs.NoCausalMaskSession(model)
     assert type(s.cache) is bugs.NoCausalMaskCache
     b = bugs.UnmaskedPaddingBatch(model, 2)
@@ -111,33 +112,35 @@ def test_bad_requests_name_the_field():
     assert e.value.field == "bug" and "frozen-position" in e.value.message
     with pytest.raises(FieldError) as e:
         bugs.run_bug(model, "no-causal-mask", [], 4)
-    assert e.value.field == "prompt"
+    assert e.value.field == "test_prompt"
 
 
 def test_webapi_break_it_reports_the_failure_and_the_sentence(artifacts):
-    webapi.setup(str(artifacts))
-    out = json.loads(webapi.break_it(json.dumps(
-        {"bug": "frozen-position", "dataset": "names", "prompt": "an", "steps": 10, "seed": 1})))
+    api("setup", {"assets": str(artifacts)})
+    out = api("break_it", {"bug": "frozen-position", "dataset": "names", "test_prompt": "an",
+                           "check_steps": 10, "seed": 1})
     assert out["ok"] and out["check"] == "cache" and not out["cache"]["ok"]
     assert out["what_went_wrong"].startswith("Every decode step was fed at the same position")
-    out = json.loads(webapi.break_it(json.dumps(
-        {"bug": "unmasked-padding", "dataset": "names", "prompt": "", "steps": 6,
-         "prompts": ["", "al", "chris"]})))
+    out = api("break_it", {"bug": "unmasked-padding", "dataset": "names", "test_prompt": "",
+                           "check_steps": 6, "prompts": ["", "al", "chris"]})
     assert out["ok"] and not out["batch"]["ok"]
     assert [r["ok"] for r in out["batch"]["rows"]] == [False, False, True]
-    clean = json.loads(webapi.break_it(json.dumps({"bug": "none", "dataset": "prose",
-                                                   "prompt": "The ", "steps": 6})))
+    clean = api("break_it", {"bug": "none", "dataset": "prose", "test_prompt": "The ",
+                             "check_steps": 6})
     assert clean["ok"] and clean["cache"]["ok"] and clean["what_went_wrong"] is None
     for request, field, words in (
             ({"bug": "nope"}, "bug", "Bug must be one of none, frozen-position"),
-            ({"bug": "token-twice", "prompt": "ZZ"}, "prompt", "Test prompt has characters"),
-            ({"bug": "token-twice", "steps": 100}, "steps", "Check steps must be a whole number"),
-            ({"bug": "token-twice", "steps": 40, "prompt": "a" * 40}, "steps", "context holds"),
-            ({"bug": "no-causal-mask", "prompt": ""}, "prompt", "at least one character"),
+            ({"bug": "token-twice", "test_prompt": "ZZ"}, "test_prompt",
+             "Test prompt has characters"),
+            ({"bug": "token-twice", "check_steps": 100}, "check_steps",
+             "Check steps must be a whole number"),
+            ({"bug": "token-twice", "check_steps": 40, "test_prompt": "a" * 40}, "check_steps",
+             "context holds"),
+            ({"bug": "no-causal-mask", "test_prompt": ""}, "test_prompt", "at least one character"),
             ({"bug": "unmasked-padding", "prompts": ["ab", "cd"]}, "prompts", "differ in length"),
-            ({"bug": "unmasked-padding", "prompts": ["a"]}, "prompts", "2 to 6 prompts"),
+            ({"bug": "unmasked-padding", "prompts": ["a"]}, "prompts", "at least 2 are needed"),
             ({"bug": "token-twice", "dataset": "klingon"}, "dataset", "Dataset must be one of")):
-        out = json.loads(webapi.break_it(json.dumps({"dataset": "names", **request})))
+        out = api("break_it", {"dataset": "names", **request})
         assert not out["ok"], request
         assert out["errors"][0]["field"] == field and words in out["errors"][0]["message"], out
 
@@ -147,19 +150,20 @@ def test_the_normal_path_never_loads_or_builds_a_bug(artifacts):
     module is never even imported, and the sessions are the plain correct classes."""
     code = f"""
 import json, sys
-from decodelab import webapi, generate, transformer, kvcache
+from decodelab import webapi, generate, inference, kvcache
 from decodelab.assets import Library
-webapi.setup({str(artifacts)!r})
+call = lambda name, req: json.loads(webapi.call(name, json.dumps(req)))
+call("setup", {{"assets": {str(artifacts)!r}}})
 for ds in ("names", "prose"):
-    webapi.start(json.dumps({{"model": "transformer", "dataset": ds, "prompt": "a", "seed": 1}}))
-    while not json.loads(webapi.advance(50))["done"]:
+    call("start", {{"model": "transformer", "dataset": ds, "prompt": "a", "seed": 1}})
+    while not call("advance", {{"budget_ms": 50}})["done"]:
         pass
-    steps = json.loads(webapi.trace())["steps"]
+    steps = call("trace", {{}})["trace"]["steps"]
     assert steps and all(s["cache_ok"] for s in steps)
-json.loads(webapi.batch_view(json.dumps({{"dataset": "names", "prompts": ["", "al"]}})))
+assert call("batch_view", {{"dataset": "names", "prompts": ["", "al"]}})["ok"]
 model = Library({str(artifacts)!r}).model("transformer", "names")
 s = model.session()
-assert type(s) is transformer.Session and type(s.cache) is kvcache.KVCache
+assert type(s) is inference.Session and type(s.cache) is kvcache.KVCache
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("decodelab"))))
 """
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
@@ -176,7 +180,7 @@ def test_only_the_break_it_entry_point_refers_to_the_bugs_module():
                    if p.name != "bugs.py" and uses.search(p.read_text(encoding="utf-8")))
     assert users == ["webapi.py"]
     text = (package / "webapi.py").read_text(encoding="utf-8")
-    before, _, after = text.partition("def break_it(")
-    body = after[:after.index("\ndef ")]  # the function break_it itself
+    before, _, after = text.partition("def _break_it(")
+    body = after[:after.index("\n@endpoint")]  # the function _break_it itself
     assert not uses.search(before) and not uses.search(after[len(body):])
     assert uses.search(body)

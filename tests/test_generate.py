@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from decodelab import sampling
+from tests.conftest import decode_distribution
 from decodelab.generate import Generation
 from decodelab.settings import validate
 from decodelab.tokenizer import EOS
@@ -33,7 +34,7 @@ def test_each_sampled_step_is_the_inverse_cdf_of_one_uniform_draw(small_model):
         assert r["u"] == u
         z = small_model.log_probs[prev].copy()
         z[EOS] = -np.inf
-        p_final = sampling.decode_distribution(z, temperature=0.8, top_p=0.9)[2]
+        p_final = decode_distribution(z, temperature=0.8, top_p=0.9)[2]
         cum, expected = 0.0, None
         for i, p in enumerate(p_final):  # by hand: first id whose cumulative mass exceeds u
             cum += p
@@ -51,7 +52,7 @@ def test_step_record_recomputes_from_the_model(small_model):
     for r in g.records:
         z = small_model.log_probs[prev].copy()
         z[EOS] = -np.inf
-        p_temp, kept, p_final = sampling.decode_distribution(z, temperature=0.7, top_k=4)
+        p_temp, kept, p_final = decode_distribution(z, temperature=0.7, top_k=4)
         p_raw = np.exp(small_model.log_probs[prev])
         for c in r["top"]:
             i = c["token_id"]

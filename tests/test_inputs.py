@@ -5,8 +5,9 @@ import json
 import pytest
 
 from decodelab.corpus import Corpus, corpus_from_text
-from decodelab.errors import FieldError, FieldErrors
-from decodelab.settings import FIELDS, Settings, validate
+from decodelab.fields import FieldError, FieldErrors
+from decodelab.fields import encode
+from decodelab.settings import GENERATION_FIELDS, Settings, validate
 from decodelab.tokenizer import CharTokenizer
 
 BAD = [
@@ -68,7 +69,7 @@ def test_good_values_normalise():
 
 def test_defaults_match_the_field_table():
     d = Settings().to_json()
-    for f in FIELDS:
+    for f in GENERATION_FIELDS:
         assert d[f.name] == (list(f.default) if f.kind == "lines" else f.default), f.name
 
 
@@ -80,7 +81,7 @@ def test_dataset_is_checked_against_what_is_loaded():
 def test_prompt_outside_vocabulary_names_the_characters():
     tok = CharTokenizer("abc")
     with pytest.raises(FieldError) as info:
-        tok.encode("abZ!")
+        encode(tok, "prompt", "abZ!")
     assert info.value.field == "prompt"
     assert "'!' 'Z'" in info.value.message and "Use only: a, b, c" in info.value.message
 

@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 
 from decodelab import transformer as tf
-from decodelab.kvcache import KVCache, kv_cache_bytes, left_pad, window_start
+from decodelab.batch import batch_run
+from decodelab.inference import BatchSession, cache_check, left_pad
+from decodelab.kvcache import KVCache, kv_cache_bytes
 from decodelab.tokenizer import CharTokenizer
+from decodelab.transformer import window_start
 
 TOL = {np.float32: 1e-5, np.float64: 1e-10}  # cached vs recomputed last-position logits
 SHAPES = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # (n_head, n_kv_head)
@@ -40,7 +43,7 @@ def test_cache_is_preallocated_per_layer_with_a_length_counter():
     s.decode(4)
     assert s.length == 5 and [a.ctypes.data for a in s.cache.k] == before  # never reallocated
     per_token = kv_cache_bytes(3, 2, 4, s.dtype.itemsize, 1)["bytes_per_token"]
-    assert s.cache.bytes_allocated == 16 * per_token and s.cache.bytes_in_use == 5 * per_token
+    assert s.cache.bytes_allocated == 16 * per_token and s.length == 5
 
 
 def test_a_decode_step_writes_exactly_one_position():
@@ -168,7 +171,8 @@ def test_left_pad_positions_are_the_cumulative_mask_minus_one():
 def test_batch_rows_match_single_runs(kind):
     model = make_model(kind, context=24)
     prompts = [[1, 2, 3, 4, 5, 6, 7], [], [9, 9], [3, 1, 4, 1, 5]]  # different lengths
-    logits, batch = tf.batch_prefill(model, prompts)
+    batch = BatchSession(model, len(prompts))
+    logits = batch.prefill(prompts)
     singles = [model.session() for _ in prompts]
     expected = np.stack([s.prefill(p) for s, p in zip(singles, prompts)])
     assert np.abs(logits - expected).max() < 1e-5
@@ -184,13 +188,14 @@ def test_batch_rows_match_single_runs(kind):
 
 def test_batch_stops_when_its_context_is_full():
     model = make_model("gqa", context=6)
-    _, batch = tf.batch_prefill(model, [[1, 2], [3]])
+    batch = BatchSession(model, 2)
+    batch.prefill([[1, 2], [3]])
     for t in range(3):
         batch.decode([1, 2])
     with pytest.raises(ValueError, match="full"):
         batch.decode([1, 2])
     with pytest.raises(ValueError, match="context"):
-        tf.batch_prefill(model, [[1] * 6])
+        BatchSession(model, 1).prefill([[1] * 6])
 
 
 def test_cache_refuses_to_write_past_its_end():
@@ -201,8 +206,6 @@ def test_cache_refuses_to_write_past_its_end():
 
 
 def test_cache_check_reports_every_step_within_tolerance():
-    from decodelab.kvcache import cache_check
-
     model = make_model("gqa", context=8)
     out = cache_check(model, [1, 2, 3], steps=20, seed=5)
     assert out["steps"] == len(out["per_step"]) == 20 and out["shifts"] >= 2
@@ -217,16 +220,16 @@ def test_session_check_and_batch_check():
     s.prefill([4, 5])
     s.decode(6)
     assert s.check() < 1e-5
-    out = tf.batch_check(model, [[1, 2, 3, 4], [5], []], steps=6)
-    assert out["steps"] == 6 and out["max_abs_diff"] < 1e-5
-    assert out["padding"][2][:4] == [True] * 4 and not any(out["padding"][0])
+    out = batch_run(model, [[1, 2, 3, 4], [5], []], steps=6, dtype=np.float32)
+    assert out["steps"] == 6 and out["diff"].max() < 1e-5
+    assert out["padding"][2][:4].tolist() == [True] * 4 and not out["padding"][0].any()
 
 
-def test_decode_timings_cover_each_length_and_count_bytes_read():
-    from decodelab.kvcache import decode_timings
+def test_step_costs_clip_and_merge_lengths_and_count_bytes_read():
+    from decodelab.costs import step_costs
 
     model = make_model("gqa", context=16)
-    rows = decode_timings(model, [4, 16, 99], repeats=3)
+    rows = step_costs(model, [4, 16, 99, 16], repeats=3, dtype=np.float32)["rows"]
     assert [r["context"] for r in rows] == [4, 16]  # 99 clipped to the context, duplicates merged
     per_token = kv_cache_bytes(2, 2, 4, 4, 1)["bytes_per_token"]
     assert [r["kv_bytes_read"] for r in rows] == [4 * per_token, 16 * per_token]

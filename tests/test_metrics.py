@@ -8,12 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from decodelab import metrics, webapi
+from decodelab import metrics
 from decodelab.assets import Library
-from decodelab.errors import FieldErrors
+from decodelab.fields import FieldErrors
 from decodelab.generate import Generation
 from decodelab.settings import validate
 from decodelab.tokenizer import EOS
+from tests.conftest import api, experiment
 
 
 # --- measures, by hand -------------------------------------------------------------------------
@@ -89,7 +90,7 @@ def library(artifacts):
 def test_single_mode_is_one_run_per_temperature_with_the_same_seed(library):
     req = {"settings": {"dataset": "names", "seed": 11, "top_k": 10, "greedy": True},
            "temperatures": "0.3, 1, 2, 0"}
-    out = metrics.experiment(library, req)
+    out = experiment(library, req)
     assert out["mode"] == "single" and out["samples"] == 1 and out["seeds"] == [11, 11]
     model = library.model("bigram", "names")
     for row, T in zip(out["rows"], (0.3, 1.0, 2.0, 0.0)):
@@ -109,8 +110,8 @@ def test_single_mode_is_one_run_per_temperature_with_the_same_seed(library):
 def test_repeated_mode_mean_and_spread_over_the_same_seeds(library):
     req = {"settings": {"dataset": "names", "seed": 100}, "temperatures": [0.3, 2],
            "mode": "repeated", "samples": 20}
-    out = metrics.experiment(library, req)
-    assert out == metrics.experiment(library, req)  # reproducible
+    out = experiment(library, req)
+    assert out == experiment(library, req)  # reproducible
     assert out["seeds"] == [100, 119] and out["budget"] == 20 * 2 * 50
     vocab = metrics.word_vocabulary(library.corpus("names").train)
     model = library.model("bigram", "names")
@@ -141,7 +142,7 @@ def test_experiment_runs_in_batches_like_the_page(library):
         exp.advance(0.0)  # one sample per batch
         batches += 1
     assert batches == 20 and exp.progress()["done"] == 20
-    assert exp.result() == metrics.experiment(library, req)
+    assert exp.result() == experiment(library, req)
 
 
 def test_bad_experiment_requests_name_their_fields(library):
@@ -166,21 +167,21 @@ def test_bad_experiment_requests_name_their_fields(library):
 
 
 def test_webapi_experiment_in_batches(artifacts):
-    webapi.setup(str(artifacts))
-    req = json.dumps({"settings": {"dataset": "prose", "prompt": "The ", "seed": 3,
-                                   "max_new_tokens": 60}, "temperatures": "0.3, 1, 2"})
-    started = json.loads(webapi.experiment_start(req))
+    api("setup", {"assets": str(artifacts)})
+    req = {"settings": {"dataset": "prose", "prompt": "The ", "seed": 3, "max_new_tokens": 60},
+           "temperatures": "0.3, 1, 2"}
+    started = api("experiment_start", req)
     assert started["ok"] and started["progress"] == {"done": 0, "total": 3, "steps": 0}
     while True:
-        out = json.loads(webapi.experiment_advance(0))
+        out = api("experiment_advance", {"budget_ms": 0})
         if out["done"]:
             break
-    assert out["result"] == json.loads(webapi.experiment(req))["result"]
+    assert out["result"] == metrics.Experiment(Library(artifacts), req).run().result()
     text = json.dumps(out, allow_nan=False)  # plain JSON for JavaScript
     assert "Infinity" not in text
-    bad = json.loads(webapi.experiment_start(json.dumps({"temperatures": "-1"})))
+    bad = api("experiment_start", {"temperatures": "-1"})
     assert not bad["ok"] and bad["errors"][0]["field"] == "temperatures"
-    assert json.loads(webapi.experiment_start("nope"))["errors"][0]["field"] == "temperatures"
+    assert api("experiment_start", text="nope")["errors"][0]["field"] == "request"
 
 
 def test_same_settings_object_fields_are_kept(library):
@@ -196,7 +197,7 @@ def test_same_settings_object_fields_are_kept(library):
 def test_experiment_with_the_transformer(library):
     if not library.has_model("transformer", "names"):
         pytest.skip("transformer-names.npz not built yet (python3 build.py artifacts)")
-    out = metrics.experiment(library, {"settings": {"model": "transformer", "dataset": "names",
+    out = experiment(library, {"settings": {"model": "transformer", "dataset": "names",
                                                     "seed": 2, "max_new_tokens": 12},
                                        "temperatures": "0.5, 1.5", "mode": "repeated",
                                        "samples": 3})

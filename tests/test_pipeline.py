@@ -1,15 +1,17 @@
-"""One step taken apart: the stages against the worked numbers, against decode_distribution on
-random logits, and a run's every step recomputed from its model (Replay) against its records."""
+"""One step taken apart: the stages against the worked numbers, against a plain reimplementation
+on random logits, and a run's every step recomputed from its model (Replay) against its records."""
 
 import json
 
 import numpy as np
 import pytest
 
-from decodelab import pipeline, sampling, webapi
-from decodelab.errors import FieldErrors
+from decodelab import pipeline, sampling
+from decodelab.fields import FieldError, FieldErrors, check
 from decodelab.generate import Generation
+from decodelab.playground import explain_values
 from decodelab.settings import validate
+from tests.conftest import api, run_to_end
 
 
 def stages_of(out, order=None):
@@ -24,17 +26,17 @@ def approx(values, expected, tol=5e-4):
 # --- worked numbers --------------------------------------------------------------------------
 
 def test_two_logits_at_three_temperatures():
-    out = pipeline.explain_request({"logits": "2, 1", "sweep": "1, 0.5, 2"})
+    out = explain_values({"logits": "2, 1", "sweep": "1, 0.5, 2"})
     assert [r["token_text"] for r in out["rows"]] == ["A", "B"]
     approx([s["p"] for s in out["sweep"]], [[0.731, 0.269], [0.881, 0.119], [0.622, 0.378]])
-    stages, final = stages_of(pipeline.explain_request({"logits": "2,1", "temperature": 0.5}))
+    stages, final = stages_of(explain_values({"logits": "2,1", "temperature": 0.5}))
     approx(stages["softmax"]["p"], [0.731, 0.269])  # the model's own, at T = 1
     approx(stages["temperature"]["p"], [0.881, 0.119])
     assert out["logits"] == [2.0, 1.0] and out["adjusted"] is None
 
 
 def test_top_p_cumulative_mass_threshold_and_crossing_token():
-    out = pipeline.explain_request({"probs": "0.6, 0.25, 0.15", "top_p": 0.8})
+    out = explain_values({"probs": "0.6, 0.25, 0.15", "top_p": 0.8})
     stages, final = stages_of(out)
     top_p = stages["top_p"]
     approx(top_p["cum"], [0.6, 0.85, 1.0], 1e-12)
@@ -48,7 +50,7 @@ def test_top_p_cumulative_mass_threshold_and_crossing_token():
 
 def test_both_orders_at_t2_keep_different_sets():
     z = np.log([0.6, 0.25, 0.15]).tolist()
-    out = pipeline.explain_request({"logits": z, "temperature": 2, "top_p": 0.8})
+    out = explain_values({"logits": z, "temperature": 2, "top_p": 0.8})
     assert out["orders_differ"]
     tf, tf_final = stages_of(out, "temperature-first")
     ff, ff_final = stages_of(out, "filter-first")
@@ -67,7 +69,7 @@ def test_both_orders_at_t2_keep_different_sets():
 
 
 def test_top_k_then_top_p_renormalises_in_between():
-    stages, final = stages_of(pipeline.explain_request(
+    stages, final = stages_of(explain_values(
         {"probs": [0.4, 0.3, 0.2, 0.1], "top_k": 3, "top_p": 0.75}))
     assert stages["top_k"]["kth"] == pytest.approx(0.2) and stages["top_k"]["k"] == 3
     assert stages["top_k"]["removed"] == [False, False, False, True]
@@ -79,13 +81,13 @@ def test_top_k_then_top_p_renormalises_in_between():
 
 
 def test_top_k_keeps_ties_with_the_kth():
-    stages, final = stages_of(pipeline.explain_request({"logits": "1,1,1,0", "top_k": 2}))
+    stages, final = stages_of(explain_values({"logits": "1,1,1,0", "top_k": 2}))
     approx(final["p"], [1 / 3, 1 / 3, 1 / 3, 0], 1e-12)
     assert stages["top_k"]["removed_count"] == 1
 
 
 def test_min_p_cutoff():
-    stages, final = stages_of(pipeline.explain_request(
+    stages, final = stages_of(explain_values(
         {"probs": [0.5, 0.3, 0.15, 0.05], "min_p": 0.2}))
     assert stages["min_p"]["cutoff"] == pytest.approx(0.1)
     assert stages["min_p"]["p_max"] == pytest.approx(0.5)
@@ -93,7 +95,7 @@ def test_min_p_cutoff():
 
 
 def test_min_p_in_both_orders():
-    out = pipeline.explain_request({"logits": np.log([0.6, 0.25, 0.1, 0.05]).tolist(),
+    out = explain_values({"logits": np.log([0.6, 0.25, 0.1, 0.05]).tolist(),
                                     "temperature": 2, "min_p": 0.3})
     approx(stages_of(out, "temperature-first")[1]["p"], [0.487, 0.314, 0.199, 0])
     approx(stages_of(out, "filter-first")[1]["p"], [0.608, 0.392, 0, 0])
@@ -101,19 +103,19 @@ def test_min_p_in_both_orders():
 
 
 def test_the_draw_lands_in_the_chosen_tokens_interval():
-    out = pipeline.explain_request({"probs": "0.6,0.25,0.15", "top_p": 0.8, "u": 0.75})
+    out = explain_values({"probs": "0.6,0.25,0.15", "top_p": 0.8, "u": 0.75})
     draw = out["draw"]
     assert draw["token_text"] == "B" and out["token_text"] == "B"
     assert draw["lo"] <= 0.75 < draw["hi"]
     approx([draw["lo"], draw["hi"]], [0.706, 1.0])
     assert [(s["token_text"], round(s["lo"], 3), round(s["hi"], 3)) for s in draw["segments"]] \
         == [("A", 0.0, 0.706), ("B", 0.706, 1.0)]  # kept tokens only, in id order
-    assert pipeline.explain_request({"probs": "0.6,0.25,0.15", "u": ""})["draw"] is None
+    assert explain_values({"probs": "0.6,0.25,0.15", "u": ""})["draw"] is None
 
 
 def test_greedy_has_one_pipeline_and_no_draw():
     for req in ({"logits": "1, 3, 3", "greedy": True}, {"logits": "1, 3, 3", "temperature": 0}):
-        out = pipeline.explain_request({**req, "u": 0.9})
+        out = explain_values({**req, "u": 0.9})
         assert out["greedy"] and out["draw"] is None and list(out["pipelines"]) == ["temperature-first"]
         stages, final = stages_of(out)
         assert list(stages) == ["softmax", "greedy"]
@@ -121,9 +123,54 @@ def test_greedy_has_one_pipeline_and_no_draw():
         assert final["p"] == [1.0, 0.0, 0.0]  # rows: B, C (tie, by id), A
 
 
-# --- the walk is decode_distribution, stage by stage ------------------------------------------
+# --- the stages against a plain re-implementation of the decided rules ------------------------
 
-def test_walk_matches_decode_distribution_on_random_logits():
+def reference(z, temperature, top_k, top_p, min_p, order):
+    """The decided semantics written again in plain Python, one rule at a time, for comparison:
+    returns (kept, final probabilities)."""
+    import math
+
+    def soft(values, T):
+        finite = [v / T for v in values if v != -math.inf]
+        top = max(finite)
+        e = [0.0 if v == -math.inf else math.exp(v / T - top) for v in values]
+        return [x / sum(e) for x in e]
+
+    def renorm(p, keep):
+        total = sum(x for x, k in zip(p, keep) if k)
+        return [x / total if k else 0.0 for x, k in zip(p, keep)]
+
+    def filters(p):
+        keep = [True] * len(p)
+        if top_k:
+            kth = sorted(p, reverse=True)[min(top_k, len(p)) - 1]
+            keep = [k and x >= kth for k, x in zip(keep, p)]
+            p = renorm(p, keep)
+        if top_p < 1:
+            ranked = sorted(range(len(p)), key=lambda i: (-p[i], i))
+            total, chosen = 0.0, set()
+            for i in ranked:
+                chosen.add(i)
+                total += p[i]
+                if total >= top_p - sampling.TOP_P_SLACK:
+                    break
+            keep = [k and i in chosen for i, k in enumerate(keep)]
+            p = renorm(p, keep)
+        if min_p > 0:
+            cutoff = min_p * max(p)
+            keep = [k and x >= cutoff for k, x in zip(keep, p)]
+            p = renorm(p, keep)
+        return keep, p
+
+    if order == "temperature-first":
+        keep, p = filters(soft(z, temperature))
+    else:
+        keep, _ = filters(soft(z, 1.0))
+        p = renorm(soft(z, temperature), keep)
+    return [k and x > 0 for k, x in zip(keep, p)], p
+
+
+def test_decide_matches_a_plain_reimplementation_stage_by_stage():
     rng = np.random.default_rng(0)
     for trial in range(400):
         V = int(rng.integers(4, 40))
@@ -136,21 +183,24 @@ def test_walk_matches_decode_distribution_on_random_logits():
                     top_k=int(rng.choice([0, 1, 2, 5, 50])),
                     top_p=float(rng.choice([1.0, 0.3, 0.8, 0.95])),
                     min_p=float(rng.choice([0.0, 0.05, 0.3])))
-        for order in pipeline.ORDERS:
-            stages, kept, p = pipeline.walk(z, order=order, **opts)
-            _, want_kept, want_p = sampling.decode_distribution(z, order=order, **opts)
-            assert np.array_equal(kept, want_kept)
-            np.testing.assert_allclose(p, want_p, atol=1e-12)
-            previous = None
-            for s in stages:
-                assert s["p"].sum() == pytest.approx(1.0)
-                if previous is not None and "removed" in s:  # filters only ever remove
-                    assert not (s["kept"] & ~previous).any()
-                previous = s["kept"]
+        for order in sampling.ORDERS:
+            d = sampling.decide(z, sampling.Rules(order=order, **opts))
+            want_kept, want_p = reference(z.tolist(), order=order, **opts)
+            assert d.kept.tolist() == want_kept, (trial, order, opts)
+            np.testing.assert_allclose(d.p_final, want_p, atol=1e-12)
+            previous = np.ones(V, dtype=bool)
+            for stage in d.stages:
+                assert stage.p.sum() == pytest.approx(1.0)
+                assert not (stage.kept & ~previous).any()  # a stage only ever removes
+                if stage.removed is not None:
+                    assert np.array_equal(stage.removed, previous & ~stage.kept)
+                previous = stage.kept
+            if d.stages:
+                np.testing.assert_array_equal(d.stages[-1].p, d.p_final)
 
 
 def test_cut_is_a_line_between_rows():
-    out = pipeline.explain_request({"logits": list(range(20)), "top_k": 5, "top_p": 0.9})
+    out = explain_values({"logits": list(range(20)), "top_k": 5, "top_p": 0.9})
     stages, _ = stages_of(out)
     k = stages["top_k"]
     assert k["cut_after"] == 4 and k["kept"][:5] == [True] * 5 and not any(k["kept"][5:])
@@ -159,7 +209,8 @@ def test_cut_is_a_line_between_rows():
 
 def test_rows_are_the_likeliest_plus_the_chosen_one():
     z = np.linspace(3, 0, 30)
-    out = pipeline.explain(z, z, str, temperature=5, u=0.999, top_n=5)
+    out = pipeline.explain(sampling.decide(z, sampling.Rules(temperature=5)), str, u=0.999,
+                           top_n=5)
     assert [r["token_id"] for r in out["rows"][:5]] == [0, 1, 2, 3, 4]
     assert out["rows"][-1]["token_id"] == out["token_id"] == 29  # appended
     pipe = out["pipelines"]["temperature-first"]
@@ -215,22 +266,20 @@ def test_penalised_logits_are_shown_next_to_the_models(small_model):
 
 
 def test_webapi_explain_step_on_the_real_models(artifacts):
-    webapi.setup(str(artifacts))
-    assert json.loads(webapi.start(json.dumps(
-        {"dataset": "prose", "prompt": "The ", "seed": 9, "temperature": 1.5, "top_k": 20,
-         "top_p": 0.9, "max_new_tokens": 40, "repetition_penalty": 1.2})))["ok"]
-    json.loads(webapi.advance(10_000))
-    steps = json.loads(webapi.trace())["steps"]
+    api("setup", {"assets": str(artifacts)})
+    steps = run_to_end({"dataset": "prose", "prompt": "The ", "seed": 9, "temperature": 1.5,
+                        "top_k": 20, "top_p": 0.9, "max_new_tokens": 40,
+                        "repetition_penalty": 1.2})["steps"]
     for i in (0, len(steps) // 2, len(steps) - 1):
-        out = json.loads(webapi.explain_step(json.dumps({"step": i, "top_n": 15})))
+        out = api("explain_step", {"step": i, "top_n": 15})
         assert out["ok"] and out["matches_record"] and out["token_id"] == steps[i]["token_id"]
         assert len(out["rows"]) in (15, 16)
-    bad = json.loads(webapi.explain_step(json.dumps({"step": len(steps)})))
+    bad = api("explain_step", {"step": len(steps)})
     assert not bad["ok"] and bad["errors"][0]["field"] == "step"
     assert f"from 0 to {len(steps) - 1}" in bad["errors"][0]["message"]
-    bad = json.loads(webapi.explain_step(json.dumps({"step": 0, "top_n": 0})))
+    bad = api("explain_step", {"step": 0, "top_n": 0})
     assert bad["errors"][0]["field"] == "top_n" and "1 to 100" in bad["errors"][0]["message"]
-    assert json.loads(webapi.explain_step("[1]"))["errors"][0]["field"] == "step"
+    assert api("explain_step", text="[1]")["errors"][0]["field"] == "request"
 
 
 def test_replay_of_a_transformer_run(artifacts):
@@ -251,7 +300,7 @@ def test_replay_of_a_transformer_run(artifacts):
 
 def test_bad_playground_input_names_every_field():
     with pytest.raises(FieldErrors) as e:
-        pipeline.explain_request({"logits": "2, x", "top_p": 1.5, "top_k": -1, "u": 1,
+        explain_values({"logits": "2, x", "top_p": 1.5, "top_k": -1, "u": 1,
                                   "sweep": "0.5, -1", "order": "sideways"})
     by_field = {x.field: x.message for x in e.value.errors}
     assert set(by_field) == {"logits", "top_p", "top_k", "u", "sweep", "order"}
@@ -261,20 +310,21 @@ def test_bad_playground_input_names_every_field():
     assert by_field["sweep"].startswith("Compare temperatures: entry 2: Temperature must be")
     assert "temperature-first, filter-first" in by_field["order"]
     with pytest.raises(FieldErrors) as e:
-        pipeline.explain_request({"probs": "0.5, -0.5"})
+        explain_values({"probs": "0.5, -0.5"})
     assert e.value.errors[0].field == "probs"
     with pytest.raises(FieldErrors) as e:
-        pipeline.explain_request({})
+        explain_values({})
     assert e.value.errors[0].field == "logits"
 
 
-def test_bad_step_numbers():
+def test_bad_step_numbers(artifacts):
     for value, words in ((5, "from 0 to 4"), (-1, "from 0 to 4"), (1.5, "got 1.5"),
                          ("x", "got 'x'"), (True, "got True"), (None, "got None")):
-        with pytest.raises(Exception) as e:
-            pipeline.check_step(value, 5)
+        with pytest.raises(FieldError) as e:
+            check("step", value, max=4)
         assert e.value.field == "step" and words in e.value.message
-    assert pipeline.check_step("3", 5) == 3
-    with pytest.raises(Exception) as e:
-        pipeline.check_step(0, 0)
-    assert "generate some text first" in e.value.message
+    assert check("step", "3", max=4) == 3
+    api("setup", {"assets": str(artifacts)})
+    out = api("explain_step", {"step": 0})
+    assert out["errors"][0]["field"] == "step"
+    assert "generate some text first" in out["errors"][0]["message"]

@@ -5,6 +5,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from decodelab import sampling
+from tests.conftest import decode_distribution
 
 logits = st.lists(st.floats(-30, 30, allow_nan=False, width=64), min_size=2, max_size=40).map(
     np.array)
@@ -18,7 +19,7 @@ order = st.sampled_from(["temperature-first", "filter-first"])
 @settings(max_examples=300, deadline=None)
 @given(logits, temperature, top_k, top_p, min_p, order)
 def test_final_distribution_is_a_distribution_over_a_nonempty_kept_set(z, T, k, p, m, o):
-    p_temp, kept, p_final = sampling.decode_distribution(z, temperature=T, top_k=k, top_p=p,
+    p_temp, kept, p_final = decode_distribution(z, temperature=T, top_k=k, top_p=p,
                                                          min_p=m, order=o)
     assert kept.any()
     assert abs(p_final.sum() - 1) < 1e-9 and abs(p_temp.sum() - 1) < 1e-9
@@ -33,8 +34,8 @@ def test_final_distribution_is_a_distribution_over_a_nonempty_kept_set(z, T, k, 
 @settings(max_examples=200, deadline=None)
 @given(logits, temperature, st.integers(1, 40), order)
 def test_top_k_kept_set_grows_with_k(z, T, k, o):
-    small = sampling.decode_distribution(z, temperature=T, top_k=k, order=o)[1]
-    large = sampling.decode_distribution(z, temperature=T, top_k=k + 1, order=o)[1]
+    small = decode_distribution(z, temperature=T, top_k=k, order=o)[1]
+    large = decode_distribution(z, temperature=T, top_k=k + 1, order=o)[1]
     assert (large | small == large).all()  # superset
     p_temp = sampling.softmax(z, T)
     assert small.sum() >= min(k, (p_temp > 0).sum())  # ties can only add tokens
@@ -43,8 +44,8 @@ def test_top_k_kept_set_grows_with_k(z, T, k, o):
 @settings(max_examples=200, deadline=None)
 @given(logits, temperature, st.floats(0.01, 0.99), st.floats(0.0, 0.5), order)
 def test_top_p_kept_set_grows_with_p(z, T, p, dp, o):
-    small = sampling.decode_distribution(z, temperature=T, top_p=p, order=o)[1]
-    large = sampling.decode_distribution(z, temperature=T, top_p=min(1.0, p + dp), order=o)[1]
+    small = decode_distribution(z, temperature=T, top_p=p, order=o)[1]
+    large = decode_distribution(z, temperature=T, top_p=min(1.0, p + dp), order=o)[1]
     assert (large | small == large).all()
 
 
@@ -52,8 +53,8 @@ def test_top_p_kept_set_grows_with_p(z, T, p, dp, o):
 @given(logits, temperature, top_k)
 def test_top_k_alone_is_order_invariant(z, T, k):
     # Temperature is monotone, so ranking-based top-k keeps the same set in either order.
-    a = sampling.decode_distribution(z, temperature=T, top_k=k, order="temperature-first")
-    b = sampling.decode_distribution(z, temperature=T, top_k=k, order="filter-first")
+    a = decode_distribution(z, temperature=T, top_k=k, order="temperature-first")
+    b = decode_distribution(z, temperature=T, top_k=k, order="filter-first")
     assert (a[1] == b[1]).all()
     np.testing.assert_allclose(a[2], b[2], atol=1e-12)
 
@@ -61,15 +62,15 @@ def test_top_k_alone_is_order_invariant(z, T, k):
 @settings(max_examples=200, deadline=None)
 @given(logits, top_k, top_p, min_p)
 def test_order_is_irrelevant_at_temperature_one(z, k, p, m):
-    a = sampling.decode_distribution(z, top_k=k, top_p=p, min_p=m, order="temperature-first")
-    b = sampling.decode_distribution(z, top_k=k, top_p=p, min_p=m, order="filter-first")
+    a = decode_distribution(z, top_k=k, top_p=p, min_p=m, order="temperature-first")
+    b = decode_distribution(z, top_k=k, top_p=p, min_p=m, order="filter-first")
     assert (a[1] == b[1]).all()
 
 
 @settings(max_examples=200, deadline=None)
 @given(logits, temperature, st.floats(0.01, 1.0))
 def test_top_p_keeps_the_smallest_prefix_reaching_p(z, T, p):
-    p_temp, kept, _ = sampling.decode_distribution(z, temperature=T, top_p=p)
+    p_temp, kept, _ = decode_distribution(z, temperature=T, top_p=p)
     mass = p_temp[kept].sum()
     assert mass >= p - 1e-9
     # dropping the least likely kept token would fall short of p
@@ -81,7 +82,7 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p(z, T, p):
 @given(logits, temperature, st.floats(0, 1, exclude_max=True))
 def test_pick_returns_a_kept_token(z, T, u):
     assume(np.ptp(z) < 60)
-    _, kept, p_final = sampling.decode_distribution(z, temperature=T, top_k=3)
+    _, kept, p_final = decode_distribution(z, temperature=T, top_k=3)
     assert kept[sampling.pick(p_final, u)]
 
 

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 
 from decodelab import sampling
-from decodelab.playground import probs_from_request
+from tests.conftest import decode_distribution
+from decodelab.playground import probs as probs_from_request
 
 
 def dist(z, **kw):
-    return sampling.decode_distribution(np.asarray(z, dtype=float), **kw)
+    return decode_distribution(np.asarray(z, dtype=float), **kw)
 
 
 def final(z, **kw):

@@ -1,88 +1,127 @@
-"""The worker's Python side, natively: the start-up warm-up leaves no trace in the state a
-learner sees, and the page's info carries the tolerance the live cache check is judged by."""
+"""The worker's Python side, natively: one entry point and one reply shape for every endpoint,
+pages kept apart in sessions, the start-up warm-up leaving no trace in the state a learner sees,
+and a run made again after a restart."""
 
 import json
 
+import pytest
+
 from decodelab import webapi
-from decodelab.kvcache import CHECK_TOLERANCE
+from decodelab.inference import CHECK_TOLERANCE
+from tests.conftest import api, run_to_end
 
 
-def test_warm_up_runs_every_model_and_keeps_nothing(artifacts):
-    info = json.loads(webapi.setup(str(artifacts)))
+@pytest.fixture
+def fresh(artifacts):
+    """A page that has just started: set up, no run."""
+    assert api("setup", {"assets": str(artifacts)})["ok"]
+    return artifacts
+
+
+def test_every_endpoint_answers_every_malformed_request_in_one_shape(fresh):
+    info = api("setup", {"assets": str(fresh)})
+    assert info["endpoints"] == list(webapi.ENDPOINTS)
+    for name in webapi.ENDPOINTS:
+        if name == "setup":
+            continue
+        for text in ("{oops", "[1, 2]", "null", "42", '"text"'):
+            out = api(name, text=text)
+            assert out["ok"] is False and len(out["errors"]) == 1, (name, text, out)
+            error = out["errors"][0]
+            assert error["field"] in ("settings", "request") and error["label"]
+            assert error["message"].endswith("must be a JSON object of name: value."), error
+    out = api("frobnicate", {})
+    assert not out["ok"] and "Unknown request 'frobnicate'" in out["errors"][0]["message"]
+
+
+def test_pages_are_kept_apart_and_must_be_set_up(fresh):
+    assert api("trace", session="never-set-up")["errors"][0]["message"].startswith(
+        "Python is not set up")
+    assert api("setup", {"assets": str(fresh)}, session="other")["ok"]
+    mine = run_to_end({"seed": 5, "max_new_tokens": 6})
+    theirs = run_to_end({"seed": 6, "max_new_tokens": 9}, session="other")
+    assert api("trace")["trace"] == mine and api("trace", session="other")["trace"] == theirs
+    assert mine["text"] != theirs["text"]
+    del webapi.SESSIONS["other"]
+
+
+def test_warm_up_runs_every_model_and_keeps_nothing(fresh):
+    info = api("setup", {"assets": str(fresh)})
     assert info["cache_tolerance"] == CHECK_TOLERANCE["float64"] == 1e-9
-    assert json.loads(webapi.start(json.dumps({"seed": 5, "max_new_tokens": 12})))["ok"]
-    json.loads(webapi.advance(10_000))
-    assert json.loads(webapi.explain_step(json.dumps({"step": 1})))["ok"]  # the lesson's replay
-    assert json.loads(webapi.experiment_start(json.dumps(
-        {"settings": {"seed": 2, "max_new_tokens": 10}, "temperatures": "0.5, 1"})))["ok"]
-    before = webapi.trace()
-    run, replay, experiment = webapi._run, webapi._replay, webapi._experiment
+    assert api("start", {"seed": 5, "max_new_tokens": 12})["ok"]
+    api("advance", {"budget_ms": 500})
+    assert api("explain_step", {"step": 1})["ok"]  # the lesson's replay
+    assert api("experiment_start", {"settings": {"seed": 2, "max_new_tokens": 10},
+                                    "temperatures": "0.5, 1"})["ok"]
+    before = api("trace")
+    page = webapi.SESSIONS["page"]
+    run, replay, experiment = page.run, page.replay, page.experiment
     assert replay is not None and experiment is not None
 
-    out = json.loads(webapi.warm_up())
+    out = api("warm_up")
     assert out["models"] == ["bigram", "transformer"]
     assert out["steps"] == sum(s["max_new_tokens"] for s in webapi.WARM_UP) and out["ms"] >= 0
-    assert webapi.trace() == before  # Export trace still gives the learner's run
-    assert webapi._run is run and webapi._replay is replay and webapi._experiment is experiment
+    assert api("trace") == before  # Export trace still gives the learner's run
+    assert page.run is run and page.replay is replay and page.experiment is experiment
 
 
-def run_to_end(settings):
-    assert json.loads(webapi.start(json.dumps(settings)))["ok"]
-    while not json.loads(webapi.advance(10_000))["done"]:
-        pass
-    return json.loads(webapi.trace())
+def restore(request, budget_ms=500):
+    out = api("restore_start", request)
+    while out["ok"] and not out["done"]:
+        out = api("restore_advance", {"budget_ms": budget_ms})
+    return out
 
 
-def test_restore_makes_the_same_run_again_finished_or_stopped(artifacts):
-    webapi.setup(str(artifacts))
+def test_restore_makes_the_same_run_again_finished_or_stopped(fresh):
     settings = {"seed": 8, "max_new_tokens": 60, "stop": ["an"], "top_k": 12, "temperature": 1.3}
     finished = run_to_end(settings)
-    webapi.setup(str(artifacts))  # as in a new worker: no run at all
-    assert json.loads(webapi.trace()) is None
-    out = json.loads(webapi.restore(json.dumps({"settings": finished["settings"],
-                                                "steps": len(finished["steps"])})))
+    api("setup", {"assets": str(fresh)})  # as in a new worker: no run at all
+    assert api("trace")["trace"] is None
+    out = restore({"settings": finished["settings"], "steps": len(finished["steps"])})
     assert out["ok"] and out["text"] == finished["text"]
-    assert json.loads(webapi.trace()) == finished
-    assert json.loads(webapi.explain_step(json.dumps({"step": 2})))["matches_record"]
+    assert api("trace")["trace"] == finished
+    assert api("explain_step", {"step": 2})["matches_record"]
 
     # a run the learner stopped after 7 steps, with text still held back for a stop string
     stopped_settings = {"seed": 3, "max_new_tokens": 500, "ignore_eos": True, "stop": ["zzz"]}
-    assert json.loads(webapi.start(json.dumps(stopped_settings)))["ok"]
+    assert api("start", stopped_settings)["ok"]
     for _ in range(7):
-        json.loads(webapi.advance(0))  # a budget of 0 runs one step
-    json.loads(webapi.cancel())
-    stopped = json.loads(webapi.trace())
+        api("advance", {"budget_ms": 0})  # a budget of 0 runs one step
+    api("cancel")
+    stopped = api("trace")["trace"]
     assert len(stopped["steps"]) == 7 and stopped["finish_reason"] == "cancelled"
-    webapi.setup(str(artifacts))
-    out = json.loads(webapi.restore(json.dumps({"settings": stopped["settings"], "steps": 7})))
+    api("setup", {"assets": str(fresh)})
+    out = restore({"settings": stopped["settings"], "steps": 7})
     assert out["ok"] and out["finish_reason"] == "cancelled"
-    assert json.loads(webapi.trace()) == stopped
+    assert api("trace")["trace"] == stopped
 
 
-def test_restore_names_what_is_wrong(artifacts):
-    webapi.setup(str(artifacts))
+def test_restore_names_what_is_wrong(fresh):
     for request, field in [({"settings": {"seed": 1}, "steps": -1}, "steps"),
-                           ({"settings": {"seed": 1}, "steps": "5"}, "steps"),
+                           ({"settings": {"seed": 1}, "steps": "many"}, "steps"),
                            ({"settings": {"top_p": 7}, "steps": 5}, "top_p"),
-                           ([1, 2], "settings")]:
-        out = json.loads(webapi.restore(json.dumps(request)))
+                           ({"settings": [1, 2], "steps": 5}, "settings")]:
+        out = api("restore_start", request)
         assert not out["ok"] and out["errors"][0]["field"] == field, (request, out)
+    for budget in (-1, "soon", 10_000):
+        out = api("advance", {"budget_ms": budget})
+        assert not out["ok"] and "budget_ms must be a number from 0 to 500" in \
+            out["errors"][0]["message"]
 
 
-def test_restore_in_batches_gives_the_same_run(artifacts):
-    webapi.setup(str(artifacts))
+def test_restore_in_batches_gives_the_same_run(fresh):
     finished = run_to_end({"model": "transformer", "seed": 6, "max_new_tokens": 25,
                            "ignore_eos": True})
-    webapi.setup(str(artifacts))
-    no_start = json.loads(webapi.restore_advance(10))
+    api("setup", {"assets": str(fresh)})
+    no_start = api("restore_advance", {"budget_ms": 10})
     assert not no_start["ok"] and "restore_start" in no_start["errors"][0]["message"]
-    request = json.dumps({"settings": finished["settings"], "steps": 25})
-    assert json.loads(webapi.restore_start(request)) == {"ok": True, "done": False, "steps": 0}
+    request = {"settings": finished["settings"], "steps": 25}
+    assert api("restore_start", request) == {"ok": True, "done": False, "steps": 0}
     progress = []
     while True:
-        out = json.loads(webapi.restore_advance(0))  # a budget of 0 runs one step
+        out = api("restore_advance", {"budget_ms": 0})  # a budget of 0 runs one step
         if out["done"]:
             break
         progress.append(out["steps"])
     assert progress == list(range(1, 25)) and out["steps"] == 25
-    assert json.loads(webapi.trace()) == finished
+    assert api("trace")["trace"] == finished

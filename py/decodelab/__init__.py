@@ -3,16 +3,27 @@
 The package is plain numpy so that the same code runs natively (CLI, training, tests) and in
 the browser under Pyodide. One module per concept:
 
-    tokenizer  characters <-> token ids, with an end-of-sequence symbol
-    corpus     sequences of text, the deterministic train/validation split
-    bigram     a count-based bigram model (the first of the two models)
-    sampling   pure decoding rules: temperature, top-k, top-p, min-p, penalties, the draw
-    stopping   stop strings matched across token boundaries, with streaming hold-back
-    settings   every user-facing setting, its allowed values and its validation
-    generate   the generation loop: a Python generator yielding one record per step
-    assets     where trained models and corpora live, and loading them
-    webapi     JSON-in, JSON-out functions that the browser worker calls
-    cli        ``python -m decodelab``
+    fields      every input: its label, help and allowed values, the one checker, FieldError
+    settings    the settings of one generation run, validated against the fields
+    tokenizer   characters <-> token ids, with an end-of-sequence symbol
+    corpus      sequences of text, the deterministic train/validation split
+    bigram      a count-based bigram model (the first of the two models)
+    transformer a tiny transformer: forward and hand-written backward, loss, the model object
+    kvcache     the KV cache itself (preallocated keys and values) and its memory arithmetic
+    inference   generating with the transformer: cached forward, sessions, batches, the check
+    train       training the transformer in numpy (AdamW), cached by a hash of what decides it
+    sampling    every decoding rule, once, and `decide`: the stages of one step
+    stopping    stop strings matched across token boundaries, with streaming hold-back
+    generate    the generation loop: a Python generator yielding one record per step
+    pipeline    one step laid out stage by stage for the page, and replaying a run's logits
+    playground  the rules on numbers you type (the CLI's `probs`, the page's playground)
+    metrics     measures of generated text, and the temperature experiment
+    batch       several prompts in one padded batch, each row held to its prompt alone
+    bugs        five classic KV-cache bugs, injected on purpose for the lesson
+    costs       what a cache costs: memory for real model shapes, time per step measured
+    assets      where trained models and corpora live, and loading them
+    webapi      the browser worker's entry point: JSON in, JSON out, one session per page
+    cli         ``python -m decodelab``
 """
 
 __version__ = "0.1.0"

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 from decodelab.bigram import BigramModel
-from decodelab.settings import MODELS
+from decodelab.fields import MODELS
 from decodelab.corpus import Corpus, read_corpus
-from decodelab.errors import FieldError
+from decodelab.fields import FieldError
 
 
 def default_dir() -> Path:

@@ -3,7 +3,7 @@ same prompt run alone: what the page's batch view shows.
 
 Left padding puts every prompt's last token in the same column, so one decode step serves all
 rows. The padding slots must then be invisible: the attention mask hides their keys, and each
-row counts positions over its real tokens only (transformer.BatchSession). `batch_run` checks
+row counts positions over its real tokens only (inference.BatchSession). `batch_run` checks
 that at every step: row b's logits against a single-row session fed the same tokens.
 
 Tokens are drawn per row at temperature 1 (one uniform draw per row and step from
@@ -17,9 +17,8 @@ Left out: rows that finish early, per-row sampling settings.
 import numpy as np
 
 from decodelab import sampling
-from decodelab.kvcache import CHECK_TOLERANCE
+from decodelab.inference import CHECK_TOLERANCE, BatchSession
 from decodelab.tokenizer import EOS
-from decodelab.transformer import BatchSession
 
 
 def batch_run(model, prompts, steps: int, seed: int = 0, dtype=np.float64, session=None) -> dict:

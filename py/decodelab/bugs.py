@@ -1,5 +1,5 @@
-"""Break it on purpose: five classic KV-cache bugs, each one a small subclass of the correct
-session or cache, and the check that catches it.
+"""Break it on purpose: five classic KV-cache bugs, each one override of a named hook of the
+correct session or cache (`inference`), and the check that catches it.
 
 The lesson of the seed's falsifiable experiment: run the cached path and a full recomputation
 side by side and compare the last-position logits. A correct cache agrees to rounding; each of
@@ -12,11 +12,11 @@ plain sight.
     dropout-on        inference keeps dropout switched on
     unmasked-padding  a padded batch does not hide its padding from attention
 
-The first four fail the live cache check (`kvcache.cache_check`, the same function as the CLI);
+The first four fail the live cache check (`inference.cache_check`, the same function as the CLI);
 the last fails the batch check (`batch.batch_run`: each row against the same prompt alone).
 
 Nothing in the normal path imports this module: the generation loop, the CLI and the page's
-Generate button only ever build `transformer.Session` and `transformer.BatchSession`. The bugs
+Generate button only ever build `inference.Session` and `inference.BatchSession`. The bugs
 are reached only through `run_bug(model, bug, ...)`, which the page calls from its separate
 "Break it on purpose" panel (webapi.break_it).
 
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from decodelab.batch import batch_run
-from decodelab.errors import FieldError
-from decodelab.kvcache import KVCache, cache_check
-from decodelab.transformer import BatchSession, Session, cached_forward
+from decodelab.fields import FieldError
+from decodelab.inference import BatchSession, Session, cache_check
+from decodelab.kvcache import KVCache
 
 DROPOUT_RATE = 0.1
 
@@ -39,91 +39,47 @@ DROPOUT_RATE = 0.1
 class FrozenPositionSession(Session):
     """BUG: every decode step uses the position of the first generated token."""
 
-    def prefill(self, ids):
-        logits = super().prefill(ids)
-        self.frozen = self.cache.length
-        return logits
-
-    def decode(self, token_id):
-        if self.cache.length == self.cache.max_len:
-            return super().decode(token_id)  # a context shift re-prefills correctly
-        self.shifted = False
-        self.tokens.append(int(token_id))
-        self._idx[0, 0], self._pos[0, 0] = int(token_id), self.frozen  # should be cache.length
-        self.logits = cached_forward(self.weights, self.cache, self._idx, self._pos)[0]
-        return self.logits
+    def positions(self, n):
+        return np.full((1, n), self.prefilled)  # should count on from the cache length
 
 
 class TokenTwiceSession(Session):
     """BUG: the first decode step feeds [last prompt token, new token], although the last prompt
     token is already in the cache. The text has it once; the cache now has it twice."""
 
-    def prefill(self, ids):
-        self.fed_twice = False
-        return super().prefill(ids)
-
-    def decode(self, token_id):
-        if self.fed_twice or self.cache.length + 2 > self.cache.max_len:
-            return super().decode(token_id)
-        self.fed_twice, self.shifted = True, False
-        t = self.cache.length
-        idx = np.array([[self.tokens[-1], int(token_id)]], np.int64)  # (1, 2): one too many
-        self.tokens.append(int(token_id))
-        self.logits = cached_forward(self.weights, self.cache, idx, np.array([[t, t + 1]]))[0]
-        return self.logits
+    def feed(self, token):
+        return np.array([self.tokens[-2:]]) if self.length == self.prefilled else super().feed(token)
 
 
 class NoCausalMaskCache(KVCache):
     """BUG: attention over the new positions has no causal mask, so in a prefill every prompt
     position also sees the ones after it. (A decode step has one new position: nothing to mask.)"""
 
-    def attend(self, layer, q, k, v):
-        n = k.shape[2]
-        t0, S = self.length, self.length + n
-        K, V = self.k[layer], self.v[layer]  # (B, Hkv, T_max, D)
-        K[:, :, t0:S] = k
-        V[:, :, t0:S] = v
-        s = q @ K[:, :, :S].swapaxes(-1, -2)  # (B, Hkv, G*n, S); the mask should be added here
-        s -= s.max(axis=-1, keepdims=True)
-        np.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
-        return s @ V[:, :, :S]  # (B, Hkv, G*n, D)
+    def causal_mask(self, n, S, dtype):
+        return None  # should hide the keys after each query
 
 
 class NoCausalMaskSession(Session):
-    def __init__(self, model, dtype=np.float64):
-        super().__init__(model, dtype)
-        c = self.cache
-        self.cache = NoCausalMaskCache(len(c.k), 1, c.k[0].shape[1], c.max_len, c.k[0].shape[3],
-                                       self.dtype)
+    cache_class = NoCausalMaskCache
+
+
+def dropped(weights, rng):
+    """A copy of the inference weights with dropout's masks in them. Dropout on a branch output
+    y = h @ W is the same as scaling W's columns by the keep mask, so W_o and W_proj get fresh
+    masks (one per call, shared by the positions of a prefill)."""
+    keep = lambda n: (rng.random(n) >= DROPOUT_RATE) / (1.0 - DROPOUT_RATE)  # noqa: E731
+    w = copy.copy(weights)
+    w.layers = [(w_qkv, w_o * keep(w_o.shape[1]), w_fc, w_proj * keep(w_proj.shape[1]))
+                for w_qkv, w_o, w_fc, w_proj in weights.layers]
+    return w
 
 
 class DropoutSession(Session):
     """BUG: dropout stays on at inference. Each call zeroes a random DROPOUT_RATE of the outputs
-    of every residual branch (attention and MLP) and scales the rest by 1 / (1 - rate).
+    of every residual branch (attention and MLP) and scales the rest by 1 / (1 - rate)."""
 
-    Dropout on a branch output y = h @ W is the same as scaling W's columns by the keep mask,
-    so each call gets a copy of the weights with fresh masks in W_o and W_proj (one mask per
-    call, shared by the positions of a prefill; a decode step has one position anyway)."""
-
-    def __init__(self, model, dtype=np.float64, seed: int = 0):
-        super().__init__(model, dtype)
-        self.clean, self.rng = self.weights, np.random.default_rng(seed)
-
-    def _drop(self):
-        w = copy.copy(self.clean)
-        keep = lambda n: (self.rng.random(n) >= DROPOUT_RATE) / (1.0 - DROPOUT_RATE)  # noqa
-        w.layers = [(w_qkv, w_o * keep(w_o.shape[1]), w_fc, w_proj * keep(w_proj.shape[1]))
-                    for w_qkv, w_o, w_fc, w_proj in self.clean.layers]
-        self.weights = w
-
-    def prefill(self, ids):
-        self._drop()
-        return super().prefill(ids)
-
-    def decode(self, token_id):
-        self._drop()
-        return super().decode(token_id)
+    def weights_now(self):
+        return dropped(self.weights, self.rng)  # should be the weights as trained
 
 
 class NoPaddingMaskCache(KVCache):
@@ -134,11 +90,7 @@ class NoPaddingMaskCache(KVCache):
 
 
 class UnmaskedPaddingBatch(BatchSession):
-    def __init__(self, model, batch: int, dtype=np.float64):
-        super().__init__(model, batch, dtype)
-        c = self.cache
-        self.cache = NoPaddingMaskCache(len(c.k), batch, c.k[0].shape[1], c.max_len,
-                                        c.k[0].shape[3], self.dtype)
+    cache_class = NoPaddingMaskCache
 
 
 @dataclass(frozen=True)
@@ -177,16 +129,8 @@ BUGS = {b.id: b for b in (
         "still matches."),
 )}
 BUG_IDS = ("none",) + tuple(BUGS)
-
-
-class _BuggyModel:
-    """The model as cache_check sees it, except that its sessions carry the bug."""
-
-    def __init__(self, model, make):
-        self.model, self.make = model, make
-
-    def session(self, max_tokens: int = 0, dtype=np.float64):
-        return self.make(self.model, dtype)
+SESSIONS = {"frozen-position": FrozenPositionSession, "token-twice": TokenTwiceSession,
+            "no-causal-mask": NoCausalMaskSession, "dropout-on": DropoutSession}
 
 
 def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompts=None,
@@ -201,7 +145,7 @@ def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompt
         raise FieldError("bug", f"Bug must be one of {', '.join(BUG_IDS)}; got {bug!r}.")
     spec = BUGS.get(bug)
     if bug == "no-causal-mask" and not prompt_ids:
-        raise FieldError("prompt", "Test prompt: a missing causal mask only matters when the "
+        raise FieldError("test_prompt", "Test prompt: a missing causal mask only matters when the "
                                    "prefill has something to hide; type at least one character.")
     if spec is not None and spec.check == "batch":
         prompts = batch_prompts or [prompt_ids]
@@ -209,15 +153,9 @@ def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompt
         return {"bug": bug, "check": "batch", "label": spec.label,
                 "what_went_wrong": spec.what_went_wrong,
                 "batch": batch_run(model, prompts, steps, seed, dtype, session=session)}
-    makers = {
-        "none": None,
-        "frozen-position": FrozenPositionSession,
-        "token-twice": TokenTwiceSession,
-        "no-causal-mask": NoCausalMaskSession,
-        "dropout-on": lambda m, dt: DropoutSession(m, dt, seed),
-    }
-    target = model if makers[bug] is None else _BuggyModel(model, makers[bug])
-    result = cache_check(target, prompt_ids, steps, seed, dtype=dtype)
+    session = SESSIONS.get(bug, Session)(model, dtype)
+    session.rng = np.random.default_rng(seed)  # dropout draws its masks from the run's seed too
+    result = cache_check(model, prompt_ids, steps, seed, session=session)
     return {"bug": bug, "check": "cache", "label": spec.label if spec else "No bug",
             "what_went_wrong": spec.what_went_wrong if spec else None, "cache": result}
 

@@ -3,16 +3,21 @@
     probs        the decoding rules on logits or probabilities you type
     generate     a run with a trained model (--json prints the full trace)
     kv-memory    KV-cache bytes for a model shape
+    cache-check  cached against recomputed logits, step by step
     eval         validation negative log-likelihood of a model on its dataset
 
-Bad arguments exit with status 2 and one line on stderr naming the option and what is allowed.
+Every option is a field of `fields.FIELDS` (`--top-k` is the field top_k) with its help and its
+checks, so a value the page refuses is refused here in the same words. Bad arguments exit with
+status 2 and one line on stderr naming the option and what is allowed.
 """
 
 import argparse
 import json
 import sys
 
-from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import FIELD_BY_NAME, FieldError, FieldErrors, check, encode, read
+from decodelab.playground import RULES
+from decodelab.settings import NAMES as SETTING_NAMES
 
 
 class UsageError(Exception):
@@ -26,134 +31,81 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _option(field: str) -> str:
-    return "--" + field.replace("_", "-")
+def option(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
-def _fail(prog: str, e) -> int:
-    first = e.errors[0] if isinstance(e, FieldErrors) else e
-    print(f"{prog}: {_option(first.field)}: {first.message}", file=sys.stderr)
-    return 2
-
-
-def _decoding_options(p, with_stop: bool):
-    p.add_argument("--temperature")
-    p.add_argument("--greedy", action="store_true")
-    p.add_argument("--top-k")
-    p.add_argument("--top-p")
-    p.add_argument("--min-p")
-    p.add_argument("--order")
-    if with_stop:
-        p.add_argument("--repetition-penalty")
-        p.add_argument("--max-new-tokens")
-        p.add_argument("--min-new-tokens")
-        p.add_argument("--stop", action="append")
-        p.add_argument("--include-stop", action="store_true")
-        p.add_argument("--ignore-eos", action="store_true")
-
-
-def build_parser() -> Parser:
-    parser = Parser(prog="decodelab", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-
-    p = sub.add_parser("probs", help="apply the decoding rules to numbers you type")
-    p.add_argument("--logits")
-    p.add_argument("--probs")
-    _decoding_options(p, with_stop=False)
-
-    g = sub.add_parser("generate", help="generate with a trained model")
-    g.add_argument("--model", default="bigram")
-    g.add_argument("--dataset", default="names")
-    g.add_argument("--prompt", default="")
-    g.add_argument("--seed")
-    _decoding_options(g, with_stop=True)
-    g.add_argument("--cache-check", action=argparse.BooleanOptionalAction, default=None,
-                   help="transformer: compare cached and recomputed logits every step (default on)")
-    g.add_argument("--json", action="store_true", help="print the whole trace as JSON")
-    g.add_argument("--assets", help="assets folder (default: artifacts/ or $DECODELAB_ASSETS)")
-
-    k = sub.add_parser("kv-memory", help="KV-cache bytes for a model shape")
-    for name in ("layers", "kv-heads", "head-dim", "bytes-per-element", "tokens"):
-        k.add_argument("--" + name, required=True)
-    k.add_argument("--sequences", default="1")
-
-    c = sub.add_parser("cache-check", help="cached vs full-recompute logits, step by step")
-    c.add_argument("--model", default="transformer")
-    c.add_argument("--dataset", required=True)
-    c.add_argument("--prompt", default="")
-    c.add_argument("--steps", required=True)
-    c.add_argument("--seed", default="0")
-    c.add_argument("--dtype", default="float32")
-    c.add_argument("--assets")
-
-    e = sub.add_parser("eval", help="validation NLL (nats per token) of a model")
-    e.add_argument("--model", default="bigram")
-    e.add_argument("--dataset", required=True)
-    e.add_argument("--assets")
-    return parser
-
-
-def _given(args, names) -> dict:
-    """The options the user actually gave, as raw values keyed by setting name."""
-    out = {}
+def add_fields(p, names, required=(), defaults=None):
+    """One option per field: its help and allowed values from the table. Values stay raw text;
+    the commands check them against the table."""
     for name in names:
-        value = getattr(args, name, None)
-        if value is not None and (value is not False or name == "cache_check"):
-            out[name] = value
-    return out
+        f = FIELD_BY_NAME[name]
+        text = f"{f.help} Allowed: {f.allowed()}.".replace("%", "%%")
+        if f.kind == "bool" and f.default is True:
+            p.add_argument(option(name), action=argparse.BooleanOptionalAction, default=None,
+                           help=text)
+        elif f.kind == "bool":
+            p.add_argument(option(name), action="store_true", default=None, help=text)
+        elif f.kind == "lines":
+            p.add_argument(option(name), action="append", help=text + " Repeat for more.")
+        else:
+            p.add_argument(option(name), required=name in required, help=text,
+                           default=(defaults or {}).get(name))
 
 
-SETTING_NAMES = ("model", "dataset", "prompt", "seed", "temperature", "greedy", "top_k", "top_p",
-                 "min_p", "repetition_penalty", "order", "max_new_tokens", "min_new_tokens",
-                 "stop", "include_stop", "ignore_eos", "cache_check")
+def given(args, names) -> dict:
+    """The options the user actually gave, as raw values keyed by field name."""
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def library(args):
+    from decodelab.assets import Library
+
+    return Library(args.assets)
 
 
 def cmd_probs(args) -> dict:
-    from decodelab.playground import probs_from_request
+    from decodelab.playground import probs
 
-    req = _given(args, ("logits", "probs", "temperature", "greedy", "top_k", "top_p", "min_p",
-                        "order"))
-    out = probs_from_request(req)
+    out = probs(given(args, ("logits", "probs") + RULES))
     return {"probs": out["probs"], "kept": out["kept"]}
 
 
 def cmd_generate(args):
-    from decodelab.assets import Library
     from decodelab.generate import start
 
-    raw = _given(args, SETTING_NAMES)
-    if args.seed is None:
-        raise FieldError("seed", "Seed is required: give a whole number from 0 to 4294967295.")
-    run = start(Library(args.assets), raw).run()
-    if args.json:
-        return run.trace()
-    return run
+    run = start(library(args), given(args, SETTING_NAMES)).run()
+    return run.trace() if args.json else run
+
+
+MEMORY = ("layers", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequences")
 
 
 def cmd_kv_memory(args) -> dict:
     from decodelab.kvcache import kv_cache_bytes
 
-    values = {}
-    for name in ("layers", "kv_heads", "head_dim", "tokens", "sequences", "bytes_per_element"):
-        raw = getattr(args, name)
-        try:
-            x = float(raw)
-        except ValueError:
-            x = float("nan")
-        whole = name != "bytes_per_element"
-        if not (x > 0 and x < 1e15) or (whole and not x.is_integer()):
-            kind = "a whole number" if whole else "a number"
-            raise FieldError(name, f"must be {kind} greater than 0; got {raw!r}.")
-        values[name] = int(x) if whole else x
-    return kv_cache_bytes(**values)
+    return kv_cache_bytes(**read(given(args, MEMORY), MEMORY))
+
+
+def cmd_cache_check(args) -> dict:
+    import numpy as np
+
+    from decodelab.inference import cache_check
+
+    values = read(given(args, ("model", "dataset", "prompt", "steps", "seed", "dtype")),
+                  ("model", "prompt", "steps", "seed", "dtype"))
+    if values["model"] != "transformer":
+        raise FieldError("model", "Model must be transformer: only it has a KV cache to check; "
+                                  f"got {values['model']!r}.")
+    model = library(args).model("transformer", args.dataset)
+    prompt_ids = encode(model.tokenizer, "prompt", values["prompt"])
+    return cache_check(model, prompt_ids, values["steps"], values["seed"],
+                       dtype=np.dtype(values["dtype"]))
 
 
 def cmd_eval(args) -> dict:
-    from decodelab.assets import Library
-    from decodelab.settings import check_field
-
-    check_field("model", args.model)
-    lib = Library(args.assets)
+    check("model", args.model)
+    lib = library(args)
     corpus = lib.corpus(args.dataset)
     model = lib.model(args.model, args.dataset)
     return {"val_nll": model.nll(corpus.val), "params": model.n_params,
@@ -161,30 +113,32 @@ def cmd_eval(args) -> dict:
             "val_sequences": len(corpus.val)}
 
 
-def cmd_cache_check(args) -> dict:
-    import numpy as np
-
-    from decodelab.assets import Library
-    from decodelab.kvcache import cache_check
-    from decodelab.settings import check_field
-
-    if args.model != "transformer":
-        raise FieldError("model", "Model must be transformer: only it has a KV cache to check; "
-                                  f"got {args.model!r}.")
-    if args.dtype not in ("float32", "float64"):
-        raise FieldError("dtype", f"must be one of float32, float64; got {args.dtype!r}.")
-    try:
-        steps = check_field("max_new_tokens", args.steps)
-    except FieldError:
-        raise FieldError("steps", f"must be a whole number from 1 to 10000; got {args.steps!r}.")
-    seed = check_field("seed", args.seed)
-    model = Library(args.assets).model("transformer", args.dataset)
-    prompt_ids = model.tokenizer.encode(check_field("prompt", args.prompt))
-    return cache_check(model, prompt_ids, steps, seed, dtype=np.dtype(args.dtype))
+# name: (what it does, its fields, the fields it requires, defaults of its own, the command)
+COMMANDS = {
+    "probs": ("apply the decoding rules to numbers you type", ("logits", "probs") + RULES, (),
+              {}, cmd_probs),
+    "generate": ("generate with a trained model", SETTING_NAMES, ("seed",), {}, cmd_generate),
+    "kv-memory": ("KV-cache bytes for a model shape", MEMORY, MEMORY[:-1], {}, cmd_kv_memory),
+    "cache-check": ("cached vs full-recompute logits, step by step",
+                    ("model", "dataset", "prompt", "steps", "seed", "dtype"),
+                    ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
+    "eval": ("validation NLL (nats per token) of a model", ("model", "dataset"), ("dataset",),
+             {"model": "bigram"}, cmd_eval),
+}
 
 
-COMMANDS = {"probs": cmd_probs, "cache-check": cmd_cache_check, "generate": cmd_generate, "kv-memory": cmd_kv_memory,
-            "eval": cmd_eval}
+def build_parser() -> Parser:
+    parser = Parser(prog="decodelab", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for name, (text, names, required, defaults, _) in COMMANDS.items():
+        p = sub.add_parser(name, help=text)
+        add_fields(p, names, required, defaults)
+        if name == "generate":
+            p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
+        if name in ("generate", "cache-check", "eval"):
+            p.add_argument("--assets", help="assets folder (default: artifacts/ or "
+                                            "$DECODELAB_ASSETS)")
+    return parser
 
 
 def _join_number_lists(argv: list) -> list:
@@ -209,11 +163,13 @@ def main(argv=None) -> int:
         return 2
     prog = f"decodelab {args.command}"
     try:
-        out = COMMANDS[args.command](args)
+        out = COMMANDS[args.command][-1](args)
     except (FieldError, FieldErrors) as e:
-        return _fail(prog, e)
+        first = e.errors[0] if isinstance(e, FieldErrors) else e
+        print(f"{prog}: {option(first.field)}: {first.message}", file=sys.stderr)
+        return 2
     if args.command == "generate" and not args.json:
-        print(args.prompt + out.text)
+        print(args.prompt + out.text if args.prompt else out.text)
         print(f"[finish_reason={out.finish_reason} stop_reason={out.stop_reason}]",
               file=sys.stderr)
         return 0

@@ -10,7 +10,7 @@ by hash).
 
 import numpy as np
 
-from decodelab.errors import FieldError
+from decodelab.fields import FieldError
 
 VAL_FRACTION = 0.1
 SPLIT_SEED = 1234
@@ -31,9 +31,6 @@ class Corpus:
         self.train = [self.sequences[i] for i in order[n_val:]]
         self.chars = "".join(sorted(set("".join(self.sequences))))
 
-    def word_set(self) -> set:
-        """The training sequences' words, for "is this generated word in the data?" checks."""
-        return {w for s in self.train for w in s.split()}
 
 
 def read_corpus(path) -> list:

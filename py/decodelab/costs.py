@@ -22,10 +22,10 @@ import time
 
 import numpy as np
 
-from decodelab.errors import FieldError
-from decodelab.kvcache import kv_cache_bytes, window_start
-from decodelab.settings import Field, check_number
+from decodelab.fields import FieldError, read
+from decodelab.kvcache import kv_cache_bytes
 from decodelab.tokenizer import EOS
+from decodelab.transformer import window_start
 
 # Published shapes (layers, query heads, KV heads, head dim), with 2-byte (16-bit) elements.
 PRESETS = (
@@ -48,15 +48,8 @@ PRESETS = (
 )
 PRESET_IDS = tuple(p["id"] for p in PRESETS) + ("tiny",)
 
-MEMORY_FIELDS = {f.name: f for f in (
-    Field("layers", "Layers", "int", 32, min=1, max=1000),
-    Field("heads", "Query heads", "int", 32, min=1, max=1024),
-    Field("kv_heads", "KV heads", "int", 8, min=1, max=1024),
-    Field("head_dim", "Head dim", "int", 128, min=1, max=4096),
-    Field("bytes_per_element", "Bytes per element", "float", 2, min=0, max=8, min_exclusive=True),
-    Field("tokens", "Tokens", "int", 4096, min=1, max=10_000_000),
-    Field("sequences", "Sequences", "int", 1, min=1, max=100_000),
-)}
+MEMORY_FIELDS = ("layers", "heads", "kv_heads", "head_dim", "bytes_per_element", "tokens",
+                 "sequences")
 
 
 def tiny_preset(model, dtype=np.float64) -> dict:
@@ -78,19 +71,12 @@ def memory(request: dict, tiny: dict | None = None) -> dict:
     Returns bytes per token and in total, and what the same shape would need with one KV head
     per query head (MHA), so the GQA/MQA saving shows as a number.
     """
-    if not isinstance(request, dict):
-        raise FieldError("request", "The memory request must be an object of name: value.")
     presets = {p["id"]: p for p in PRESETS}
     if tiny is not None:
         presets["tiny"] = tiny
-    preset = request.get("preset")
-    if preset is not None and preset not in presets:
-        raise FieldError("preset", f"Preset must be one of {', '.join(presets)}; got {preset!r}.")
-    base = dict(presets.get(preset, {}))
-    values = {}
-    for name, f in MEMORY_FIELDS.items():
-        raw = request.get(name, base.get(name, f.default))
-        values[name] = check_number(f, raw)
+    preset = read(request, ["preset"], {"preset": {"choices": tuple(presets)}})["preset"]
+    base = presets.get(preset, {})
+    values = read({**{k: base[k] for k in MEMORY_FIELDS if k in base}, **request}, MEMORY_FIELDS)
     if values["heads"] % values["kv_heads"]:
         raise FieldError("kv_heads", f"KV heads must divide the query heads ({values['heads']}) "
                                      f"evenly; got {values['kv_heads']}.")
@@ -105,12 +91,6 @@ def memory(request: dict, tiny: dict | None = None) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # Time and bytes per decode step
-
-
-def _rewind(session, n: int) -> None:
-    """Forget everything after the first n cached positions (the keys there stay valid)."""
-    session.tokens = session.tokens[:n]
-    session.cache.length = n
 
 
 def step_costs(model, lengths, repeats: int = 7, dtype=np.float64) -> dict:
@@ -132,7 +112,7 @@ def step_costs(model, lengths, repeats: int = 7, dtype=np.float64) -> dict:
     for n in lengths:
         cached = []
         for _ in range(repeats):
-            _rewind(session, n - 1)
+            session.rewind(n - 1)
             began = time.perf_counter()
             session.decode(window[n - 1])
             cached.append(time.perf_counter() - began)
@@ -154,7 +134,7 @@ def step_costs(model, lengths, repeats: int = 7, dtype=np.float64) -> dict:
 
 
 class UncachedSession:
-    """transformer.Session's interface without a cache: every call runs the whole window
+    """inference.Session's interface without a cache: every call runs the whole window
     through the full forward. Same context-shift rule, so the same windows and logits."""
 
     def __init__(self, model, dtype=np.float64):
@@ -174,9 +154,9 @@ class UncachedSession:
     def decode(self, token_id: int) -> np.ndarray:
         T = self.model.context_size
         self.shifted = len(self.tokens) == T
-        if self.shifted:  # full: keep the newest half, as the cached session does
+        if self.shifted:  # full: keep the newest tokens, as the cached session does
             self.shifts += 1
-            self.tokens = self.tokens[T - T // 2:]
+            self.tokens = self.tokens[window_start(T + 1, T):]
         self.tokens.append(int(token_id))
         return self.model.full_logits(self.tokens, self.dtype)
 

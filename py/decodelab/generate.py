@@ -6,12 +6,12 @@ about choosing tokens lives here and in `sampling`, nothing of it in the models.
 
 Each step:
   1. logits from the model (prefill for step 0, decode afterwards)
-  2. EOS blocked while fewer than min_new_tokens exist, or for the whole run with ignore_eos
-  3. repetition penalty on ids already in prompt + output
-  4. temperature and the filters in the chosen order -> the final distribution
-  5. one uniform draw u -> the token (greedy: argmax, no draw)
-  6. the stop rules, each checked in one place below
-  7. with a KV-cached model and cache_check on: the logits just used are compared with a full
+  2. the rules (`sampling.decide`): EOS blocked while fewer than min_new_tokens exist or with
+     ignore_eos, the repetition penalty on ids already in prompt + output, temperature and the
+     filters in the chosen order -> the final distribution
+  3. one uniform draw u -> the token (greedy: argmax, no draw)
+  4. the stop rules, each checked in one place below
+  5. with a KV-cached model and cache_check on: the logits just used are compared with a full
      recomputation of the whole window (the live cache check), recorded per step
 
 A caller ends a run early with cancel() between steps (finish_reason "cancelled").
@@ -22,7 +22,8 @@ Dimension legend: V vocabulary size.
 import numpy as np
 
 from decodelab import sampling
-from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import FieldError, FieldErrors, encode
+from decodelab.settings import Settings, validate
 from decodelab.stopping import StopMatcher
 from decodelab.tokenizer import EOS
 
@@ -36,7 +37,7 @@ class Generation:
         self.model = model
         self.settings = settings
         self.tokenizer = model.tokenizer
-        self.prompt_ids = self.tokenizer.encode(settings.prompt)  # FieldError on unknown chars
+        self.prompt_ids = encode(self.tokenizer, "prompt", settings.prompt)  # FieldError
         self.rng = np.random.default_rng(settings.seed)
         self.stopper = StopMatcher(settings.stop, settings.include_stop)
         self.records = []
@@ -77,41 +78,24 @@ class Generation:
 
     def _run(self):
         s = self.settings
-        V = self.tokenizer.vocab_size
+        rules = s.rules
         session = self.model.session(len(self.prompt_ids) + s.max_new_tokens)
         logits = session.prefill(self.prompt_ids)  # (V,)
-        seen = np.zeros(V, dtype=bool)  # ids in prompt + output, for the repetition penalty
-        seen[self.prompt_ids] = True
-        greedy = s.is_greedy
-        compare_orders = not greedy and sampling.filters_active(s.top_k, s.top_p, s.min_p) \
-            and s.temperature != 1.0
+        seen = sampling.seen_mask(self.tokenizer.vocab_size, self.prompt_ids)  # for the penalty
         check_cache = s.cache_check and hasattr(session, "check")
         for step in range(s.max_new_tokens):
-            z = logits
-            # rule: EOS is blocked before min_new_tokens, and always with ignore_eos
-            if s.ignore_eos or step < s.min_new_tokens:
-                z = z.copy()
-                z[EOS] = -np.inf
-            z = sampling.apply_repetition_penalty(z, seen, s.repetition_penalty)
-            p_temp, kept, p_final = sampling.decode_distribution(
-                z, temperature=s.temperature, greedy=greedy, top_k=s.top_k, top_p=s.top_p,
-                min_p=s.min_p, order=s.order)
-            if greedy:
-                u, token = None, int(np.argmax(p_final))
+            # the rules, in sampling: EOS blocking, the penalty, temperature and the filters
+            d = sampling.decide(logits, rules, eos_blocked=s.eos_blocked(step), seen=seen)
+            if rules.is_greedy:
+                u, token = None, d.greedy_token()
             else:
                 u = float(self.rng.random())  # exactly one draw per sampled step
-                token = sampling.pick(p_final, u)
-            orders_differ = False
-            if compare_orders:
-                other = "filter-first" if s.order == "temperature-first" else "temperature-first"
-                orders_differ = bool((sampling.kept_set(
-                    z, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
-                    order=other) != kept).any())
+                token = sampling.pick(d.p_final, u)
             self.output_ids.append(token)
             seen[token] = True
-            record = self._record(step, logits, p_temp, kept, p_final, token, u, orders_differ)
+            record = self._record(step, d, token, u)
             if check_cache:  # rule-free, but per step: cached logits == full recomputation?
-                record.update(cache_report(session))
+                record.update(session.check_report())
             if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
                 record["emit"] = self._finish("stop", "eos")
             else:
@@ -128,28 +112,29 @@ class Generation:
         if self.finish_reason is None:  # only reachable if max_new_tokens were 0
             self._finish("length", None)
 
-    def _record(self, step, logits, p_temp, kept, p_final, token, u, orders_differ) -> dict:
+    def _record(self, step, d, token, u) -> dict:
         label = self.tokenizer.label
-        p_raw = sampling.softmax(logits)  # (V,) what the model itself scored, at T=1
-        top = np.argsort(-p_temp, kind="stable")[:TOP_N].tolist()  # likeliest after temperature
+        top = np.argsort(-d.p_temp, kind="stable")[:TOP_N].tolist()  # likeliest after temperature
         if token not in top:
             top.append(token)
         # Plain Python values for the per-candidate fields: in WebAssembly every numpy call
         # costs microseconds, and indexing numpy scalars one by one would be TOP_N x 4 of them.
-        raw, temp, keep, final = p_raw.tolist(), p_temp.tolist(), kept.tolist(), p_final.tolist()
+        raw, temp, keep, final = d.p_raw.tolist(), d.p_temp.tolist(), d.kept.tolist(), \
+            d.p_final.tolist()
         return {
             "step": step,
             "phase": "prefill" if step == 0 else "decode",
             "token_id": token,
             "token_text": label(token),
             "prob": final[token],
+            "logprob": d.logprob(token),
             "u": u,
             # final mass of the ids before the chosen one: u landed in [cdf_before, +prob)
-            "cdf_before": float(p_final[:token].sum()),
-            "entropy": sampling.entropy(p_final),
-            "entropy_raw": sampling.entropy(p_raw),
-            "kept_count": int(kept.sum()),
-            "orders_differ": orders_differ,
+            "cdf_before": float(d.p_final[:token].sum()),
+            "entropy": sampling.entropy(d.p_final),
+            "entropy_raw": sampling.entropy(d.p_raw),
+            "kept_count": int(d.kept.sum()),
+            "orders_differ": sampling.orders_differ(d),
             "top": [{"token_id": i, "token_text": label(i), "p_raw": raw[i], "p_temp": temp[i],
                      "kept": keep[i], "p_final": final[i]} for i in top],
         }
@@ -166,44 +151,30 @@ class Generation:
         }
 
 
-def cache_report(session) -> dict:
-    from decodelab.kvcache import CHECK_TOLERANCE
-
-    diff = session.check()
-    return {"cache_diff": diff, "cache_ok": diff <= CHECK_TOLERANCE[session.dtype.name],
-            "cache_length": session.length, "context_shift": session.shifted}
-
-
 def start(library, raw: dict) -> Generation:
     """Validate raw settings against what the library holds, load the model, begin a run.
 
-    Raises FieldErrors (every bad field at once) or FieldError (prompt, dataset, model).
+    Raises FieldErrors naming every bad field at once, an unknown prompt character included.
     """
-    from decodelab.settings import validate
-
     try:
         settings = validate(raw, datasets=library.datasets())
     except FieldErrors as e:
         raise FieldErrors(e.errors + _prompt_errors(library, raw, e.errors)) from None
-    model = library.model(settings.model, settings.dataset)
     try:
-        return Generation(model, settings)
+        return Generation(library.model(settings.model, settings.dataset), settings)
     except FieldError as e:
         raise FieldErrors([e]) from None
 
 
 def _prompt_errors(library, raw, errors) -> list:
     """Report an out-of-vocabulary prompt together with other bad fields, when we can tell."""
-    from decodelab.settings import Settings
-
     bad = {e.field for e in errors}
     if not isinstance(raw, dict) or bad & {"prompt", "model", "dataset"} \
             or not isinstance(raw.get("prompt", ""), str):
         return []
-    defaults = Settings()
     try:
-        model = library.model(raw.get("model", defaults.model), raw.get("dataset", defaults.dataset))
-        model.tokenizer.encode(raw.get("prompt", ""))
+        model = library.model(raw.get("model", Settings.model), raw.get("dataset", Settings.dataset))
+        encode(model.tokenizer, "prompt", raw.get("prompt", ""))
     except FieldError as e:
         return [e]
     return []

@@ -32,16 +32,12 @@ import time
 
 import numpy as np
 
-from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import MAX_SEED, FieldError, FieldErrors, encode, read
 from decodelab.generate import Generation
-from decodelab.pipeline import parse_temperatures
-from decodelab.settings import MAX_SEED, validate
+from decodelab.settings import validate
 from decodelab.tokenizer import EOS
 
-MAX_TEMPERATURES = 6
-MAX_SAMPLES = 200
 MAX_BUDGET = 100_000  # tokens per experiment: samples x temperatures x max_new_tokens
-MODES = ("single", "repeated")
 EXAMPLES = 8  # texts kept per temperature to show
 
 # What each measure means, in the words the page shows (also the order of table rows).
@@ -111,12 +107,8 @@ def known_share(words, vocabulary: set):
 
 
 def mean_logprob(records) -> float | None:
-    """Mean ln p_model(chosen token) at T = 1, from the step records (p_raw of the chosen)."""
-    logs = []
-    for r in records:
-        p = next(c["p_raw"] for c in r["top"] if c["token_id"] == r["token_id"])
-        logs.append(math.log(p) if p > 0 else -math.inf)
-    return sum(logs) / len(logs) if logs else None
+    """Mean ln p_model(chosen token) at T = 1, from the step records."""
+    return sum(r["logprob"] for r in records) / len(records) if records else None
 
 
 def sample_measures(run: Generation, vocabulary: set) -> dict:
@@ -141,19 +133,6 @@ def summarise(values) -> dict:
 
 # --- the experiment -----------------------------------------------------------------------------
 
-def _count(value, field, label, lo, hi) -> int:
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        x = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError, AttributeError):
-        x = math.nan
-    if not math.isfinite(x) or not x.is_integer() or not lo <= x <= hi:
-        raise FieldError(field, f"{label} must be a whole number from {lo} to {hi}; "
-                                f"got {str(value)[:20]}.")
-    return int(x)
-
-
 def check_request(req, datasets=None):
     """Validate an experiment request; returns (settings, temperatures, mode, samples).
 
@@ -163,38 +142,29 @@ def check_request(req, datasets=None):
     """
     if not isinstance(req, dict):
         raise FieldErrors([FieldError("request", "The experiment request must be an object.")])
-    errors, settings, temperatures, samples = [], None, None, 1
+    errors, settings, values = [], None, None
     try:
         settings = validate(req.get("settings", {}), datasets=datasets)
     except FieldErrors as e:
         errors += e.errors
+    names = ("temperatures", "mode") + (("samples",) if req.get("mode") == "repeated" else ())
     try:
-        temperatures = parse_temperatures(req.get("temperatures", "0.3, 1, 2"), "temperatures",
-                                          "T values", MAX_TEMPERATURES)
-    except FieldError as e:
-        errors.append(e)
-    mode = req.get("mode", "single")
-    if mode not in MODES:
-        errors.append(FieldError("mode", f"Runs must be one of {', '.join(MODES)}; "
-                                         f"got {str(mode)[:20]!r}."))
-    elif mode == "repeated":
-        try:
-            samples = _count(req.get("samples", 50), "samples", "Samples per temperature", 2,
-                             MAX_SAMPLES)
-        except FieldError as e:
-            errors.append(e)
+        values = read(req, names)
+    except FieldErrors as e:
+        errors += e.errors
     if not errors:
-        budget = samples * len(temperatures) * settings.max_new_tokens
+        samples = values.get("samples", 1)
+        budget = samples * len(values["temperatures"]) * settings.max_new_tokens
         if budget > MAX_BUDGET:
-            field = "samples" if mode == "repeated" else "max_new_tokens"
+            field = "samples" if values["mode"] == "repeated" else "max_new_tokens"
             errors.append(FieldError(field, f"The budget is at most {MAX_BUDGET:,} tokens "
                                             f"(samples x temperatures x max new tokens); got "
-                                            f"{samples} x {len(temperatures)} x "
+                                            f"{samples} x {len(values['temperatures'])} x "
                                             f"{settings.max_new_tokens} = {budget:,}. Use fewer "
                                             f"samples or a smaller Max new tokens."))
     if errors:
         raise FieldErrors(errors)
-    return settings, temperatures, mode, samples
+    return settings, values["temperatures"], values["mode"], values.get("samples", 1)
 
 
 class Experiment:
@@ -204,15 +174,12 @@ class Experiment:
         settings, temperatures, mode, samples = check_request(req, datasets=library.datasets())
         self.model = library.model(settings.model, settings.dataset)
         try:
-            self.model.tokenizer.encode(settings.prompt)
+            encode(self.model.tokenizer, "prompt", settings.prompt)
         except FieldError as e:
             raise FieldErrors([e]) from None
         # the learner's greedy switch would make every temperature the same: here only T = 0
         # means greedy. A live cache check (if the settings have one) only costs time here.
-        changes = {"greedy": False}
-        if "cache_check" in {f.name for f in dataclasses.fields(settings)}:
-            changes["cache_check"] = False
-        self.settings = dataclasses.replace(settings, **changes)
+        self.settings = dataclasses.replace(settings, greedy=False, cache_check=False)
         self.temperatures, self.mode, self.samples = temperatures, mode, samples
         self.vocabulary = word_vocabulary(library.corpus(settings.dataset).train)
         self.seeds = [(settings.seed + j) % (MAX_SEED + 1) for j in range(samples)]
@@ -273,8 +240,3 @@ class Experiment:
                 "seeds": [self.seeds[0], self.seeds[-1]], "settings": s.to_json(),
                 "budget": self.samples * len(self.temperatures) * s.max_new_tokens,
                 "steps": self.steps, "measures": list(MEASURES), "rows": rows}
-
-
-def experiment(library, req: dict) -> dict:
-    """The whole experiment at once (CLI, tests); the page drives Experiment.advance instead."""
-    return Experiment(library, req).run().result()

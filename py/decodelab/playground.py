@@ -1,84 +1,87 @@
 """The decoding rules applied to numbers you type: logits or probabilities, no model involved.
 
-This is what `python -m decodelab probs` and the page's playground run, so the worked examples
-([2, 1] at T = 0.5, 1, 2; [0.6, 0.25, 0.15] with top-p 0.8) come from the same code as generation.
+`probs` is what `python -m decodelab probs` prints, and `explain_values` is the page's
+playground: the same `sampling.decide` as generation, so the worked examples ([2, 1] at T = 0.5,
+1, 2; [0.6, 0.25, 0.15] with top-p 0.8) come from the same code as the text a model writes.
 """
 
-import math
+from dataclasses import replace
 
 import numpy as np
 
 from decodelab import sampling
-from decodelab.errors import FieldError, FieldErrors
-from decodelab.settings import check_field
+from decodelab.fields import FieldError, FieldErrors, read
+from decodelab.pipeline import explain
 
-MAX_VALUES = 10000
-
-
-def parse_values(text_or_list, field: str) -> list:
-    """"2,1" or [2, 1] -> [2.0, 1.0], with a message naming the field for anything else."""
-    name = "--" + field
-    items = text_or_list.split(",") if isinstance(text_or_list, str) else text_or_list
-    if not isinstance(items, (list, tuple)) or not 1 <= len(items) <= MAX_VALUES:
-        raise FieldError(field, f"{name} must be 1 to {MAX_VALUES} comma-separated numbers.")
-    values = []
-    for i, item in enumerate(items, 1):
-        try:
-            if isinstance(item, bool):
-                raise ValueError
-            x = float(item.strip() if isinstance(item, str) else item)
-        except (TypeError, ValueError):
-            raise FieldError(field, f"{name}: entry {i} is not a number: {str(item)[:20]!r}; "
-                                    f"give comma-separated numbers like 2,1.") from None
-        if not math.isfinite(x):
-            raise FieldError(field, f"{name}: entry {i} must be a finite number; got {x}.")
-        values.append(x)
-    return values
+RULES = ("temperature", "greedy", "top_k", "top_p", "min_p", "order")
+MAX_ROWS = 40  # typed values shown, at most
 
 
-RULES = (("temperature", 1.0), ("greedy", False), ("top_k", 0), ("top_p", 1.0), ("min_p", 0.0),
-         ("order", "temperature-first"))
+def scores_and_rules(req: dict, extra=()):
+    """Typed scores and decoding rules from a request: (logits (V,), Rules, other values).
 
-
-def scores_and_rules(req: dict, errors: list, which: str = "--logits or --probs"):
-    """Typed scores and decoding rules from a request: (logits or None, {rule: value}).
-
-    {"logits"} or {"probs"} (probabilities are logits up to a constant), and the rules of
-    RULES, each checked like a setting. Every problem is appended to `errors`, so one reply
-    can name all the fields at fault; `which` says how the two inputs are named to the reader.
+    {"logits"} or {"probs"} (probabilities are logits up to a constant, and are normalised),
+    the rules, and the `extra` fields, each checked against its field; every problem is
+    reported at once (FieldErrors).
     """
+    if not isinstance(req, dict):
+        raise FieldErrors([FieldError("logits", "The request must be a JSON object of name: "
+                                                "value.")])
+    errors, z = [], None
     has_logits, has_probs = req.get("logits") is not None, req.get("probs") is not None
-    z = None
     try:
         if has_logits == has_probs:
-            raise FieldError("logits", f"Give exactly one of {which}.")
+            raise FieldError("logits", "Give exactly one of Logits or Probabilities.")
+        values = read(req, ["logits" if has_logits else "probs"])
         if has_logits:
-            z = np.asarray(parse_values(req["logits"], "logits"), dtype=np.float64)
+            z = np.asarray(values["logits"], dtype=np.float64)
         else:
-            p = np.asarray(parse_values(req["probs"], "probs"), dtype=np.float64)
-            if (p < 0).any() or p.sum() <= 0:
-                raise FieldError("probs", "--probs must be non-negative numbers with a positive "
-                                          "sum (they are normalised).")
+            p = np.asarray(values["probs"], dtype=np.float64)
+            if p.sum() <= 0:
+                raise FieldError("probs", "Probabilities must have a positive sum (they are "
+                                          "scaled to add up to 1).")
             with np.errstate(divide="ignore"):
                 z = np.log(p / p.sum())
     except FieldError as e:
         errors.append(e)
-    rules = {}
-    for name, default in RULES:
-        try:
-            rules[name] = check_field(name, req.get(name, default))
-        except FieldError as e:
-            errors.append(e)
-    return z, rules
-
-
-def probs_from_request(req: dict) -> dict:
-    """{"logits" | "probs", temperature, greedy, top_k, top_p, min_p, order} -> probs and kept."""
-    errors = []
-    z, opts = scores_and_rules(req, errors)
+    except FieldErrors as e:
+        errors += e.errors
+    try:
+        values = read(req, RULES + tuple(extra))
+    except FieldErrors as e:
+        errors += e.errors
     if errors:
         raise FieldErrors(errors)
-    p_temp, kept, p_final = sampling.decode_distribution(z, **opts)
-    return {"probs": [float(x) for x in p_final], "kept": [bool(k) for k in kept],
-            "p_raw": [float(x) for x in sampling.softmax(z)],
-            "p_temp": [float(x) for x in p_temp]}
+    return z, sampling.Rules(**{k: values[k] for k in RULES}), values
+
+
+def probs(req: dict) -> dict:
+    """{"logits" | "probs", temperature, greedy, top_k, top_p, min_p, order} -> the final
+    probabilities and the kept mask, aligned with the input (plus the model's and after-T)."""
+    z, rules, _ = scores_and_rules(req)
+    d = sampling.decide(z, rules)
+    return {"probs": d.p_final.tolist(), "kept": d.kept.tolist(), "p_raw": d.p_raw.tolist(),
+            "p_temp": d.p_temp.tolist()}
+
+
+def letter_label(n: int):
+    """Names for typed values: A, B, C ... Z, then 27, 28 ... (1-based positions)."""
+    def label(i: int) -> str:
+        return chr(ord("A") + i) if n <= 26 else str(i + 1)
+    return label
+
+
+def explain_values(req: dict) -> dict:
+    """The playground: {"logits" | "probs", the rules, u, sweep} -> the same JSON as a step of a
+    run, plus the final distribution at each temperature of the sweep."""
+    z, rules, values = scores_and_rules(req, extra=("u", "sweep"))
+    d = sampling.decide(z, rules)
+    out = explain(d, letter_label(z.shape[0]), u=values["u"], top_n=min(z.shape[0], MAX_ROWS))
+    if values["sweep"]:
+        idx = [r["token_id"] for r in out["rows"]]
+        out["sweep"] = []
+        for T in values["sweep"]:
+            at = sampling.decide(z, replace(rules, temperature=T))
+            out["sweep"].append({"temperature": T, "greedy": at.rules.is_greedy,
+                                 "p": at.p_final[idx].tolist(), "kept": at.kept[idx].tolist()})
+    return out

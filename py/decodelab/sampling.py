@@ -1,8 +1,15 @@
 """Decoding rules: from one vector of logits to the distribution a token is drawn from, and the draw.
 
-Pure functions over 1-D arrays of length V (the vocabulary) and an explicit
-np.random.Generator; no global state. The decided semantics:
+Every rule lives here, once, and `decide` applies them in order, keeping each stage on the way:
+generation reads the final distribution from it, and the page's view of a step (`pipeline`),
+the playground and the metrics read the stages of the very same call. Pure functions over 1-D
+arrays of length V (the vocabulary) and an explicit np.random.Generator; no global state.
 
+The decided semantics:
+
+- end-of-sequence can be blocked (logit -inf): before min_new_tokens, or always with ignore_eos.
+- repetition penalty (1 = off): for each id already in prompt + output, a positive logit is
+  divided by the penalty and a negative one multiplied (so the token always gets less likely).
 - greedy: argmax, ties to the lowest token id; no random draw.
 - temperature T > 0: p_i proportional to exp(z_i / T). T = 0 is never divided by: it means greedy.
 - top-k (0 = off): keep every token whose probability is >= the k-th largest (ties kept).
@@ -14,20 +21,59 @@ np.random.Generator; no global state. The decided semantics:
 - order "temperature-first" (Hugging Face, vLLM): temperature, then the filters.
   order "filter-first" (llama.cpp's default chain): filters on the T=1 distribution, then
   temperature on what is left.
-- repetition penalty (1 = off): for each id already in prompt + output, a positive logit is
-  divided by the penalty and a negative one multiplied (so the token always gets less likely).
+- a token that cannot be drawn (probability 0 in the final distribution) is not "kept".
 - the draw: one uniform u in [0, 1); the chosen token is the first token, in id order, whose
   cumulative final probability exceeds u (inverse CDF).
+
+Dimension legend: V vocabulary size.
 
 Left out: beam search, typical-p, frequency/presence penalties, batching.
 """
 
+from dataclasses import dataclass, field, replace
+
 import numpy as np
+
+from decodelab.tokenizer import EOS
+
+ORDERS = ("temperature-first", "filter-first")
 
 # top-p compares a running sum with p; sums of floats land a hair off (0.6 + 0.25 vs 0.85), so
 # a cumulative mass within this much of p counts as having reached it.
 TOP_P_SLACK = 1e-9
 
+
+@dataclass(frozen=True)
+class Rules:
+    """The decoding rules of a step (the defaults switch every one of them off)."""
+
+    temperature: float = 1.0
+    greedy: bool = False
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    order: str = "temperature-first"
+    repetition_penalty: float = 1.0
+
+    @property
+    def is_greedy(self) -> bool:
+        """Greedy is its own mode; a temperature of 0 asks for it too (never a division by 0)."""
+        return bool(self.greedy or self.temperature == 0)
+
+    @property
+    def filtering(self) -> bool:
+        return self.top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
+
+    @property
+    def orders_can_differ(self) -> bool:
+        """The two orders keep different sets only with a filter on and T != 1 (never greedy)."""
+        return not self.is_greedy and self.filtering and self.temperature != 1.0
+
+    def with_order(self, order: str) -> "Rules":
+        return replace(self, order=order)
+
+
+# --- the rules, one function each ---------------------------------------------------------------
 
 def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """exp(z / T) normalised; -inf logits get probability 0."""
@@ -42,51 +88,40 @@ def renormalise(p: np.ndarray, kept: np.ndarray) -> np.ndarray:
     return q / q.sum()
 
 
-def top_k_mask(p: np.ndarray, k: int) -> np.ndarray:
-    """Tokens whose value is >= the k-th largest value (ties with the k-th are all kept)."""
+def top_k_cut(p, k):
+    """Tokens whose value is >= the k-th largest value (ties with the k-th are all kept).
+
+    Returns the mask (V,) and the numbers that decide it (k, the k-th largest value)."""
     V = p.shape[0]
-    if k <= 0 or k >= V:
-        return np.ones(V, dtype=bool)
-    kth = np.partition(p, V - k)[V - k]  # the k-th largest value
-    return p >= kth
+    n = min(int(k), V)
+    kth = float(np.partition(p, V - n)[V - n])  # the k-th largest value: ties with it stay
+    return p >= kth, {"k": int(k), "kth": kth}
 
 
-def top_p_mask(p: np.ndarray, top_p: float) -> np.ndarray:
-    """The smallest set of likeliest tokens (ties by id) whose mass reaches top_p."""
+def top_p_cut(p, top_p):
+    """The smallest set of likeliest tokens (ties by id) whose mass reaches top_p.
+
+    Returns the mask and the numbers that decide it: each token's running total in
+    likeliest-first order (cum, in token order), the crossing token, its rank and its total."""
     V = p.shape[0]
-    if top_p >= 1.0:
-        return np.ones(V, dtype=bool)
     order = np.argsort(-p, kind="stable")  # likeliest first; stable sort orders ties by id
-    cum = np.cumsum(p[order])  # (V,)
-    n = int(np.searchsorted(cum, top_p - TOP_P_SLACK, side="left")) + 1  # crossing token kept
+    running = np.cumsum(p[order])  # (V,) mass of the likeliest 1, 2, ... tokens
+    n = int(np.searchsorted(running, top_p - TOP_P_SLACK, side="left")) + 1  # crossing kept
+    n = min(n, V)
     kept = np.zeros(V, dtype=bool)
     kept[order[:n]] = True
-    return kept
+    cum = np.empty_like(p)  # (V,) each token's running total, in token order
+    cum[order] = running
+    crossing = int(order[n - 1])  # the last one kept is the one whose total reached p
+    return kept, {"top_p": float(top_p), "cum": cum, "crossing": crossing, "crossing_rank": n,
+                  "reached": float(running[n - 1])}
 
 
-def min_p_mask(p: np.ndarray, min_p: float) -> np.ndarray:
-    if min_p <= 0.0:
-        return np.ones(p.shape[0], dtype=bool)
-    return p >= min_p * p.max()
-
-
-def apply_filters(p: np.ndarray, top_k=0, top_p=1.0, min_p=0.0):
-    """top-k, then top-p, then min-p, renormalising after each. Returns (kept, renormalised p)."""
-    kept = np.ones(p.shape[0], dtype=bool)
-    if top_k > 0:
-        kept &= top_k_mask(p, top_k)
-        p = renormalise(p, kept)
-    if top_p < 1.0:
-        kept &= top_p_mask(p, top_p)
-        p = renormalise(p, kept)
-    if min_p > 0.0:
-        kept &= min_p_mask(p, min_p)
-        p = renormalise(p, kept)
-    return kept, p
-
-
-def filters_active(top_k=0, top_p=1.0, min_p=0.0) -> bool:
-    return top_k > 0 or top_p < 1.0 or min_p > 0.0
+def min_p_cut(p, min_p):
+    """Tokens at least min_p times as likely as the likeliest; the mask and the cutoff."""
+    p_max = float(p.max())
+    cutoff = min_p * p_max
+    return p >= cutoff, {"min_p": float(min_p), "p_max": p_max, "cutoff": cutoff}
 
 
 def apply_repetition_penalty(z: np.ndarray, seen: np.ndarray, penalty: float) -> np.ndarray:
@@ -100,37 +135,11 @@ def apply_repetition_penalty(z: np.ndarray, seen: np.ndarray, penalty: float) ->
     return np.where(seen, scaled, z)
 
 
-def decode_distribution(z, *, temperature=1.0, greedy=False, top_k=0, top_p=1.0, min_p=0.0,
-                        order="temperature-first"):
-    """What the rules make of logits z (already penalised/masked).
-
-    Returns (p_temp, kept, p_final): the distribution after temperature (T=1 when greedy), the
-    kept mask, and the final distribution the token is drawn from.
-    """
-    if greedy or temperature == 0:
-        p_temp = softmax(z)
-        kept = np.zeros(z.shape[0], dtype=bool)
-        kept[int(np.argmax(z))] = True  # argmax returns the first maximum: lowest id wins ties
-        return p_temp, kept, kept.astype(np.float64)
-    p_temp = softmax(z, temperature)
-    if not filters_active(top_k, top_p, min_p):
-        kept, p_final = np.ones(z.shape[0], dtype=bool), p_temp
-    elif order == "temperature-first":
-        kept, p_final = apply_filters(p_temp, top_k, top_p, min_p)
-    elif order == "filter-first":
-        kept, _ = apply_filters(softmax(z) if temperature != 1.0 else p_temp, top_k, top_p, min_p)
-        p_final = renormalise(p_temp, kept)
-    else:
-        raise ValueError(f"order must be temperature-first or filter-first; got {order!r}")
-    # A token that cannot be drawn is not "kept": a blocked EOS (-inf), or a probability that
-    # underflowed to 0 at a low temperature (which would otherwise tie with the k-th at 0).
-    return p_temp, kept & (p_final > 0), p_final
-
-
-def kept_set(z, *, temperature, top_k, top_p, min_p, order) -> np.ndarray:
-    """Just the kept mask for one order (used to show when the two orders disagree)."""
-    return decode_distribution(z, temperature=temperature, top_k=top_k, top_p=top_p,
-                               min_p=min_p, order=order)[1]
+def seen_mask(vocab_size: int, ids) -> np.ndarray:
+    """(V,) True for every id in `ids`: what the repetition penalty counts as already used."""
+    seen = np.zeros(vocab_size, dtype=bool)
+    seen[list(ids)] = True
+    return seen
 
 
 def pick(p_final: np.ndarray, u: float) -> int:
@@ -146,3 +155,130 @@ def entropy(p: np.ndarray) -> float:
     """Shannon entropy in nats; 0 * log 0 counts as 0."""
     nz = p[p > 0]
     return float(-(nz * np.log(nz)).sum())
+
+
+# --- the rules in order ---------------------------------------------------------------------------
+
+FILTERS = (("top_k", top_k_cut), ("top_p", top_p_cut), ("min_p", min_p_cut))
+OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
+
+
+@dataclass
+class Stage:
+    """One rule applied: the distribution it saw (p_in), who is still in the running after it
+    (kept, cumulative), the distribution after it (p), and the numbers that decide its cut."""
+
+    kind: str  # "temperature" | "top_k" | "top_p" | "min_p" | "greedy"
+    p_in: np.ndarray
+    kept: np.ndarray
+    p: np.ndarray
+    facts: dict = field(default_factory=dict)
+    kept_before: np.ndarray | None = None  # filters: who was in the running before it
+
+    @property
+    def removed(self) -> np.ndarray | None:
+        """(V,) the tokens this stage removed (None for a stage that removes nothing)."""
+        return None if self.kept_before is None else self.kept_before & ~self.kept
+
+
+def _filter_stages(p, rules: Rules, stages: list):
+    """top-k, then top-p, then min-p on p (V,), renormalising after each; returns (kept, p)."""
+    kept = np.ones(p.shape[0], dtype=bool)
+    for name, cut in FILTERS:
+        value = getattr(rules, name)
+        if value == OFF[name]:
+            continue
+        mask, facts = cut(p, value)
+        before, kept = kept, kept & mask
+        p_in, p = p, renormalise(p, kept)
+        stages.append(Stage(name, p_in, kept, p, facts, before))
+    return kept, p
+
+
+@dataclass
+class Decision:
+    """Everything the rules made of one step's logits.
+
+    logits: the model's (V,); z: what the rules start from, after end-of-sequence blocking and
+    the repetition penalty (the same array when neither applied); p_raw: the model's own
+    distribution, softmax(logits) at T = 1; p_temp: after temperature (T = 1 when greedy);
+    kept and p_final: what can be drawn, and with which probability.
+    """
+
+    rules: Rules
+    logits: np.ndarray
+    z: np.ndarray
+    p_raw: np.ndarray
+    p_temp: np.ndarray
+    kept: np.ndarray
+    p_final: np.ndarray
+    stages: list
+    _p_rules: np.ndarray | None = None
+
+    @property
+    def adjusted(self) -> bool:
+        return self.z is not self.logits
+
+    @property
+    def p_rules(self) -> np.ndarray:
+        """softmax(z) at T = 1: the distribution the rules start from (p_raw unless adjusted)."""
+        if self._p_rules is None:
+            self._p_rules = softmax(self.z) if self.adjusted else self.p_raw
+        return self._p_rules
+
+    def logprob(self, token: int) -> float:
+        """The model's own log-probability of `token` (before any rule), in nats."""
+        p = self.p_raw[token]
+        if p > 0:
+            return float(np.log(p))
+        z = self.logits  # a probability below the smallest float: from the logits themselves
+        return float(z[token] - z.max() - np.log(np.exp(z - z.max()).sum()))
+
+    def greedy_token(self) -> int:
+        return int(np.argmax(self.p_final))
+
+
+def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None) -> Decision:
+    """Apply the rules to one step's logits (V,), keeping every stage.
+
+    eos_blocked: end-of-sequence gets logit -inf; seen: (V,) mask of ids already used, for the
+    repetition penalty.
+    """
+    z = logits
+    if eos_blocked:
+        z = z.copy()
+        z[EOS] = -np.inf
+    if seen is not None:
+        z = apply_repetition_penalty(z, seen, rules.repetition_penalty)
+    p_raw = softmax(logits)  # (V,) what the model itself scored, at T = 1
+    d = Decision(rules, logits, z, p_raw, None, None, None, [])
+    V = z.shape[0]
+    if rules.is_greedy:
+        p1 = d.p_rules
+        kept = np.zeros(V, dtype=bool)
+        kept[int(np.argmax(z))] = True  # argmax returns the first maximum: lowest id wins ties
+        d.p_temp, d.kept, d.p_final = p1, kept, kept.astype(np.float64)
+        d.stages.append(Stage("greedy", p1, kept, d.p_final, {}, np.ones(V, dtype=bool)))
+        return d
+    if rules.order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {rules.order!r}")
+    T = float(rules.temperature)
+    d.p_temp = softmax(z, T) if T != 1.0 else d.p_rules  # (V,)
+    everyone = np.ones(V, dtype=bool)
+    if rules.order == "temperature-first" or not rules.filtering:
+        d.stages.append(Stage("temperature", d.p_rules, everyone, d.p_temp, {"T": T}))
+        kept, p_final = _filter_stages(d.p_temp, rules, d.stages)
+    else:
+        kept, _ = _filter_stages(d.p_rules if T != 1.0 else d.p_temp, rules, d.stages)
+        p_final = renormalise(d.p_temp, kept)  # temperature last, on what was kept
+        d.stages.append(Stage("temperature", d.p_temp, kept, p_final, {"T": T, "last": True}))
+    d.kept, d.p_final = kept & (p_final > 0), p_final  # what cannot be drawn is not kept
+    return d
+
+
+def orders_differ(d: Decision) -> bool:
+    """Would the other order keep a different set of tokens at this step?"""
+    if not d.rules.orders_can_differ:
+        return False
+    other = ORDERS[1 - ORDERS.index(d.rules.order)]
+    return bool((decide(d.z, d.rules.with_order(other)).kept != d.kept).any())

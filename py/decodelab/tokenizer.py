@@ -7,10 +7,16 @@ EOS never becomes visible text: `decode` drops it.
 Left out on purpose: subword merges (a character vocabulary keeps every step easy to read).
 """
 
-from decodelab.errors import FieldError
-
 EOS = 0
 EOS_LABEL = "<eos>"
+
+
+class UnknownCharacters(ValueError):
+    """Text holds characters the vocabulary does not: `chars`, sorted, each once."""
+
+    def __init__(self, chars: list):
+        super().__init__("characters outside the vocabulary: " + " ".join(map(repr, chars)))
+        self.chars = chars
 
 
 class CharTokenizer:
@@ -23,13 +29,11 @@ class CharTokenizer:
         self._ids = {c: i + 1 for i, c in enumerate(chars)}
         self._labels = [EOS_LABEL] + list(chars)
 
-    def encode(self, text: str, field: str = "prompt") -> list:
-        """Text to ids; unknown characters are reported by name, all at once."""
+    def encode(self, text: str) -> list:
+        """Text to ids; raises UnknownCharacters naming every character it does not know."""
         unknown = sorted({c for c in text if c not in self._ids})
         if unknown:
-            shown = " ".join(repr(c) for c in unknown[:12]) + (" ..." if len(unknown) > 12 else "")
-            raise FieldError(field, f"Prompt has characters this model has never seen: {shown}. "
-                                    f"Use only: {describe_chars(self.chars)}.")
+            raise UnknownCharacters(unknown)
         return [self._ids[c] for c in text]
 
     def decode(self, ids) -> str:
@@ -40,6 +44,9 @@ class CharTokenizer:
 
     def labels(self) -> list:
         return list(self._labels)
+
+    def describe(self) -> str:
+        return describe_chars(self.chars)
 
 
 def describe_chars(chars: str) -> str:

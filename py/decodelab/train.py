@@ -72,7 +72,7 @@ def token_stream(sequences, tokenizer: CharTokenizer) -> np.ndarray:
     """EOS s1 EOS s2 ... EOS as one int array (N,)."""
     ids = [EOS]
     for s in sequences:
-        ids += tokenizer.encode(s, field="text") + [EOS]
+        ids += tokenizer.encode(s) + [EOS]
     return np.asarray(ids, np.int64)
 
 

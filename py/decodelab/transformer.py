@@ -1,5 +1,6 @@
-"""A tiny decoder-only transformer in numpy: the maths, its hand-written backward pass, the
-full (uncached) forward, and the cached sessions that generation uses.
+"""A tiny decoder-only transformer in numpy: the maths, its hand-written backward pass, the full
+(uncached) forward, the loss, and the model object. Generating with it (the KV cache, sessions,
+batches) is in `inference`; training it is in `train`.
 
 One block, pre-norm:  x = x + W_o · attention(norm(x));  x = x + W_proj · gelu(W_fc · norm(x)).
 After the last block a final norm and an output head give logits over the vocabulary.
@@ -39,11 +40,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from decodelab.kvcache import NEG, KVCache, left_pad, window_start
+from decodelab.kvcache import NEG
 from decodelab.tokenizer import EOS, CharTokenizer
 
 EPS = 1e-5  # inside the RMS norm's square root
-SESSION_DTYPE = np.float64  # what generation computes in (see TransformerModel.session)
 GELU_C = math.sqrt(2.0 / math.pi)
 
 
@@ -98,7 +98,21 @@ def layer_params(params: dict, layer: int) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Masks and positions
+# Masks, positions and the context window
+
+
+def context_drop(context_size: int) -> int:
+    """How many of the oldest tokens a context shift drops: when the window is full and one more
+    token arrives, the oldest context_size - context_size // 2 go and the newest half stays."""
+    return context_size - context_size // 2
+
+
+def window_start(n: int, context_size: int) -> int:
+    """Where the context window starts when n tokens have been seen: applied token by token
+    from the start, the shifts leave a window that begins at a multiple of the drop and holds
+    at most context_size tokens. Generation, scoring and training all follow this one rule."""
+    drop = context_drop(context_size)
+    return 0 if n <= context_size else drop * -(-(n - context_size) // drop)
 
 
 def causal_bias(n: int, dtype) -> np.ndarray:
@@ -374,7 +388,7 @@ def scoring_rows(sequences, tokenizer: CharTokenizer, T: int):
     """
     rows, packed = [], []
     for s in sequences:
-        ids = [EOS] + tokenizer.encode(s, field="text") + [EOS]
+        ids = [EOS] + tokenizer.encode(s) + [EOS]
         if len(ids) - 1 <= T:
             if len(packed) + len(ids) - 1 > T:
                 rows.append(packed)
@@ -393,228 +407,9 @@ def scoring_rows(sequences, tokenizer: CharTokenizer, T: int):
     return out[0], out[1], out[2]
 
 
-# ---------------------------------------------------------------------------------------------
-# Cached inference: the same maths, keys and values kept in a KVCache
-
-
 def matmul_layout(w):
     """W (in, out) stored column-major: the layout that makes x @ W fast in numpy without BLAS."""
     return np.asfortranarray(w)
-
-
-class InferenceWeights:
-    """The parameters in the form the cached path wants, in one dtype.
-
-    rms(x) * g @ W  ==  x / sqrt(sum(x^2) + C*eps) @ (sqrt(C) * g[:, None] * W), so the gain and
-    the 1/C of the mean go into W; the attention's 1/sqrt(D) goes into the query columns.
-
-    The matrices are stored column-major (`matmul_layout`): same shapes, same values, but each
-    output's weights lie together in memory. numpy without BLAS (as in WebAssembly) then runs
-    x @ W with a contiguous inner loop, 2 to 5 times faster; with BLAS it makes no difference.
-    """
-
-    def __init__(self, params: dict, cfg: Config, dtype):
-        C, HD = cfg.n_embd, cfg.n_head * cfg.head_dim
-        fold = lambda g, w: (math.sqrt(C) * g[:, None].astype(np.float64) * w).astype(dtype)  # noqa
-        self.cfg, self.dtype, self.c_eps = cfg, np.dtype(dtype), C * EPS
-        self.wte, self.wpe = params["wte"].astype(dtype), params["wpe"].astype(dtype)
-        self.layers = []
-        for layer in range(cfg.n_layer):
-            lp = layer_params(params, layer)
-            w_qkv = fold(lp["g_attn"], lp["w_qkv"])  # (C, (H+2Hkv)*D)
-            w_qkv[:, :HD] /= math.sqrt(cfg.head_dim)
-            self.layers.append(tuple(map(matmul_layout, (
-                w_qkv, lp["w_o"].astype(dtype), fold(lp["g_mlp"], lp["w_fc"]),
-                lp["w_proj"].astype(dtype)))))
-        self.w_head = matmul_layout(fold(params["g_f"], params["w_head"]))  # (C, V)
-
-    def unit(self, x):
-        """x / sqrt(sum(x^2) + C*eps): the norm without its gain and 1/C (folded into W)."""
-        if x.size == x.shape[-1]:  # one vector (a decode step of one row): a dot product and
-            v = x.reshape(-1)  # Python floats take 2 numpy calls instead of 5 (WebAssembly)
-            return x * (1.0 / math.sqrt(float(v @ v) + self.c_eps))
-        return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + self.c_eps)
-
-
-def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos):
-    """Run n new tokens per row through the model, writing their keys and values into the cache
-    at positions cache.length.. and attending over everything cached so far.
-
-    idx, pos: (B, n). Prefill is n = prompt length (one pass); decode is n = 1.
-    Returns the logits of each row's last new token (B, V).
-    """
-    cfg = w.cfg
-    B, n = idx.shape
-    H, Hkv, G, D = cfg.n_head, cfg.n_kv_head, cfg.groups, cfg.head_dim
-    x = w.wte[idx] + w.wpe[pos]  # (B, n, C)
-    for layer, (w_qkv, w_o, w_fc, w_proj) in enumerate(w.layers):
-        qkv = w.unit(x) @ w_qkv  # (B, n, C) -> (B, n, (H+2Hkv)*D)
-        if n == 1:  # one position: the head axes are already in place, reshapes are views
-            heads = qkv.reshape(B, H + 2 * Hkv, 1, D)  # (B, H+2Hkv, 1, D)
-            q = heads[:, :H].reshape(B, Hkv, G, D)  # (B, Hkv, G*1, D)
-            o = cache.attend(layer, q, heads[:, H:H + Hkv], heads[:, H + Hkv:])  # (B, Hkv, G, D)
-            o = o.reshape(B, 1, H * D)  # (B, 1, H*D)
-        else:
-            q, k, v = split_heads(qkv, cfg)  # (B, Hkv, G*n, D), (B, Hkv, n, D) x2
-            o = merge_heads(cache.attend(layer, q, k, v), cfg)  # (B, n, H*D)
-        x = x + o @ w_o  # (B, n, C)
-        x = x + gelu_forward(w.unit(x) @ w_fc)[0] @ w_proj  # (B, n, F) -> (B, n, C)
-    cache.length += n
-    return w.unit(x[:, -1]) @ w.w_head  # (B, C) -> (B, V)
-
-
-class Session:
-    """One generation (a batch of one) with a KV cache: prefill the prompt, then decode.
-
-    The context always starts with EOS, as in training. When the cache is full, the next decode
-    drops the oldest half of the window and re-prefills the rest at positions 0.. (a context
-    shift): `shifts` counts them and `shifted` says whether the last call did one.
-    """
-
-    def __init__(self, model: "TransformerModel", dtype=np.float32):
-        cfg = model.cfg
-        self.model, self.dtype = model, np.dtype(dtype)
-        self.weights = model.inference_weights(self.dtype)
-        self.cache = KVCache(cfg.n_layer, 1, cfg.n_kv_head, cfg.context_size, cfg.head_dim,
-                             self.dtype)
-        self.tokens = []  # the window: the tokens whose keys and values are in the cache
-        self.shifts, self.shifted = 0, False
-        self.logits = None  # the last logits handed out, for check()
-        self._idx = np.zeros((1, 1), np.int64)  # reused by every decode step: (B=1, n=1)
-        self._pos = np.zeros((1, 1), np.int64)
-
-    @property
-    def length(self) -> int:
-        return self.cache.length
-
-    def prefill(self, ids) -> np.ndarray:
-        tokens = [EOS] + [int(i) for i in ids]
-        start = window_start(len(tokens), self.cache.max_len)  # a long prompt: shifted already
-        drop = self.cache.max_len - self.cache.max_len // 2
-        self.shifts, self.shifted = start // drop, start > 0
-        self.logits = self._fill(tokens[start:])
-        return self.logits
-
-    def decode(self, token_id: int) -> np.ndarray:
-        token = int(token_id)
-        if self.cache.length == self.cache.max_len:  # full: keep the newest half, re-prefill
-            self.shifts, self.shifted = self.shifts + 1, True
-            keep = self.tokens[self.cache.max_len - self.cache.max_len // 2:]
-            self.logits = self._fill(keep + [token])
-            return self.logits
-        self.shifted = False
-        self.tokens.append(token)
-        self._idx[0, 0], self._pos[0, 0] = token, self.cache.length  # position = cache length
-        self.logits = cached_forward(self.weights, self.cache, self._idx, self._pos)[0]  # (V,)
-        return self.logits
-
-    def _fill(self, tokens) -> np.ndarray:
-        self.cache.reset()
-        self.tokens = list(tokens)
-        idx = np.array([self.tokens], np.int64)  # (1, n)
-        return cached_forward(self.weights, self.cache, idx, np.arange(len(tokens))[None])[0]
-
-    def recompute_logits(self) -> np.ndarray:
-        """The same window through the full forward without the cache: the live cache check."""
-        return self.model.full_logits(self.tokens, self.dtype)
-
-    def check(self) -> float:
-        """Max |cached - recomputed| of the last logits handed out (see kvcache.CHECK_TOLERANCE)."""
-        return float(np.abs(self.logits - self.recompute_logits()).max())
-
-
-class BatchSession:
-    """Several prompts decoded together, left-padded to one length.
-
-    Row b's tokens sit at the right end of the row; padding slots are hidden from attention
-    by the cache's key bias, and row b's positions count only its real tokens (cumulative sum
-    of the mask minus one), so every row computes what it would compute alone. All rows write
-    the same cache slot each step. A batch does not shift its context: it stops when full.
-    """
-
-    def __init__(self, model: "TransformerModel", batch: int, dtype=np.float32):
-        cfg = model.cfg
-        self.model, self.dtype = model, np.dtype(dtype)
-        self.weights = model.inference_weights(self.dtype)
-        self.cache = KVCache(cfg.n_layer, batch, cfg.n_kv_head, cfg.context_size, cfg.head_dim,
-                             self.dtype)
-        self.ids = np.zeros((batch, cfg.context_size), np.int64)  # (B, T_max) tokens by slot
-        self.valid = np.zeros((batch, cfg.context_size), bool)  # (B, T_max) real token, not pad
-        self.next_pos = np.zeros((batch, 1), np.int64)  # (B, 1) each row's next position
-        self.logits = None  # (B, V) the last logits handed out, for check()
-
-    @property
-    def length(self) -> int:
-        return self.cache.length
-
-    @property
-    def padding(self) -> np.ndarray:
-        """(B, length) True where a slot is padding: what the page draws as empty."""
-        return ~self.valid[:, :self.cache.length]
-
-    def prefill(self, prompts) -> np.ndarray:
-        ids, valid, pos = left_pad([[EOS] + [int(i) for i in p] for p in prompts])  # (B, n) x3
-        if ids.shape[1] > self.cache.max_len:
-            raise ValueError(f"the longest prompt needs {ids.shape[1]} positions; the context "
-                             f"holds {self.cache.max_len}")
-        self.cache.reset()
-        self.cache.set_padding(valid)
-        n = ids.shape[1]
-        self.ids[:, :n], self.valid[:, :n] = ids, valid
-        self.next_pos[:, 0] = pos[:, -1] + 1
-        self.logits = cached_forward(self.weights, self.cache, ids, pos)  # (B, V)
-        return self.logits
-
-    def decode(self, token_ids) -> np.ndarray:
-        t = self.cache.length
-        if t == self.cache.max_len:
-            raise ValueError(f"batch context full ({t} positions); a batch does not shift")
-        tok = np.asarray(token_ids, np.int64).reshape(-1, 1)  # (B, 1)
-        self.ids[:, t], self.valid[:, t] = tok[:, 0], True
-        self.logits = cached_forward(self.weights, self.cache, tok, self.next_pos)  # (B, V)
-        self.next_pos += 1
-        return self.logits
-
-    def recompute_logits(self) -> np.ndarray:
-        """Every row's padded window through the full forward (pads masked): (B, V)."""
-        S = self.cache.length
-        ids, valid = self.ids[:, :S], self.valid[:, :S]  # (B, S)
-        pos = np.maximum(np.cumsum(valid, axis=1) - 1, 0)  # (B, S)
-        bias = causal_bias(S, self.dtype) + np.where(valid, 0.0, NEG).astype(self.dtype)[:, None]
-        logits, _ = forward(self.model.params_as(self.dtype), self.model.cfg, ids, pos,
-                            bias[:, None])  # bias (B, 1, S, S)
-        return logits[:, -1]  # (B, V)
-
-    def check(self) -> float:
-        """Max |cached - recomputed| over all rows of the last logits handed out."""
-        return float(np.abs(self.logits - self.recompute_logits()).max())
-
-
-def batch_prefill(model: "TransformerModel", prompts, dtype=np.float32):
-    """Prefill several prompts (lists of ids) as one left-padded batch.
-
-    Returns (logits (B, V) of each row's last prompt token, the BatchSession to decode with).
-    """
-    session = BatchSession(model, len(prompts), dtype)
-    return session.prefill(prompts), session
-
-
-def batch_check(model: "TransformerModel", prompts, steps: int, dtype=np.float32) -> dict:
-    """Run the prompts as one padded batch and each alone, greedily, for `steps` logits vectors;
-    report the largest difference between a batch row and its single run (should be < 1e-5)."""
-    logits, batch = batch_prefill(model, prompts, dtype)
-    singles = [model.session(dtype=dtype) for _ in prompts]
-    alone = np.stack([s.prefill(p) for s, p in zip(singles, prompts)])  # (B, V)
-    diffs = []
-    for step in range(steps):
-        diffs.append(float(np.abs(logits - alone).max()))
-        if step == steps - 1 or batch.length == batch.cache.max_len:
-            break
-        tokens = np.argmax(logits, axis=-1)  # (B,) greedy: the same choice in both runs
-        logits = batch.decode(tokens)
-        alone = np.stack([s.decode(int(t)) for s, t in zip(singles, tokens)])
-    return {"max_abs_diff": max(diffs), "steps": len(diffs), "padding": batch.padding.tolist(),
-            "tokens": batch.ids[:, :batch.length].tolist()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -631,25 +426,19 @@ class TransformerModel:
         self.context_size = cfg.context_size
         self.curve = curve or {}  # training curve: {"step": [...], "train": [...], "val": [...]}
         self.info = info or {}  # how it was trained: seconds, steps, seed, hashes
-        self._as_dtype, self._inference = {}, {}
+        self.derived = {}  # the parameters in other forms (dtypes, inference layouts), made once
 
     @property
     def n_params(self) -> int:
         return int(sum(a.size for a in self.params.values()))
 
     def params_as(self, dtype) -> dict:
-        dtype = np.dtype(dtype)
-        if dtype not in self._as_dtype:
-            self._as_dtype[dtype] = {  # the matrices right of an @ in matmul_layout
+        key = ("params", np.dtype(dtype))
+        if key not in self.derived:
+            self.derived[key] = {  # the matrices right of an @ in matmul_layout
                 k: matmul_layout(v.astype(dtype)) if k.split(".")[-1].startswith("w_")
                 else v.astype(dtype) for k, v in self.params.items()}
-        return self._as_dtype[dtype]
-
-    def inference_weights(self, dtype) -> InferenceWeights:
-        dtype = np.dtype(dtype)
-        if dtype not in self._inference:
-            self._inference[dtype] = InferenceWeights(self.params, self.cfg, dtype)
-        return self._inference[dtype]
+        return self.derived[key]
 
     def full_logits(self, tokens, dtype=np.float32) -> np.ndarray:
         """Last-position logits (V,) of one window, recomputed from scratch (no cache)."""
@@ -672,15 +461,18 @@ class TransformerModel:
             total += loss * max(float(weights[sl].sum()), 1.0)
         return total / max(count, 1.0)
 
-    def session(self, max_tokens: int = 0, dtype=SESSION_DTYPE) -> Session:
-        """A cached generation session. The cache always holds the whole context window, so
-        max_tokens (kept for the shared interface) does not change what is computed.
+    def session(self, max_tokens: int = 0, dtype=None):
+        """A cached generation session (inference.Session). The cache always holds the whole
+        context window, so max_tokens (kept for the shared interface) changes nothing.
 
-        Generation runs in float64: the native build and WebAssembly then agree to ~1e-15 on
-        every probability (float32 sums in a different BLAS order would differ by ~1e-6), and
-        the live cache check can hold a tight tolerance. It costs about 15% per step.
+        Generation runs in float64 unless asked otherwise: the native build and WebAssembly
+        then agree to ~1e-15 on every probability (float32 sums in a different BLAS order would
+        differ by ~1e-6), and the live cache check can hold a tight tolerance. It costs about
+        15% per step.
         """
-        return Session(self, dtype)
+        from decodelab.inference import SESSION_DTYPE, Session  # inference builds on this module
+
+        return Session(self, SESSION_DTYPE if dtype is None else dtype)
 
     def save(self, path) -> None:
         curve = {f"curve.{k}": np.asarray(v) for k, v in self.curve.items()}

@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from decodelab import metrics, pipeline, webapi
+from decodelab import metrics, pipeline
 from decodelab.assets import Library
+from tests.conftest import api, experiment, run_to_end
 from tests.e2e.conftest import ROOT
 from tests.e2e.test_page import assert_same_trace, generate, reset, set_fields
 
@@ -41,10 +42,8 @@ def column_titles(page, scope="#pipeline"):
 
 
 def native_run(settings):
-    webapi.setup(str(ROOT / "artifacts"))
-    assert json.loads(webapi.start(json.dumps(settings)))["ok"]
-    json.loads(webapi.advance(60_000))
-    return json.loads(webapi.trace())
+    api("setup", {"assets": str(ROOT / "artifacts")})
+    return run_to_end(settings)
 
 
 # --- the pipeline of a step ----------------------------------------------------------------------
@@ -85,7 +84,7 @@ def test_pipeline_numbers_equal_native_python(app):
     assert last >= 7
     for i in (0, 2, 7, last):
         in_page = app.evaluate(f"() => window.decodelab.lesson.explain({i})")
-        here = json.loads(webapi.explain_step(json.dumps({"step": i})))
+        here = api("explain_step", {"step": i})
         assert in_page["matches_record"] and in_page["token_id"] == native["steps"][i]["token_id"]
         assert_same_trace(in_page, here, tol=1e-9)
     # min new tokens: EOS blocked at the first steps, so the adjusted logits are shown too
@@ -321,7 +320,7 @@ def test_experiment_one_run_per_temperature_with_metrics(app):
     titles = section.locator(".xp-sample-title").all_inner_texts()
     assert [t.strip() for t in titles] == ["T = 0.3", "T = 1", "T = 2"]
     assert section.locator(".xp-panel svg").count() == len(metrics.MEASURES)
-    native = metrics.experiment(Library(ROOT / "artifacts"), {
+    native = experiment(Library(ROOT / "artifacts"), {
         "settings": {"dataset": "prose", "prompt": "The ", "seed": 11, "max_new_tokens": 120},
         "temperatures": "0.3, 1, 2"})
     cells = table_cells(section)
@@ -343,7 +342,7 @@ def test_experiment_repeated_samples_mean_and_spread(app):
     assert cells["Different texts"][0].endswith("of 20")
     assert "seeds 1 to 20" in section.locator(".xp-uses").inner_text()
     assert section.locator(".xp-whisker").count() > 0  # spread drawn as whiskers
-    native = metrics.experiment(Library(ROOT / "artifacts"), {
+    native = experiment(Library(ROOT / "artifacts"), {
         "settings": {"dataset": "names", "seed": 1}, "temperatures": "0.3, 2",
         "mode": "repeated", "samples": 20})
     lp = native["rows"][1]["measures"]["mean_logprob"]
@@ -432,4 +431,4 @@ def test_experiment_and_pipeline_modules_are_the_native_ones():
     for name in ("experiment.js", "pipeline.js", "playground.js", "stepper.js"):
         text = (ROOT / "web" / name).read_text()
         assert "Math.exp" not in text and "softmax(" not in text, name
-    assert callable(pipeline.explain) and callable(metrics.experiment)
+    assert callable(pipeline.explain) and callable(metrics.Experiment)

@@ -145,12 +145,11 @@ def test_the_batch_view_shows_padding_and_matches_single_runs(app):
     assert grid.locator("tbody tr.is-good").count() == 3
     assert "Every row matches its prompt run alone" in text_of(app, "#batch-verdict")
     # the same batch natively gives the same text and padding
-    from decodelab import webapi
-    from tests.conftest import ARTIFACTS
+    from tests.conftest import ARTIFACTS, api
 
-    webapi.setup(str(ARTIFACTS))
-    native = json.loads(webapi.batch_view(json.dumps(
-        {"dataset": "names", "prompts": ["al", "mar", "kimberly"], "steps": 6, "seed": 4})))
+    api("setup", {"assets": str(ARTIFACTS)})
+    native = api("batch_view", {"dataset": "names", "prompts": ["al", "mar", "kimberly"],
+                                "batch_steps": 6, "seed": 4})
     assert [r["generated"] for r in native["rows"]] == [r["generated"] for r in reply["rows"]]
     # bad input: the message sits next to the field
     app.get_by_label("Batch prompts", exact=True).fill("only one")

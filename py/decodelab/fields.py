@@ -1,0 +1,398 @@
+"""Every input decodelab accepts, in one table: its label, help, default and allowed values, and
+the one checker that turns raw input into a value, or into an error that names the field.
+
+Inputs come from the page's controls, a link's parameters, a host page's messages, the CLI and
+the Python API. All of them are checked here, against FIELDS, so the rules and the words cannot
+drift apart. The page gets the table at start-up (webapi `setup`) and checks fields as the
+learner types with the same rules and the same words (web/validate.js); the CLI builds its
+options from it (cli.py). A message always names the field and what it allows, e.g.
+"Top-p must be a number greater than 0 and at most 1 (1 means off); got 1.5."
+
+Some limits depend on what is loaded, and the caller passes them in: which datasets exist, how
+many steps the last run has, which characters a model knows (`encode`).
+
+Left out: the generation settings as one object (settings.py builds it from these fields).
+"""
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+from decodelab.tokenizer import UnknownCharacters
+
+MAX_SEED = 2**32 - 1
+MODELS = ("bigram", "transformer")
+ORDERS = ("temperature-first", "filter-first")  # sampling.ORDERS: the orders the rules know
+
+
+class FieldError(ValueError):
+    """Bad input for one field. ``message`` is a full sentence fit to show to a learner."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+    def to_json(self) -> dict:
+        return {"field": self.field, "label": label_of(self.field), "message": self.message}
+
+
+class FieldErrors(ValueError):
+    """Several bad fields at once, so a form can mark all of them in one go."""
+
+    def __init__(self, errors: list):
+        super().__init__("; ".join(e.message for e in errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    label: str
+    kind: str  # "int" | "float" | "bool" | "choice" | "text" | "lines" | "numbers" | "object"
+    default: object = None
+    help: str = ""
+    min: float | None = None
+    max: float | None = None
+    min_exclusive: bool = False
+    max_exclusive: bool = False
+    choices: tuple = ()
+    note: str = ""  # what a special value means, e.g. "0 means off"
+    max_chars: int | None = None  # text; lines and numbers: per entry
+    min_chars: int = 0  # lines: per entry
+    min_items: int = 0  # lines, numbers
+    max_items: int | None = None
+    item: str | None = None  # numbers: each entry is checked as this field
+    optional: bool = False  # empty input means "none" (the value None)
+
+    def allowed(self) -> str:
+        """The allowed values in words, as they appear in error messages."""
+        note = f" ({self.note})" if self.note else ""
+        if self.kind in ("int", "float"):
+            noun = "a whole number" if self.kind == "int" else "a number"
+            if self.min_exclusive:
+                span = f"greater than {_num(self.min)} and at most {_num(self.max)}"
+            elif self.max_exclusive:
+                span = f"from {_num(self.min)} up to (not including) {_num(self.max)}"
+            elif self.max is None:
+                span = f"of at least {_num(self.min)}"
+            else:
+                span = f"from {_num(self.min)} to {_num(self.max)}"
+            return f"{noun} {span}{note}"
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "text":
+            return f"text of at most {self.max_chars} characters"
+        if self.kind == "lines":
+            return (f"{_count(self.min_items, self.max_items)} lines of {self.min_chars} to "
+                    f"{self.max_chars} characters each")
+        if self.kind == "numbers":
+            noun = label_of(self.item).lower() + "s" if self.item else "numbers"
+            return f"{_count(self.min_items, self.max_items)} {noun} separated by commas"
+        return "an object of name: value"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["choices"] = list(self.choices)
+        d["allowed"] = self.allowed()
+        return d
+
+
+def _num(x) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _count(lo, hi) -> str:
+    return f"up to {hi}" if not lo else f"{lo} to {hi}"
+
+
+def shown(value, limit: int = 40) -> str:
+    """A value as an error message quotes it: strings in quotes, cut short."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+F = Field
+FIELDS = (
+    # --- a generation run (settings.Settings) ----------------------------------------------
+    F("model", "Model", "choice", "bigram", "The model that scores each possible next token.",
+      choices=MODELS),
+    F("dataset", "Dataset", "choice", "names", "The text the model learned from.",
+      choices=("names", "prose")),
+    F("prompt", "Prompt", "text", "",
+      "The text the model continues. Leaving it empty is fine: the model then starts at the "
+      "beginning of a new sequence.", max_chars=2000),
+    F("seed", "Seed", "int", 42, "Same seed, same settings: same text.", min=0, max=MAX_SEED),
+    F("temperature", "Temperature", "float", 1.0,
+      "Divides the logits before softmax: below 1 sharpens, above 1 flattens.",
+      min=0, max=100, note="0 means greedy"),
+    F("greedy", "Greedy", "bool", False,
+      "Always take the most likely token (ties go to the lowest id). No random draw, so the "
+      "seed, temperature and filters do not matter."),
+    F("top_k", "Top-k", "int", 0, "Keep only the k likeliest tokens (ties with the k-th kept).",
+      min=0, max=10000, note="0 means off"),
+    F("top_p", "Top-p", "float", 1.0, "Keep the likeliest tokens until their total reaches p.",
+      min=0, max=1, min_exclusive=True, note="1 means off"),
+    F("min_p", "Min-p", "float", 0.0,
+      "Drop tokens less likely than min-p times the likeliest one.",
+      min=0, max=1, note="0 means off"),
+    F("repetition_penalty", "Repetition penalty", "float", 1.0,
+      "Above 1, tokens already used get less likely: positive logits are divided by it, "
+      "negative ones multiplied.", min=0, max=10, min_exclusive=True, note="1 means off"),
+    F("order", "Order", "choice", "temperature-first",
+      "temperature-first: temperature, then the filters (Hugging Face, vLLM). filter-first: "
+      "the filters on the model's own probabilities, then temperature (llama.cpp).",
+      choices=ORDERS),
+    F("max_new_tokens", "Max new tokens", "int", 50,
+      "A budget, not an ending: generation stops after this many tokens.", min=1, max=10000),
+    F("min_new_tokens", "Min new tokens", "int", 0,
+      "End-of-sequence is blocked until this many tokens exist.", min=0, max=10000),
+    F("stop", "Stop strings", "lines", (),
+      "One per line; empty lines are ignored. Generation ends where one appears, even across "
+      "tokens, and it is cut from the text.", min_chars=1, max_chars=100, max_items=32),
+    F("include_stop", "Include stop string", "bool", False,
+      "Keep the matched stop string at the end of the text."),
+    F("ignore_eos", "Ignore EOS", "bool", False,
+      "Never end at end-of-sequence; only the budget or a stop string ends the text."),
+    F("cache_check", "Cache check", "bool", True,
+      "Transformer only. At every step, compare the logits from the KV cache with a full "
+      "recomputation of the whole text. Slower, and it proves the cache right."),
+    # --- the page's lesson: one step, the playground, the experiment ------------------------
+    F("step", "Step", "int", 0, "A step of the last run.", min=0, note="steps count from 0"),
+    F("top_n", "Candidates shown", "int", 10, "How many of the likeliest tokens to list.",
+      min=1, max=100),
+    F("logits", "Logits", "numbers", None,
+      "Scores, separated by commas; they are named A, B, C... in the order typed.",
+      min_items=1, max_items=10000),
+    F("probs", "Probabilities", "numbers", None,
+      "Probabilities, separated by commas; they are scaled to add up to 1.",
+      min=0, min_items=1, max_items=10000),
+    F("u", "u", "float", None, "The draw: a number from 0 up to 1. Empty: no draw.",
+      min=0, max=1, max_exclusive=True, note="empty means no draw", optional=True),
+    F("sweep", "Compare temperatures", "numbers", None,
+      "Up to 8 temperatures: the final distribution at each, side by side.",
+      item="temperature", min_items=1, max_items=8, optional=True),
+    F("temperatures", "T values", "numbers", "0.3, 1, 2",
+      "The temperatures to compare, separated by commas.", item="temperature", min_items=1,
+      max_items=6),
+    F("mode", "Runs", "choice", "single",
+      "single: one sample per temperature, with the seed above. repeated: several samples "
+      "per temperature, seeds seed, seed + 1, ...", choices=("single", "repeated")),
+    F("samples", "Samples per temperature", "int", 50,
+      "Every temperature gets the same seeds, so they differ in nothing else.", min=2, max=200),
+    # --- the KV cache: batch view, break it on purpose, the measured cost -------------------
+    F("prompts", "Batch prompts", "lines", ("a", "mar", "jo"),
+      "2 to 6 prompts, one per line, of different lengths: the shorter ones are padded on the "
+      "left.", min_chars=0, max_chars=48, min_items=2, max_items=6),
+    F("batch_steps", "Batch steps", "int", 8, "Tokens drawn for every row of the batch.",
+      min=1, max=32),
+    F("bug", "Bug", "choice", "none", "One classic KV-cache bug to inject, or none.",
+      choices=("none", "frozen-position", "token-twice", "no-causal-mask", "dropout-on",
+               "unmasked-padding")),
+    F("test_prompt", "Test prompt", "text", "", "The text the cache check starts from.",
+      max_chars=48),
+    F("check_steps", "Check steps", "int", 16, "Steps compared with a full recomputation.",
+      min=4, max=48),
+    F("repeats", "Repeats", "int", 5, "Timings per context length (the median is shown).",
+      min=1, max=25),
+    # --- the memory calculator (kv-memory) ---------------------------------------------------
+    F("preset", "Preset", "choice", None, "A published model shape to start from.",
+      choices=("seed", "llama2-7b", "llama2-70b", "falcon-7b", "gpt2", "tiny"), optional=True),
+    F("layers", "Layers", "int", 32, "Transformer blocks, each with its own cache.",
+      min=1, max=1000),
+    F("heads", "Query heads", "int", 32, "Attention heads that ask (queries).", min=1, max=1024),
+    F("kv_heads", "KV heads", "int", 8, "Heads whose keys and values are cached.",
+      min=1, max=1024),
+    F("head_dim", "Head dim", "int", 128, "Numbers per key (and per value) per head.",
+      min=1, max=4096),
+    F("bytes_per_element", "Bytes per element", "float", 2,
+      "2 for 16-bit numbers, 4 for 32-bit, 1 for 8-bit.", min=0, max=8, min_exclusive=True),
+    F("tokens", "Tokens", "int", 4096, "Tokens of context per sequence.", min=1,
+      max=10_000_000),
+    F("sequences", "Sequences", "int", 1, "Sequences held at once.", min=1, max=100_000),
+    # --- the command line's own -----------------------------------------------------------
+    F("steps", "Steps", "int", 20, "Logits vectors compared: the prefill, then one per decode.",
+      min=1, max=10000),
+    F("dtype", "dtype", "choice", "float32", "The floating-point type the check computes in.",
+      choices=("float32", "float64")),
+    # --- whole requests, and the learner's own text ------------------------------------------
+    F("text", "Your text", "text", "", "Nothing you paste leaves this page."),
+    F("settings", "Settings", "object"),
+    F("request", "Request", "object"),
+)
+FIELD_BY_NAME = {f.name: f for f in FIELDS}
+
+
+def label_of(name: str) -> str:
+    f = FIELD_BY_NAME.get(name)
+    return f.label if f else name
+
+
+def spec(name: str, **limits) -> Field:
+    """The field, with limits that depend on what is loaded (choices, max) filled in."""
+    f = FIELD_BY_NAME[name]
+    return replace(f, **limits) if limits else f
+
+
+# --- checking -------------------------------------------------------------------------------------
+
+def _bad(f: Field, value) -> FieldError:
+    return FieldError(f.name, f"{f.label} must be {f.allowed()}; got {shown(value)}.")
+
+
+def _empty(value) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip()) or value == []
+
+
+def _number(f: Field, value):
+    given = value
+    if isinstance(value, bool) or value is None:
+        raise _bad(f, given)
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise _bad(f, given) from None
+    if not isinstance(value, (int, float)):
+        raise _bad(f, given)
+    x = float(value)
+    if not math.isfinite(x) or (f.kind == "int" and not x.is_integer()):
+        raise _bad(f, given)
+    too_low = x <= f.min if f.min_exclusive else x < f.min
+    too_high = f.max is not None and (x >= f.max if f.max_exclusive else x > f.max)
+    if too_low or too_high:
+        raise _bad(f, given)
+    return int(x) if f.kind == "int" else x
+
+
+def _bool(f: Field, value) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "on", "yes"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "0", "off", "no", ""):
+        return False
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise _bad(f, value)
+
+
+def _choice(f: Field, value) -> str:
+    if not isinstance(value, str) or value not in f.choices:
+        raise FieldError(f.name, f"{f.label} must be one of {', '.join(f.choices)}; "
+                                 f"got {shown(value)}.")
+    return value
+
+
+def _text(f: Field, value) -> str:
+    if not isinstance(value, str):
+        raise FieldError(f.name, f"{f.label} must be text; got {type(value).__name__}.")
+    if f.max_chars is not None and len(value) > f.max_chars:
+        raise FieldError(f.name, f"{f.label} must be at most {f.max_chars} characters; "
+                                 f"got {len(value)}.")
+    return value
+
+
+def _lines(f: Field, value) -> tuple:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
+        raise FieldError(f.name, f"{f.label} must be a list of strings.")
+    if len(value) > f.max_items:
+        raise FieldError(f.name, f"{f.label}: at most {f.max_items} are allowed; "
+                                 f"got {len(value)}.")
+    if len(value) < f.min_items:
+        raise FieldError(f.name, f"{f.label}: at least {f.min_items} are needed, one per "
+                                 f"line; got {len(value)}.")
+    for i, s in enumerate(value, 1):
+        if not f.min_chars <= len(s) <= f.max_chars:
+            raise FieldError(f.name, f"{f.label}: entry {i} has {len(s)} characters; each must "
+                                     f"have {f.min_chars} to {f.max_chars}.")
+    return tuple(value)
+
+
+def _numbers(f: Field, value) -> list:
+    """"0.3, 1, 2" or [0.3, 1, 2] -> [0.3, 1.0, 2.0]; each entry a finite number (at least
+    f.min if set), or checked as the field f.item."""
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(value, str) and f.item is not None:
+        items = [s for s in items if s.strip()]
+    if not isinstance(items, (list, tuple)) or not f.min_items <= len(items) <= f.max_items:
+        raise FieldError(f.name, f"{f.label} must be {f.allowed()}, like "
+                                 f"{'0.3, 1, 2' if f.item else '2, 1'}.")
+    out = []
+    for i, item in enumerate(items, 1):
+        raw = item.strip() if isinstance(item, str) else item
+        if f.item is not None:
+            try:
+                out.append(_check(FIELD_BY_NAME[f.item], raw))
+            except FieldError as e:
+                raise FieldError(f.name, f"{f.label}: entry {i}: {e.message}") from None
+            continue
+        try:
+            if isinstance(raw, bool):
+                raise ValueError
+            x = float(raw)
+        except (TypeError, ValueError):
+            raise FieldError(f.name, f"{f.label}: entry {i} is not a number: {shown(raw, 20)}; "
+                                     f"give numbers separated by commas, like 2, 1.") from None
+        if not math.isfinite(x) or (f.min is not None and x < f.min):
+            need = "a finite number" if f.min is None else "a non-negative finite number" \
+                if f.min == 0 else f"a finite number of at least {_num(f.min)}"
+            raise FieldError(f.name, f"{f.label}: entry {i} must be {need}; got {x}.")
+        out.append(x)
+    return out
+
+
+CHECKS = {"int": _number, "float": _number, "bool": _bool, "choice": _choice, "text": _text,
+          "lines": _lines, "numbers": _numbers}
+
+
+def _check(f: Field, value):
+    if f.optional and _empty(value):
+        return None
+    if f.kind == "object":
+        if not isinstance(value, dict):
+            raise FieldError(f.name, f"{f.label} must be a JSON object of name: value.")
+        return value
+    return CHECKS[f.kind](f, value)
+
+
+def check(name: str, value, **limits):
+    """One field's raw value -> its normalised value; raises FieldError naming the field.
+
+    limits: what depends on what is loaded, e.g. choices=datasets, or max=last step.
+    """
+    return _check(spec(name, **limits), value)
+
+
+def read(req: dict, names, limits=None) -> dict:
+    """Check the named fields of a request (absent ones take their defaults); every bad field
+    is reported at once (FieldErrors). limits: {name: {choices or max ...}}."""
+    if not isinstance(req, dict):
+        raise FieldErrors([FieldError("request", "The request must be a JSON object of name: "
+                                                 "value.")])
+    values, errors = {}, []
+    for name in names:
+        try:
+            values[name] = check(name, req.get(name, FIELD_BY_NAME[name].default),
+                                 **(limits or {}).get(name, {}))
+        except FieldError as e:
+            errors.append(e)
+    if errors:
+        raise FieldErrors(errors)
+    return values
+
+
+def encode(tokenizer, name: str, text: str, entry: int | None = None) -> list:
+    """Text of field `name` (or of its entry number `entry`) -> token ids; characters the
+    model never saw are named, all at once."""
+    try:
+        return tokenizer.encode(text)
+    except UnknownCharacters as e:
+        unknown = e.chars
+        listed = " ".join(repr(c) for c in unknown[:12]) + (" ..." if len(unknown) > 12 else "")
+        what = label_of(name) + (f": entry {entry}" if entry is not None else "")
+        raise FieldError(name, f"{what} has characters this model has never seen: {listed}. "
+                               f"Use only: {tokenizer.describe()}.") from None
