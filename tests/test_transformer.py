@@ -228,7 +228,7 @@ def test_save_load_round_trip(tmp_path, tiny_model):
 
 
 def test_model_interface_matches_the_bigram(tiny_model):
-    s = tiny_model.session(10)
+    s = tiny_model.session()
     logits = s.prefill([])
     assert logits.shape == (tiny_model.tokenizer.vocab_size,) and s.length == 1
     assert logits.dtype in (np.float32, np.float64)

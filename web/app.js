@@ -1,7 +1,7 @@
 // decodelab's page: settings form, streaming text, step inspector. Python runs in worker.js;
 // this module only sends plain settings objects there and draws what comes back.
 
-import { checkField, checkTogether, describeChars, splitLines } from "./validate.js";
+import { checkField, checkTogether, describeControls, splitLines, vocabOf } from "./validate.js";
 import {
   candidateRows, drawSegments, el, fillDrawStrip, finishSentence, fixed, pct, plural, readable, seconds, spoken,
 } from "./render.js";
@@ -74,11 +74,7 @@ const dom = {
 };
 
 // Settings controls by field name (the control's name attribute is the field name).
-const FIELD_NAMES = [
-  "model", "dataset", "prompt", "seed", "temperature", "greedy", "top_k", "top_p", "min_p",
-  "repetition_penalty", "order", "max_new_tokens", "min_new_tokens", "stop", "include_stop",
-  "ignore_eos", "cache_check",
-];
+const FIELD_NAMES = [...dom.form.elements].map((c) => c.name).filter(Boolean);
 const controls = Object.fromEntries(FIELD_NAMES.map((name) => [name, dom.form.elements[name]]));
 const SAMPLING_ONLY = ["temperature", "top_k", "top_p", "min_p", "order"];
 const PHASES = ["runtime", "numpy", "decodelab", "assets", "warmup"];
@@ -115,7 +111,7 @@ function setState(name) {
 
 // The worker, watched: restarted if it stops answering or crashes (supervisor.js; recovery below).
 const worker = createSupervisor(new URL("./worker.js", import.meta.url));
-const replies = new Map(); // request id -> {resolve, reject} for trace / train / probs
+const replies = new Map(); // request id -> {resolve, reject} of the requests waiting for a reply
 
 let readyResolve;
 let readyReject;
@@ -135,14 +131,14 @@ const hooks = {
   get info() {
     return state.info;
   },
-  trace: () => request({ type: "trace" }).then((m) => m.json),
+  trace: () => call("trace").then((r) => JSON.stringify(r.trace)),
   // Start a run with exactly these settings, skipping the page's own checks (Python still
   // checks them; errors appear next to the fields). Resolves like lastRun.
   generate: (settings) => (root.dataset.state === "ready"
     ? startRun(settings)
     : Promise.reject(new Error(`not ready (state ${root.dataset.state})`))),
-  probs: (req) => request({ type: "probs", request: req }).then((m) => m.result),
-  bench: (settings) => request({ type: "bench", settings }).then((m) => m.result),
+  probs: (req) => call("probs", req),
+  bench: (settings) => call("bench", settings),
   // Put values (already checked) into the form, as Reset does; the address and hosts use it.
   applySettings: (values) => applySettings(values),
   timings: null, // boot phases in ms, from the worker, once ready
@@ -157,12 +153,12 @@ window.decodelab = hooks;
 if (worker.faults) hooks.injectFault = (kind) => worker.injectFault(kind); // tests only: ?faults=1
 
 // Step-through, the pipeline, the playground, the experiment, the questions (lesson.js).
-const lesson = createLesson({ request, select, collect });
+const lesson = createLesson({ call, select, collect });
 hooks.lesson = lesson;
 
 // The KV cache: the live check, the batch view, break it on purpose, memory and cost, both
 // models side by side (cache.js). hooks.kv.last holds each panel's latest reply, for tests.
-const kv = createKvLab({ request, collect, info: () => state.info, last: {} });
+const kv = createKvLab({ call, collect, info: () => state.info, last: {} });
 
 // Long runs stay cheap to draw: older characters are sealed into plain text while streaming.
 const textStream = createTextStream(dom.textGen);
@@ -175,12 +171,19 @@ function emit(name, detail) {
   document.dispatchEvent(new CustomEvent(`decodelab:${name}`, { detail }));
 }
 
+// A message to the worker that gets one reply: resolves with that reply.
 function request(message) {
   const id = state.nextId++;
   return new Promise((resolve, reject) => {
     replies.set(id, { resolve, reject });
     worker.postMessage({ ...message, id });
   });
+}
+
+// An endpoint of the Python side (decodelab.webapi): resolves with its answer, which is
+// {ok: true, ...} or {ok: false, errors: [{field, label, message}]}.
+function call(endpoint, body = {}) {
+  return request({ type: "call", endpoint, request: body }).then((m) => m.result);
 }
 
 worker.addEventListener("message", (event) => {
@@ -194,7 +197,6 @@ worker.addEventListener("message", (event) => {
     case "done": return onDone(m);
     case "invalid": return onInvalid(m);
     case "error": return onError(m);
-    case "trained": return onTrained(m);
     default: {
       const reply = replies.get(m.id);
       if (reply) {
@@ -225,7 +227,6 @@ worker.addEventListener("lost", (event) => {
   const what = TROUBLE[event.detail.reason] || TROUBLE.crash;
   for (const reply of replies.values()) reply.reject(new Error(what));
   replies.clear();
-  if (trainRequest != null) onError({ id: trainRequest, message: what });
   const target = state.pending || (state.run && !state.run.done ? state.run : null);
   if (target) onError({ id: target.id, message: what });
   if (!state.info) return; // still starting up: the start-up screen shows the new attempt
@@ -335,12 +336,7 @@ function fillChoices(info) {
   replaceOptions(controls.dataset, Object.entries(state.datasets).map(([name, d]) => [name, d.label || name]));
   const order = state.specs.order;
   if (order && order.choices) replaceOptions(controls.order, order.choices.map((c) => [c, c]));
-  for (const [name, spec] of Object.entries(state.specs)) {
-    const control = controls[name];
-    if (!control || control.type !== "number") continue;
-    if (spec.min != null) control.min = spec.min;
-    if (spec.max != null) control.max = spec.max;
-  }
+  describeControls(document, state.specs);
 }
 
 function replaceOptions(select, pairs) {
@@ -385,17 +381,12 @@ function applySettings(values) {
   updateGreedyNotes();
 }
 
-function vocabOf(dataset) {
-  const d = state.datasets[dataset];
-  return d && Array.isArray(d.vocab) ? d.vocab.filter((t) => t !== "<eos>") : null;
-}
-
 function checkOne(name) {
   const spec = state.specs[name];
   const control = controls[name];
   if (!spec || !control) return { value: control && readRaw(control) };
   const ctx = { badInput: control.validity && control.validity.badInput };
-  if (name === "prompt") ctx.vocab = vocabOf(controls.dataset.value);
+  if (name === "prompt") ctx.vocab = vocabOf(state.datasets[controls.dataset.value]);
   if (name === "dataset") ctx.choices = [...controls.dataset.options].map((o) => o.value);
   if (name === "model") ctx.choices = [...controls.model.options].map((o) => o.value);
   return checkField(spec, readRaw(control), ctx);
@@ -485,7 +476,8 @@ function describeDataset() {
     lines.push(`For example: ${shown.join(" · ")}`);
   }
   const facts = [];
-  const vocab = vocabOf(name) || [];
+  const known = vocabOf(d);
+  const vocab = known ? known.chars : [];
   if (vocab.length) facts.push(`${vocab.length} characters`);
   if (d.n_train != null) facts.push(`${d.n_train.toLocaleString("en")} training examples`);
   const nll = d.val_nll != null && typeof d.val_nll === "object" ? d.val_nll[controls.model.value] : d.val_nll;
@@ -494,7 +486,7 @@ function describeDataset() {
   dom.datasetHint.replaceChildren(...lines.map((line, i) => (i ? [el("br"), line] : [line])).flat());
   dom.vocabList.replaceChildren(...vocab.map((c) => el("span", "chip", readable(c))));
   dom.vocabSummary.textContent = `Characters this model knows (${vocab.length})`;
-  dom.vocabWords.textContent = `${describeChars(vocab.join(""))}. The prompt may use only these.`;
+  dom.vocabWords.textContent = known ? `${known.words}. The prompt may use only these.` : "";
   const modelId = controls.model.value;
   const model = (state.info.models || []).find((m) => m.id === modelId);
   dom.modelHint.textContent = (model && model.description) || MODEL_HINTS[modelId] || "The model that scores each possible next character.";
@@ -696,7 +688,6 @@ function onDone(m) {
 }
 
 function onInvalid(m) {
-  if (m.id === trainRequest) return onTrainInvalid(m);
   const pending = state.pending;
   if (!pending || pending.id !== m.id) return;
   state.pending = null;
@@ -719,12 +710,6 @@ function onError(m) {
   if (reply) {
     replies.delete(m.id);
     reply.reject(new Error(m.message));
-    return;
-  }
-  if (m.id === trainRequest) {
-    trainRequest = null;
-    dom.trainButton.disabled = false;
-    dom.trainResult.textContent = `Training failed: ${m.message}`;
     return;
   }
   const pending = state.pending && state.pending.id === m.id ? state.pending : null;
@@ -867,7 +852,7 @@ function renderInspector() {
   dom.candRows.replaceChildren(...candidateRows(step, greedy));
   const listed = step.top.length;
   let note = V && listed < V ? `The ${listed} likeliest of ${V} candidates after temperature` : "All candidates";
-  if (chosen && step.top.indexOf(chosen) >= 10) note += ", plus the chosen one";
+  if (chosen && step.top.indexOf(chosen) >= state.info.top_n) note += ", plus the chosen one";
   note += ".";
   if (greedy) note += " Greedy puts all the weight on the top candidate.";
   dom.tableNote.textContent = note;
@@ -952,24 +937,28 @@ function renderDraw(step) {
 
 // --- train on your own text -----------------------------------------------------------------
 
-let trainRequest = null;
+let training = false;
 
 dom.trainForm.addEventListener("submit", (event) => {
   event.preventDefault();
-  if (!state.info || trainRequest != null) return;
+  if (!state.info || training) return;
   showError("text", null);
-  trainRequest = state.nextId++;
+  training = true;
   dom.trainButton.disabled = true;
   dom.trainResult.textContent = "Counting…";
-  worker.postMessage({ type: "train", id: trainRequest, text: dom.trainText.value });
+  call("train", { text: dom.trainText.value })
+    .then((reply) => (reply.ok ? onTrained(reply.dataset) : onTrainInvalid(reply.errors)))
+    .catch((err) => {
+      dom.trainResult.textContent = `Training failed: ${err.message}`;
+    })
+    .finally(() => {
+      training = false;
+      dom.trainButton.disabled = false;
+    });
 });
 
-function onTrained(m) {
-  if (m.id !== trainRequest) return;
-  trainRequest = null;
-  dom.trainButton.disabled = false;
-  const d = m.dataset || {};
-  const name = d.name || d.id || "custom";
+function onTrained(d) {
+  const name = d.name || "custom";
   state.datasets[name] = { ...d, label: "Your text" };
   let option = [...controls.dataset.options].find((o) => o.value === name);
   if (!option) {
@@ -987,12 +976,9 @@ function onTrained(m) {
   dom.trainResult.textContent = `Trained${facts.length ? ` on ${facts.join(" with ")}` : ""}. The dataset is now “Your text”.`;
 }
 
-function onTrainInvalid(m) {
-  trainRequest = null;
-  dom.trainButton.disabled = false;
+function onTrainInvalid(errors) {
   dom.trainResult.textContent = "";
-  const messages = (m.errors || []).map((e) => e.message);
-  showError("text", messages.join(" ") || "This text cannot be used.");
+  showError("text", errors.map((e) => e.message).join(" ") || "This text cannot be used.");
   dom.trainText.focus();
 }
 

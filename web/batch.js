@@ -4,7 +4,7 @@
 // (webapi.batch_view -> batch.batch_run); this module draws what comes back. batchGrid is also
 // used by the "Break it on purpose" lab for the padding bug.
 
-import { el, plural, readable, tableHead } from "./render.js";
+import { ask, el, plural, readable, tableHead } from "./render.js";
 import { sci, verdict } from "./plot.js";
 
 const $ = (id) => document.getElementById(id);
@@ -96,9 +96,9 @@ export function createBatchView(app) {
   $("dataset").addEventListener("change", defaults);
 
   function showError(name, message) {
-    const control = name === "steps" ? dom.steps : dom.prompts;
+    const control = name === "batch_steps" ? dom.steps : dom.prompts;
     const box = $(`${control.id}-error`);
-    const text = message && !box.hidden && box.textContent && name !== "prompts" && name !== "steps"
+    const text = message && !box.hidden && box.textContent && name !== "prompts" && name !== "batch_steps"
       ? `${box.textContent} ${message}` : message;
     box.textContent = text || "";
     box.hidden = !text;
@@ -110,27 +110,19 @@ export function createBatchView(app) {
     event.preventDefault();
     if (busy) return;
     showError("prompts", null);
-    showError("steps", null);
+    showError("batch_steps", null);
     const prompts = dom.prompts.value.split("\n").map((s) => s.replace(/\r$/, "")).filter((s) => s.length);
     const steps = Number(dom.steps.value);
     const request = {
       dataset: $("dataset").value,
       prompts,
-      steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
+      batch_steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
       seed: Number($("seed").value) || 0,
     };
     busy = true;
-    dom.run.disabled = true;
     dom.status.textContent = "Running the batch and each prompt alone…";
-    let reply;
-    try {
-      reply = (await app.request({ type: "kv-batch", request })).result;
-    } catch (err) {
-      reply = { ok: false, errors: [{ field: "prompts", message: `Something went wrong in Python: ${err.message}` }] };
-    } finally {
-      busy = false;
-      dom.run.disabled = false;
-    }
+    const reply = await ask(app, "batch_view", request, dom.run, "prompts");
+    busy = false;
     app.last.batch = reply;
     if (!reply.ok) {
       dom.status.textContent = "";

@@ -10,34 +10,19 @@
 
 import { batchGrid, createBatchView } from "./batch.js";
 import { createCompare } from "./compare.js";
-import { createMemoryView } from "./memory.js";
+import { cacheShape, createMemoryView } from "./memory.js";
 import { bytes, drawResponsive, lineChart, sci, verdict } from "./plot.js";
-import { el, plural, readable, tableHead } from "./render.js";
+import { ask, el, plural, readable, tableHead } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
 
-// Generation sessions run in float64 (transformer.SESSION_DTYPE); the tolerance their live check
-// is judged against comes from Python with the page's info (cache_tolerance).
-const BYTES_PER_NUMBER = 8; // float64
+// The tolerance the live check is judged against, and the cache's shape and bytes, come from
+// Python with the page's info (cache_tolerance, datasets[...].transformer).
 const TABLE_ROWS = 400; // the table alternative lists at most this many steps
 const FLOOR = -17; // log10 of where an exact 0 is drawn
 const DOTS_MAX = 120; // a chart of up to this many steps marks each with a dot
 
 const BUG_DEFAULT_PROMPTS = { names: "mar", prose: "The cache " };
-
-/** Where the context window starts when n tokens have been seen (kvcache.window_start). */
-export function windowStart(n, context) {
-  const drop = context - Math.floor(context / 2);
-  return n <= context ? 0 : drop * Math.ceil((n - context) / drop);
-}
-
-/** The tiny transformer's cache shape for a dataset, from the info Python sent at boot. */
-export function cacheShape(info, dataset) {
-  const t = info && info.datasets && info.datasets[dataset] && info.datasets[dataset].transformer;
-  if (!t) return null;
-  const perToken = 2 * t.n_layer * t.n_kv_head * t.head_dim * BYTES_PER_NUMBER;
-  return { ...t, perToken, allocated: perToken * t.context_size };
-}
 
 /** The stat the step inspector shows for a transformer step: [term, value] or null. */
 export function cacheStat(step) {
@@ -120,7 +105,7 @@ export function createKvLab(app) {
     live, lab, batch, memory, compare,
     last: app.last, // each panel's latest reply from Python
     // The benchmark: one transformer generation timed inside Python (webapi.bench_generation).
-    bench: (request) => app.request({ type: "kv-bench", request }).then((m) => m.result),
+    bench: (request) => app.call("bench_generation", request),
     ready() {
       live.ready();
       lab.ready();
@@ -181,17 +166,11 @@ function createLiveCheck(app) {
   document.addEventListener("decodelab:run-start", syncField);
 
   function positions(r) {
-    // the window the logits of the latest step came from (cache_length when checked)
+    // the window the logits of the latest step came from: what the cache held then
     const shape = cacheShape(app.info(), r.settings.dataset);
     const last = r.steps[r.steps.length - 1];
-    if (!shape) return null;
-    let filled;
-    if (last && last.cache_length != null) filled = last.cache_length;
-    else {
-      const seen = 1 + [...(r.settings.prompt || "")].length + Math.max(0, r.steps.length - 1);
-      filled = seen - windowStart(seen, shape.context_size);
-    }
-    return { shape, filled };
+    if (!shape || !last) return null;
+    return { shape, filled: last.cache_length };
   }
 
   function render() {
@@ -201,7 +180,7 @@ function createLiveCheck(app) {
     const p = positions(run);
     if (p) {
       const { shape, filled } = p;
-      dom.memoryLine.textContent = `${filled} of ${shape.context_size} cache positions filled: ${bytes(filled * shape.perToken)} in use of ${bytes(shape.allocated)} allocated (${shape.n_layer} layers × K and V × ${shape.n_kv_head} KV heads × ${shape.head_dim} numbers × ${BYTES_PER_NUMBER} bytes = ${bytes(shape.perToken)} per position).`;
+      dom.memoryLine.textContent = `${filled} of ${shape.context_size} cache positions filled: ${bytes(filled * shape.perToken)} in use of ${bytes(shape.allocated)} allocated (${shape.n_layer} layers × K and V × ${shape.n_kv_head} KV heads × ${shape.head_dim} numbers × ${shape.bytes_per_element} bytes = ${bytes(shape.perToken)} per position).`;
       dom.fill.style.setProperty("--w", `${(100 * filled) / shape.context_size}%`);
     }
     const shifts = run.steps.map((s, i) => (s.context_shift ? i : -1)).filter((i) => i >= 0);
@@ -324,7 +303,7 @@ function createBreakIt(app) {
   // Errors about the test prompt and the steps go next to them; anything else (the dataset,
   // the batch prompts of the padding bug) next to the bug selector, where the learner is.
   function showError(name, message) {
-    const control = { prompt: dom.prompt, steps: dom.steps }[name] || dom.bug;
+    const control = { test_prompt: dom.prompt, check_steps: dom.steps }[name] || dom.bug;
     const box = $(`${control.id}-error`);
     const text = control === dom.bug && message && name !== "bug" && box.textContent && !box.hidden
       ? `${box.textContent} ${message}` : message;
@@ -335,7 +314,7 @@ function createBreakIt(app) {
   }
 
   function clearErrors() {
-    for (const name of ["bug", "prompt", "steps"]) showError(name, null);
+    for (const name of ["bug", "test_prompt", "check_steps"]) showError(name, null);
   }
 
   function defaultPrompt() {
@@ -359,23 +338,15 @@ function createBreakIt(app) {
     const request = {
       bug: dom.bug.value,
       dataset: $("dataset").value,
-      prompt: dom.prompt.value,
-      steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
+      test_prompt: dom.prompt.value,
+      check_steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
       seed: Number($("seed").value) || 0,
     };
     if (request.bug === "unmasked-padding") request.prompts = batchPromptLines();
     busy = true;
-    dom.run.disabled = true;
     dom.status.textContent = request.bug === "none" ? "Running the check on the correct cache…" : "Running the check with the bug injected…";
-    let reply;
-    try {
-      reply = (await app.request({ type: "kv-break", request })).result;
-    } catch (err) {
-      reply = { ok: false, errors: [{ field: "bug", message: `Something went wrong in Python: ${err.message}` }] };
-    } finally {
-      busy = false;
-      dom.run.disabled = false;
-    }
+    const reply = await ask(app, "break_it", request, dom.run, "bug");
+    busy = false;
     if (!reply.ok) {
       dom.status.textContent = "";
       for (const e of reply.errors || []) showError(e.field, e.message);

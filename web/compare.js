@@ -2,7 +2,7 @@
 // them) run once with the bigram and once with the transformer, the same prompt, seed and rules
 // (webapi.compare). Every difference in the two texts comes from the model.
 
-import { el, finishSentence, fixed, pct, plural } from "./render.js";
+import { ask, el, finishSentence, fixed, pct, plural } from "./render.js";
 import { drawResponsive, lineChart, sci } from "./plot.js";
 
 const $ = (id) => document.getElementById(id);
@@ -57,17 +57,9 @@ export function createCompare(app) {
     const settings = { ...result.settings };
     delete settings.model;
     busy = true;
-    dom.run.disabled = true;
     dom.status.textContent = "Running the bigram, then the transformer…";
-    let reply;
-    try {
-      reply = (await app.request({ type: "kv-compare", settings })).result;
-    } catch (err) {
-      reply = { ok: false, errors: [{ message: `Something went wrong in Python: ${err.message}` }] };
-    } finally {
-      busy = false;
-      dom.run.disabled = false;
-    }
+    const reply = await ask(app, "compare", settings, dom.run, "settings");
+    busy = false;
     app.last.compare = reply;
     if (!reply.ok) {
       dom.status.textContent = (reply.errors || []).map((e) => e.message).join(" ");

@@ -167,7 +167,7 @@ function takeaway(result) {
 
 // --- the controller ----------------------------------------------------------------------------------
 
-export function createExperiment({ request, collect }) {
+export function createExperiment({ call, collect }) {
   const $ = (id) => document.getElementById(id);
   const section = $("experiment");
   const form = $("xp-form");
@@ -231,7 +231,7 @@ export function createExperiment({ request, collect }) {
     setRunning(true);
     status.textContent = "Starting…";
     try {
-      const started = (await request({ type: "experiment-start", request: req })).result;
+      const started = await call("experiment_start", req);
       if (!started.ok) {
         setRunning(false);
         section.dataset.state = "invalid";
@@ -254,7 +254,7 @@ export function createExperiment({ request, collect }) {
           section.dataset.state = results.hidden ? "idle" : "done";
           return;
         }
-        const step = (await request({ type: "experiment-advance", budget_ms: BATCH_MS })).result;
+        const step = await call("experiment_advance", { budget_ms: BATCH_MS });
         if (!step.ok) throw new Error((step.errors || []).map((e) => e.message).join(" "));
         progress.value = step.progress.done;
         status.textContent = `Running: ${step.progress.done} of ${plural(step.progress.total, "sample", "samples")}…`;

@@ -10,7 +10,7 @@ import { createQuestions } from "./questions.js";
 import { createStepper } from "./stepper.js";
 
 /**
- * app: { request(message) -> Promise of the worker's reply, select(index) (selects a step of the
+ * app: { call(endpoint, request) -> Promise of Python's answer, select(index) (selects a step of the
  * run on screen), collect() -> {settings} | {errors} (the form, checked, errors shown) }.
  */
 export function createLesson(app) {
@@ -27,8 +27,8 @@ export function createLesson(app) {
     questions,
     // The numbers behind the pictures, for tests and hosts: one step of the run on screen, and
     // typed values (the playground's request).
-    explain: (step) => app.request({ type: "explain", request: { step } }).then((m) => m.result),
-    explainValues: (request) => app.request({ type: "explain-values", request }).then((m) => m.result),
+    explain: (step) => app.call("explain_step", { step }),
+    explainValues: (request) => app.call("explain_values", request),
     ready() {
       stepper.ready();
       experiment.ready();

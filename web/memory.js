@@ -3,13 +3,17 @@
 // tiny transformer, live; and a measured sweep of time and K/V bytes per decode step against
 // context length, with the cache and without it (webapi.cost_sweep -> costs.step_costs).
 
-import { cacheShape } from "./cache.js";
 import { bytes, drawResponsive, lineChart } from "./plot.js";
-import { el } from "./render.js";
+import { ask, el } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
 
-const FIELDS = ["layers", "heads", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequences"];
+/** The tiny transformer's cache shape for a dataset, from the info Python sent at boot. */
+export function cacheShape(info, dataset) {
+  const t = info && info.datasets && info.datasets[dataset] && info.datasets[dataset].transformer;
+  if (!t) return null;
+  return { ...t, perToken: t.bytes_per_token, allocated: t.bytes_per_token * t.context_size };
+}
 
 function ms(x) {
   if (x == null) return "–";
@@ -37,7 +41,10 @@ export function createMemoryView(app, live) {
     costRows: $("cost-rows"),
     costSummary: $("cost-summary"),
   };
-  const inputs = Object.fromEntries(FIELDS.map((f) => [f, $(`mem-${f.replace(/_/g, "-")}`)]));
+  // the calculator's inputs, by field name (data-field): their checks and defaults are Python's
+  const inputs = Object.fromEntries([...dom.form.querySelectorAll("input[data-field]")].map((c) => [c.dataset.field, c]));
+  const FIELDS = Object.keys(inputs);
+  const defaultOf = (name) => app.info().fields.find((f) => f.name === name).default;
   let presets = [];
   let last = null;
   let timer = null;
@@ -58,8 +65,8 @@ export function createMemoryView(app, live) {
     for (const f of FIELDS) {
       if (p[f] != null) inputs[f].value = String(p[f]);
     }
-    if (p.tokens == null) inputs.tokens.value = "4096";
-    if (p.sequences == null) inputs.sequences.value = "1";
+    if (p.tokens == null) inputs.tokens.value = String(defaultOf("tokens"));
+    if (p.sequences == null) inputs.sequences.value = String(defaultOf("sequences"));
   }
 
   async function compute() {
@@ -68,7 +75,7 @@ export function createMemoryView(app, live) {
     for (const f of FIELDS) request[f] = inputs[f].value.trim();
     let reply;
     try {
-      reply = (await app.request({ type: "kv-memory", request })).result;
+      reply = await app.call("memory", request);
     } catch (err) {
       reply = { ok: false, errors: [{ field: "preset", message: `Something went wrong in Python: ${err.message}` }] };
     }
@@ -128,7 +135,7 @@ export function createMemoryView(app, live) {
   }
 
   function fillComparison() {
-    const rows = presets.map((p) => ({ p, per: 2 * p.layers * p.kv_heads * p.head_dim * p.bytes_per_element }));
+    const rows = presets.map((p) => ({ p, per: p.bytes_per_token }));
     const most = Math.max(...rows.map((r) => r.per));
     dom.rows.replaceChildren(...rows.map(({ p, per }) => {
       const tr = el("tr");
@@ -175,16 +182,8 @@ export function createMemoryView(app, live) {
   // --- measured cost per step ---------------------------------------------------------------
 
   dom.costRun.addEventListener("click", async () => {
-    dom.costRun.disabled = true;
     dom.costStatus.textContent = "Measuring: each length is decoded with the cache and recomputed without it…";
-    let reply;
-    try {
-      reply = (await app.request({ type: "kv-costs", request: { dataset: $("dataset").value, repeats: 5 } })).result;
-    } catch (err) {
-      reply = { ok: false, errors: [{ message: `Something went wrong in Python: ${err.message}` }] };
-    } finally {
-      dom.costRun.disabled = false;
-    }
+    const reply = await ask(app, "cost_sweep", { dataset: $("dataset").value }, dom.costRun, "dataset");
     app.last.costs = reply;
     if (!reply.ok) {
       dom.costStatus.textContent = (reply.errors || []).map((e) => e.message).join(" ");

@@ -444,7 +444,7 @@ const PHASE_WORDS = {
  * The "pipeline" card: asks Python for the stages of the selected step once a run is over,
  * one request at a time (the newest selection wins), and draws them.
  */
-export function createStepPipeline({ request }) {
+export function createStepPipeline({ call }) {
   const $ = (id) => document.getElementById(id);
   const card = $("pipeline");
   const empty = $("pipeline-empty");
@@ -483,13 +483,13 @@ export function createStepPipeline({ request }) {
       let reply = null;
       let error = null;
       try {
-        reply = await request({ type: "explain", request: { step: index, top_n: 12 } });
+        reply = await call("explain_step", { step: index });
       } catch (err) {
         error = err;
       }
       asking = null;
       if (run !== current || run.selected !== index) continue; // something newer came
-      const data = reply && reply.result;
+      const data = reply;
       if (error || !data || !data.ok) {
         fail(error ? `The stages could not be computed: ${error.message}`
           : (data && data.errors || []).map((e) => e.message).join(" ") || "The stages could not be computed.");

@@ -21,7 +21,7 @@ const FIELD_CONTROL = {
   greedy: "pg-temperature",
 };
 
-export function createPlayground({ request }) {
+export function createPlayground({ call }) {
   const $ = (id) => document.getElementById(id);
   const section = $("playground");
   const form = $("pg-form");
@@ -112,7 +112,7 @@ export function createPlayground({ request }) {
     section.dataset.state = "computing";
     let reply;
     try {
-      reply = await request({ type: "explain-values", request: readRequest() });
+      reply = await call("explain_values", readRequest());
     } catch (err) {
       if (mine !== seq) return null;
       status.textContent = `Python could not compute this: ${err.message}`;
@@ -120,7 +120,7 @@ export function createPlayground({ request }) {
       return null;
     }
     if (mine !== seq) return null; // a newer request is on its way
-    const data = reply.result;
+    const data = reply;
     if (!data.ok) {
       showErrors(data.errors);
       status.textContent = "Fix the field marked above; the last good result stays below.";

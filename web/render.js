@@ -56,7 +56,21 @@ export function el(tag, className, text) {
   return node;
 }
 
-/** The finish reason in words. */
+/**
+ * Ask Python from a panel's button: the button is off while the request runs, and a worker that
+ * failed comes back as an answer with one error on `field`, so a panel handles one shape.
+ */
+export async function ask(app, endpoint, request, button, field) {
+  button.disabled = true;
+  try {
+    return await app.call(endpoint, request);
+  } catch (err) {
+    return { ok: false, errors: [{ field, message: `Something went wrong in Python: ${err.message}` }] };
+  } finally {
+    button.disabled = false;
+  }
+}
+
 /** A table's header: one row of column headers, each given as text or as a <th>. */
 export function tableHead(items) {
   const row = el("tr");

@@ -123,8 +123,8 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
       everReady = true;
       recovering = null;
     }
-    if (m.type === "trained" && trainsInFlight.has(m.id)) trained = trainsInFlight.get(m.id);
-    if ((m.type === "trained" || m.type === "invalid" || m.type === "error") && trainsInFlight.has(m.id)) {
+    if (trainsInFlight.has(m.id) && (m.type === "reply" || m.type === "error")) {
+      if (m.type === "reply" && m.result && m.result.ok) trained = trainsInFlight.get(m.id);
       trainsInFlight.delete(m.id);
     }
     forward(m);
@@ -137,14 +137,15 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
     } else if (m.type === "ready") {
       if (trained != null) {
         replayId = `replay-${Date.now()}`;
-        worker.postMessage({ type: "train", id: replayId, text: trained });
+        worker.postMessage({ type: "call", id: replayId, endpoint: "train", request: { text: trained } });
       } else {
         finishRecovery(m.info);
       }
     } else if (replayId != null && m.id === replayId) {
       replayId = null;
-      if (m.type !== "trained") trained = null; // cannot happen for text that trained before
-      finishRecovery(null, m.type === "trained" ? m.dataset : null);
+      const ok = m.type === "reply" && m.result && m.result.ok;
+      if (!ok) trained = null; // cannot happen for text that trained before
+      finishRecovery(null, ok ? m.result.dataset : null);
     }
   }
 
@@ -214,7 +215,9 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
     removeEventListener: (...args) => events.removeEventListener(...args),
     postMessage(message) {
       if (!worker) return; // given up: the page already said so
-      if (message && message.type === "train") trainsInFlight.set(message.id, String(message.text ?? ""));
+      if (message && message.type === "call" && message.endpoint === "train") {
+        trainsInFlight.set(message.id, String((message.request && message.request.text) ?? ""));
+      }
       worker.postMessage(message);
     },
     /** Tests only (?faults=1): make the worker hang, crash, or fail as Python would. */

@@ -8,7 +8,7 @@
 //
 // Besides settings, a few parameters describe the page itself (VIEW_PARAMS below).
 
-import { allowedText, checkField, checkTogether, pyRepr, splitLines } from "./validate.js";
+import { checkField, checkTogether, pyRepr, splitLines, vocabOf } from "./validate.js";
 
 // Parameters about the page, not the run, with their allowed values in words.
 export const VIEW_PARAMS = {
@@ -84,7 +84,7 @@ export function settingsFromQuery(values, settable, specs) {
     } else if (list.length > 1) {
       errors.push({
         field: name,
-        message: `${spec.label} is given ${list.length} times in the link; give it once (${allowedText(spec)}).`,
+        message: `${spec.label} is given ${list.length} times in the link; give it once (${spec.allowed}).`,
       });
     } else {
       raw[name] = list[0];
@@ -150,12 +150,12 @@ function checkOne(spec, value, context) {
   switch (spec.kind) {
     case "bool": {
       const b = parseBool(value);
-      return b === null ? { error: `${spec.label} must be ${allowedText(spec)}; got ${describeValue(value)}.` } : { value: b };
+      return b === null ? { error: `${spec.label} must be ${spec.allowed}; got ${describeValue(value)}.` } : { value: b };
     }
     case "int":
     case "float":
       if (typeof value !== "string" && typeof value !== "number") {
-        return { error: `${spec.label} must be ${allowedText(spec)}; got ${describeValue(value)}.` };
+        return { error: `${spec.label} must be ${spec.allowed}; got ${describeValue(value)}.` };
       }
       return checkField(spec, String(value));
     case "text": {
@@ -173,7 +173,7 @@ function checkOne(spec, value, context) {
     }
     case "choice": {
       if (typeof value !== "string") {
-        return { error: `${spec.label} must be ${allowedText({ ...spec, allowed: null, choices: choicesOf(spec, context) })}; got ${describeValue(value)}.` };
+        return { error: `${spec.label} must be one of ${choicesOf(spec, context).join(", ")}; got ${describeValue(value)}.` };
       }
       return checkField(spec, value, { choices: choicesOf(spec, context) });
     }
@@ -413,10 +413,7 @@ function checkOptions(hooks, base) {
       choices: (name) => (form.elements[name] && form.elements[name].options
         ? [...form.elements[name].options].map((o) => o.value)
         : null),
-      vocab: (dataset) => {
-        const d = hooks.info?.datasets?.[dataset];
-        return d && Array.isArray(d.vocab) ? d.vocab.filter((t) => t !== "<eos>") : null;
-      },
+      vocab: (dataset) => vocabOf(hooks.info?.datasets?.[dataset]),
     },
   };
 }

@@ -1,11 +1,8 @@
-// Instant checks of the settings form, driven by the field table that Python sends at start-up
-// (info.fields), so the rules and the wording match what Python says when it checks again.
-// A message always names the field, what is allowed, and what it got:
+// The field table on the page: Python sends it at start-up (info.fields, from decodelab.fields),
+// and this module checks the form as the learner types with its rules and its words, and puts
+// its ranges and help next to the controls, so nothing here restates a limit. A message always
+// names the field, what is allowed, and what it got:
 //   "Top-p must be a number greater than 0 and at most 1 (1 means off); got 1.5."
-
-const MAX_TEXT_CHARS = 2000;
-const MAX_STOP_STRINGS = 32;
-const MAX_STOP_CHARS = 100;
 
 // Python's str() of a number as it appears in messages: 1.0 -> "1", 0.5 -> "0.5".
 function num(x) {
@@ -33,53 +30,29 @@ function shown(text) {
   return text.length <= 40 ? text : text.slice(0, 37) + "...";
 }
 
-// The allowed values in words (Python sends this as spec.allowed; the fallback mirrors it).
-export function allowedText(spec) {
-  if (spec.allowed) return spec.allowed;
-  if (spec.kind === "int" || spec.kind === "float") {
-    const noun = spec.kind === "int" ? "a whole number" : "a number";
-    const lo = spec.min_exclusive ? `greater than ${num(spec.min)}` : `from ${num(spec.min)}`;
-    const hi = spec.min_exclusive ? `and at most ${num(spec.max)}` : `to ${num(spec.max)}`;
-    const note = spec.note ? ` (${spec.note})` : "";
-    return `${noun} ${lo} ${hi}${note}`;
-  }
-  if (spec.kind === "choice") return "one of " + (spec.choices || []).join(", ");
-  return "";
-}
-
 function bad(spec, got) {
-  return { error: `${spec.label} must be ${allowedText(spec)}; got ${got}.` };
+  return { error: `${spec.label} must be ${spec.allowed}; got ${got}.` };
 }
 
 function checkNumber(spec, raw, badInput) {
   const text = String(raw ?? "").trim();
   if (badInput) return bad(spec, "something that is not a number");
-  if (text === "") return bad(spec, "nothing");
+  if (text === "") return spec.optional ? { value: null } : bad(spec, "nothing");
   const x = Number(text);
   if (!/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text) || !Number.isFinite(x)) {
     return bad(spec, shown(pyRepr(text)));
   }
   if (spec.kind === "int" && !Number.isInteger(x)) return bad(spec, shown(text));
   const tooLow = spec.min_exclusive ? x <= spec.min : x < spec.min;
-  if ((spec.min != null && tooLow) || (spec.max != null && x > spec.max)) return bad(spec, shown(text));
+  const tooHigh = spec.max != null && (spec.max_exclusive ? x >= spec.max : x > spec.max);
+  if ((spec.min != null && tooLow) || tooHigh) return bad(spec, shown(text));
   return { value: x };
 }
 
-// Characters described the way Python describes them: "a-z, A-Z, space, ' and -".
-export function describeChars(chars) {
-  const rest = new Set(chars);
-  const parts = [];
-  for (const [letters, name] of [["abcdefghijklmnopqrstuvwxyz", "a-z"], ["ABCDEFGHIJKLMNOPQRSTUVWXYZ", "A-Z"], ["0123456789", "0-9"]]) {
-    if ([...letters].every((c) => rest.has(c))) {
-      parts.push(name);
-      for (const c of letters) rest.delete(c);
-    }
-  }
-  const named = { " ": "space", "\n": "newline", "\t": "tab" };
-  let others = [...rest].sort(byCodePoint).map((c) => named[c] || c);
-  if (others.length > 20) others = others.slice(0, 20).concat(["..."]);
-  const all = parts.concat(others);
-  return all.length ? all.join(", ") : "(nothing)";
+/** The characters a dataset's model knows ({chars, words}: the list, and Python's words for it). */
+export function vocabOf(datasetInfo) {
+  const d = datasetInfo;
+  return d && Array.isArray(d.vocab) ? { chars: d.vocab.filter((t) => t !== "<eos>"), words: d.vocab_words } : null;
 }
 
 function byCodePoint(a, b) {
@@ -89,15 +62,15 @@ function byCodePoint(a, b) {
 function checkText(spec, raw, vocab) {
   const text = String(raw ?? "");
   const length = [...text].length;
-  if (length > MAX_TEXT_CHARS) {
-    return { error: `${spec.label} must be at most ${MAX_TEXT_CHARS} characters; got ${length}.` };
+  if (spec.max_chars != null && length > spec.max_chars) {
+    return { error: `${spec.label} must be at most ${spec.max_chars} characters; got ${length}.` };
   }
-  if (vocab && spec.name === "prompt") {
-    const known = new Set(vocab);
+  if (vocab) {
+    const known = new Set(vocab.chars);
     const unknown = [...new Set([...text].filter((c) => !known.has(c)))].sort(byCodePoint);
     if (unknown.length) {
       const list = unknown.slice(0, 12).map(pyRepr).join(" ") + (unknown.length > 12 ? " ..." : "");
-      return { error: `Prompt has characters this model has never seen: ${list}. Use only: ${describeChars(vocab.join(""))}.` };
+      return { error: `${spec.label} has characters this model has never seen: ${list}. Use only: ${vocab.words}.` };
     }
   }
   return { value: text };
@@ -110,13 +83,16 @@ export function splitLines(raw) {
 
 function checkLines(spec, raw) {
   const lines = splitLines(raw);
-  if (lines.length > MAX_STOP_STRINGS) {
-    return { error: `${spec.label}: at most ${MAX_STOP_STRINGS} are allowed; got ${lines.length}.` };
+  if (lines.length > spec.max_items) {
+    return { error: `${spec.label}: at most ${spec.max_items} are allowed; got ${lines.length}.` };
+  }
+  if (lines.length < spec.min_items) {
+    return { error: `${spec.label}: at least ${spec.min_items} are needed, one per line; got ${lines.length}.` };
   }
   for (let i = 0; i < lines.length; i++) {
     const n = [...lines[i]].length;
-    if (n > MAX_STOP_CHARS) {
-      return { error: `${spec.label}: entry ${i + 1} has ${n} characters; each must have 1 to ${MAX_STOP_CHARS}.` };
+    if (n < spec.min_chars || n > spec.max_chars) {
+      return { error: `${spec.label}: entry ${i + 1} has ${n} characters; each must have ${spec.min_chars} to ${spec.max_chars}.` };
     }
   }
   return { value: lines };
@@ -125,7 +101,7 @@ function checkLines(spec, raw) {
 /**
  * Check one field's raw value from the form.
  * spec: one entry of info.fields; raw: the control's value (string, or boolean for a checkbox);
- * ctx: {badInput, vocab (characters the model knows, without end-of-sequence), choices}.
+ * ctx: {badInput, vocab (vocabOf: the characters the model knows), choices}.
  * Returns {value} or {error: "sentence"}.
  */
 export function checkField(spec, raw, ctx = {}) {
@@ -160,4 +136,30 @@ export function checkTogether(values) {
     errors.min_new_tokens = `Min new tokens must be from 0 to Max new tokens (${values.max_new_tokens}); got ${values.min_new_tokens}.`;
   }
   return errors;
+}
+
+/**
+ * Put the table's ranges and help next to the page's controls: every control with a field name
+ * (data-field, or the name of a settings control) gets its min and max, and its hint
+ * (#<id>-hint) gets the field's help where it has data-help, and its allowed values in words
+ * wherever it holds a <span class="allowed">. An empty text control gets the field's default.
+ */
+export function describeControls(root, specs) {
+  for (const control of root.querySelectorAll(":is(input, select, textarea)[data-field], #settings [name]")) {
+    const spec = specs[control.dataset.field || control.name];
+    if (!spec) continue;
+    if (control.type === "number") {
+      if (spec.min != null) control.min = spec.min;
+      if (spec.max != null) control.max = spec.max;
+    }
+    if (control.value === "" && control.tagName !== "SELECT" && (typeof spec.default === "number" || typeof spec.default === "string")) {
+      control.value = String(spec.default);
+    }
+    const hint = root.querySelector(`#${control.id}-hint`);
+    if (!hint) continue;
+    if (hint.hasAttribute("data-help")) hint.textContent = spec.help;
+    for (const span of hint.querySelectorAll(".allowed")) {
+      span.textContent = spec.allowed.charAt(0).toUpperCase() + spec.allowed.slice(1);
+    }
+  }
 }

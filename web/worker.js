@@ -6,8 +6,10 @@
 // booleans, arrays and plain objects (Python results cross as JSON text and are parsed here),
 // so nothing Python-owned ever reaches postMessage.
 //
-// Generation runs in short time-boxed batches (`advance(BATCH_MS)`), with a real trip through
-// the event loop between batches, so that a "stop" message is read while a run is going.
+// Python is reached through one function, webapi.call(endpoint, request), JSON text both ways.
+// Generation runs in short time-boxed batches (the "advance" endpoint, BATCH_MS each), with a
+// real trip through the event loop between batches, so that a "stop" message is read while a
+// run is going.
 
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport, useInterruptBuffer, watchFatal } from "./health.js";
 import { guardRuntime, runtimeProblem } from "./integrity.js";
@@ -16,9 +18,10 @@ const BATCH_MS = 12;
 const PYODIDE_DIR = new URL("./pyodide/", import.meta.url).href;
 const ASSETS_URL = new URL("./assets/", import.meta.url);
 const ASSETS_FS = "/assets";
+const SESSION = "page"; // this worker serves one page: its state in Python is this session
 
 let pyodide = null;
-let api = null; // the decodelab.webapi module (a PyProxy kept for the worker's lifetime)
+let webapi = null; // the decodelab.webapi module (a PyProxy kept for the worker's lifetime)
 let current = null; // {id, stopRequested} of the generation in progress
 let ready = false; // true once boot has finished without error
 const earlyStops = new Set(); // ids of runs stopped before they began
@@ -161,7 +164,7 @@ async function boot() {
   progress("decodelab", "Loading the decodelab package…", 0.75);
   await loadPythonPackage("decodelab");
   try {
-    api = pyodide.pyimport("decodelab.webapi");
+    webapi = pyodide.pyimport("decodelab.webapi");
   } catch (err) {
     throw new Error(`The decodelab package was downloaded but cannot be imported: ${describeError(err).message}`);
   }
@@ -171,10 +174,11 @@ async function boot() {
   await loadAssets();
   let info;
   try {
-    info = JSON.parse(api.setup(ASSETS_FS));
+    info = call("setup", { assets: ASSETS_FS });
   } catch (err) {
     throw new Error(`The models could not be set up: ${describeError(err).message}`);
   }
+  if (!info.ok) throw new Error(`The models could not be set up: ${info.errors.map((e) => e.message).join(" ")}`);
   lap("assets_ms");
 
   // One short run of each model before the page opens (webapi.warm_up says why): the first run
@@ -182,7 +186,7 @@ async function boot() {
   // the page opens all the same, and a real run reports whatever is wrong next to its fields.
   progress("warmup", "Warming up the models…", 0.97);
   try {
-    api.warm_up();
+    call("warm_up");
   } catch (err) {
     console.warn(`The warm-up run failed: ${describeError(err).detail}`);
   }
@@ -196,12 +200,19 @@ async function boot() {
 
 // --- requests -----------------------------------------------------------------------------
 
+// The one way into Python: an endpoint of decodelab.webapi by name, a plain object in, a plain
+// object out ({ok: true, ...} or {ok: false, errors: [{field, label, message}]}).
+function call(endpoint, request = {}) {
+  return JSON.parse(webapi.call(endpoint, JSON.stringify(request), SESSION));
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // paceMs > 0 is slow motion: one step per batch (a budget of 0 ms still runs one step), then
 // a pause, so the page can show each step as it happens.
-async function generate(id, settings, paceMs) {
-  const started = JSON.parse(api.start(JSON.stringify(settings)));
+async function generate({ id, settings = {}, pace_ms: pace }) {
+  const paceMs = Math.min(Math.max(Number(pace) || 0, 0), 2000);
+  const started = call("start", settings);
   if (!started.ok) {
     post({ type: "invalid", id, errors: started.errors });
     return;
@@ -211,14 +222,8 @@ async function generate(id, settings, paceMs) {
   for (const old of earlyStops) if (old < id) earlyStops.delete(old); // stops that came too late
   try {
     for (;;) {
-      if (current.stopRequested) {
-        const out = JSON.parse(api.cancel());
-        if (out.steps && out.steps.length) post({ type: "steps", id, steps: out.steps });
-        post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text });
-        return;
-      }
-      const out = JSON.parse(api.advance(paceMs > 0 ? 0 : BATCH_MS));
-      post({ type: "steps", id, steps: out.steps || [] });
+      const out = current.stopRequested ? call("cancel") : call("advance", { budget_ms: paceMs > 0 ? 0 : BATCH_MS });
+      if (out.steps.length || !current.stopRequested) post({ type: "steps", id, steps: out.steps });
       if (out.done) {
         post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text });
         return;
@@ -231,66 +236,33 @@ async function generate(id, settings, paceMs) {
   }
 }
 
-// After a restart: make the run on screen again (webapi.restore_start), in batches so that the
+// After a restart: make the run on screen again (webapi restore_start), in batches so that the
 // worker keeps answering the page; given up as soon as the learner starts a new run, which
 // replaces the one on screen anyway.
 let restoreAbandoned = false;
 
-async function restore(id, settings, steps) {
+async function restore({ id, settings = {}, steps }) {
   restoreAbandoned = false;
-  const started = JSON.parse(api.restore_start(JSON.stringify({ settings, steps })));
-  if (!started.ok) {
-    post({ type: "restore", id, result: started });
-    return;
-  }
-  for (;;) {
-    if (restoreAbandoned) {
-      post({ type: "restore", id, result: { ok: false, abandoned: true } });
-      return;
-    }
-    const out = JSON.parse(api.restore_advance(BATCH_MS));
-    if (out.done || !out.ok) {
-      post({ type: "restore", id, result: out });
-      return;
-    }
+  let out = call("restore_start", { settings, steps });
+  while (out.ok && !out.done) {
     await yieldToEventLoop(); // a heartbeat, or a new run that makes this moot, gets its turn
+    if (restoreAbandoned) {
+      out = { ok: false, abandoned: true };
+      break;
+    }
+    out = call("restore_advance", { budget_ms: BATCH_MS });
   }
+  post({ type: "reply", id, result: out });
 }
 
-function train(id, text) {
-  const result = JSON.parse(api.train_custom(String(text)));
-  if (!result.ok) {
-    post({ type: "invalid", id, errors: result.errors });
-    return;
-  }
-  post({ type: "trained", id, dataset: result.dataset });
-}
-
-const handlers = {
-  generate: (m) => generate(m.id, m.settings || {}, Math.min(Math.max(Number(m.pace_ms) || 0, 0), 2000)),
-  trace: (m) => post({ type: "trace", id: m.id, json: api.trace() }),
-  // After a restart: make the run on screen again, quietly, so its trace and lesson work.
-  restore: (m) => restore(m.id, m.settings || {}, m.steps),
-  train: (m) => train(m.id, m.text),
-  probs: (m) => post({ type: "probs", id: m.id, result: JSON.parse(api.probs(JSON.stringify(m.request || {}))) }),
-  // The benchmark: one whole run timed inside Python, the same function the native side times.
-  bench: (m) => post({ type: "bench", id: m.id, result: JSON.parse(api.bench(JSON.stringify(m.settings || {}))) }),
-  // The lesson: one step of the latest run taken apart, the same for typed numbers, and the
-  // temperature experiment, run a batch of samples per request so other requests get a turn.
-  explain: (m) => post({ type: "explain", id: m.id, result: JSON.parse(api.explain_step(JSON.stringify(m.request || {}))) }),
-  "explain-values": (m) => post({ type: "explain-values", id: m.id, result: JSON.parse(api.explain_values(JSON.stringify(m.request || {}))) }),
-  "experiment-start": (m) => post({ type: "experiment-start", id: m.id, result: JSON.parse(api.experiment_start(JSON.stringify(m.request || {}))) }),
-  "experiment-advance": (m) => post({ type: "experiment-advance", id: m.id, result: JSON.parse(api.experiment_advance(Math.min(Math.max(Number(m.budget_ms) || 0, 0), 500))) }),
-  // The KV cache: the batch view, break it on purpose, the memory calculator, the measured cost
-  // per step, both models side by side, and the benchmark's transformer rows.
-  "kv-batch": (m) => post({ type: "kv-batch", id: m.id, result: JSON.parse(api.batch_view(JSON.stringify(m.request || {}))) }),
-  "kv-break": (m) => post({ type: "kv-break", id: m.id, result: JSON.parse(api.break_it(JSON.stringify(m.request || {}))) }),
-  "kv-memory": (m) => post({ type: "kv-memory", id: m.id, result: JSON.parse(api.memory(JSON.stringify(m.request || {}))) }),
-  "kv-costs": (m) => post({ type: "kv-costs", id: m.id, result: JSON.parse(api.cost_sweep(JSON.stringify(m.request || {}))) }),
-  "kv-compare": (m) => post({ type: "kv-compare", id: m.id, result: JSON.parse(api.compare(JSON.stringify(m.settings || {}))) }),
-  "kv-bench": (m) => post({ type: "kv-bench", id: m.id, result: JSON.parse(api.bench_generation(JSON.stringify(m.request || {}))) }),
-  // Memory held by the worker (WebAssembly memory, Python objects), for the soak test.
-  "memory-report": (m) => post({ type: "memory-report", id: m.id, result: memoryReport(pyodide) }),
+// What the page can ask, besides the heartbeat and "stop": one call into Python (any endpoint
+// of decodelab.webapi), the two requests that run over many turns of the event loop, and the
+// memory the worker holds (WebAssembly memory, Python objects), for the soak test.
+const HANDLERS = {
+  call: (m) => post({ type: "reply", id: m.id, result: call(String(m.endpoint), m.request ?? {}) }),
+  generate,
+  restore,
+  "memory-report": (m) => post({ type: "reply", id: m.id, result: memoryReport(pyodide) }),
 };
 
 // Requests run one at a time, in arrival order, after boot. "stop" skips the queue: it only
@@ -310,7 +282,7 @@ self.onmessage = (event) => {
     return;
   }
   if (message.type === "generate") restoreAbandoned = true; // the run on screen is replaced
-  const handler = handlers[message.type];
+  const handler = Object.hasOwn(HANDLERS, message.type) ? HANDLERS[message.type] : null;
   if (!handler) {
     post({ type: "error", id: message.id, message: `Unknown request type ${JSON.stringify(message.type)}.` });
     return;

@@ -59,7 +59,7 @@ class BigramModel:
         prev, nxt = pair_ids(sequences, self.tokenizer)
         return float(-self.log_probs[prev, nxt].mean())
 
-    def session(self, max_tokens: int = 0) -> "BigramSession":
+    def session(self) -> "BigramSession":
         return BigramSession(self)
 
     def save(self, path) -> None:

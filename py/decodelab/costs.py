@@ -170,7 +170,7 @@ class Uncached:
         self.model = model
         self.tokenizer, self.context_size = model.tokenizer, model.context_size
 
-    def session(self, max_tokens: int = 0, dtype=np.float64) -> UncachedSession:
+    def session(self, dtype=np.float64) -> UncachedSession:
         return UncachedSession(self.model, dtype)
 
 

@@ -182,7 +182,7 @@ FIELDS = (
     F("samples", "Samples per temperature", "int", 50,
       "Every temperature gets the same seeds, so they differ in nothing else.", min=2, max=200),
     # --- the KV cache: batch view, break it on purpose, the measured cost -------------------
-    F("prompts", "Batch prompts", "lines", ("a", "mar", "jo"),
+    F("prompts", "Batch prompts", "lines", (),
       "2 to 6 prompts, one per line, of different lengths: the shorter ones are padded on the "
       "left.", min_chars=0, max_chars=48, min_items=2, max_items=6),
     F("batch_steps", "Batch steps", "int", 8, "Tokens drawn for every row of the batch.",

@@ -11,8 +11,9 @@ Each step:
      filters in the chosen order -> the final distribution
   3. one uniform draw u -> the token (greedy: argmax, no draw)
   4. the stop rules, each checked in one place below
-  5. with a KV-cached model and cache_check on: the logits just used are compared with a full
-     recomputation of the whole window (the live cache check), recorded per step
+  5. with a KV-cached model: the cache length and any context shift, and with cache_check on,
+     the logits just used compared with a full recomputation of the whole window (the live
+     cache check), recorded per step
 
 A caller ends a run early with cancel() between steps (finish_reason "cancelled").
 
@@ -79,10 +80,10 @@ class Generation:
     def _run(self):
         s = self.settings
         rules = s.rules
-        session = self.model.session(len(self.prompt_ids) + s.max_new_tokens)
+        session = self.model.session()
         logits = session.prefill(self.prompt_ids)  # (V,)
         seen = sampling.seen_mask(self.tokenizer.vocab_size, self.prompt_ids)  # for the penalty
-        check_cache = s.cache_check and hasattr(session, "check")
+        cached = hasattr(session, "check_report")  # a KV cache: its length, and the live check
         for step in range(s.max_new_tokens):
             # the rules, in sampling: EOS blocking, the penalty, temperature and the filters
             d = sampling.decide(logits, rules, eos_blocked=s.eos_blocked(step), seen=seen)
@@ -94,8 +95,8 @@ class Generation:
             self.output_ids.append(token)
             seen[token] = True
             record = self._record(step, d, token, u)
-            if check_cache:  # rule-free, but per step: cached logits == full recomputation?
-                record.update(session.check_report())
+            if cached:  # rule-free, but per step: cached logits == full recomputation?
+                record.update(session.check_report(s.cache_check))
             if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
                 record["emit"] = self._finish("stop", "eos")
             else:

@@ -140,7 +140,7 @@ class Replay:
         run = self.run
         while len(self.logits) <= step:
             if self.session is None:
-                self.session = run.model.session(len(run.prompt_ids) + run.settings.max_new_tokens)
+                self.session = run.model.session()
                 z = self.session.prefill(run.prompt_ids)
             else:
                 z = self.session.decode(run.output_ids[len(self.logits) - 1])

@@ -461,9 +461,9 @@ class TransformerModel:
             total += loss * max(float(weights[sl].sum()), 1.0)
         return total / max(count, 1.0)
 
-    def session(self, max_tokens: int = 0, dtype=None):
-        """A cached generation session (inference.Session). The cache always holds the whole
-        context window, so max_tokens (kept for the shared interface) changes nothing.
+    def session(self, dtype=None):
+        """A cached generation session (inference.Session); its cache holds the whole context
+        window.
 
         Generation runs in float64 unless asked otherwise: the native build and WebAssembly
         then agree to ~1e-15 on every probability (float32 sums in a different BLAS order would

@@ -23,6 +23,7 @@ from decodelab.assets import Library
 from decodelab.corpus import corpus_from_text
 from decodelab.fields import (FIELDS, MODELS, FieldError, FieldErrors, check, encode, label_of,
                               read)
+from decodelab.generate import TOP_N
 from decodelab.generate import start as start_generation
 from decodelab.inference import CHECK_TOLERANCE, SESSION_DTYPE
 from decodelab.kvcache import kv_cache_bytes
@@ -116,6 +117,7 @@ def _transformer_info(library, name: str):
             "n_kv_head": cfg.n_kv_head, "head_dim": cfg.head_dim, "n_embd": cfg.n_embd,
             "train_seconds": m.info.get("seconds"),
             # K and V of every layer, as the page's sessions hold them (in SESSION_DTYPE)
+            "bytes_per_element": np.dtype(SESSION_DTYPE).itemsize,
             "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
                                               np.dtype(SESSION_DTYPE).itemsize, 1)["total_bytes"]}
 
@@ -129,7 +131,8 @@ def _dataset_info(library, name: str) -> dict:
             "source": prov.get("source", ""),
             "models": [k for k in MODELS if library.has_model(k, name)],
             "transformer": _transformer_info(library, name),
-            "vocab": model.tokenizer.labels(), "n_train": len(corpus.train),
+            "vocab": model.tokenizer.labels(), "vocab_words": model.tokenizer.describe(),
+            "n_train": len(corpus.train),
             "n_val": len(corpus.val), "val_nll": model.nll(corpus.val) if corpus.val else None,
             "examples": corpus.train[:5]}
 
@@ -147,6 +150,7 @@ def _setup(session: Session, req: dict) -> dict:
             "models": [{"id": m, "label": MODEL_LABELS[m]} for m in MODELS],
             "datasets": {n: _dataset_info(library, n) for n in library.datasets()},
             "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),
+            "top_n": TOP_N,  # the likeliest candidates each step record lists
             # what the live cache check of a run is judged against (the page draws it)
             "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name]}
 
@@ -402,7 +406,10 @@ def _memory(session: Session, req: dict) -> dict:
     if session.library.has_model("transformer", dataset):
         tiny = costs.tiny_preset(session.library.model("transformer", dataset))
     result = costs.memory(req, tiny)
-    return {**result, "presets": list(costs.PRESETS) + ([tiny] if tiny else [])}
+    presets = [{**p, "bytes_per_token": kv_cache_bytes(p["layers"], p["kv_heads"], p["head_dim"],
+                                                       p["bytes_per_element"], 1)["total_bytes"]}
+               for p in list(costs.PRESETS) + ([tiny] if tiny else [])]
+    return {**result, "presets": presets}
 
 
 @endpoint
