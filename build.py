@@ -399,6 +399,18 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
             super().log_message(format, *args)
 
 
+# A browser that goes away in the middle of a response (a reload, a closed tab, a test that
+# ends) leaves the server writing to a closed connection; that is normal, not an error.
+DROPPED_CONNECTION = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+class StaticServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], DROPPED_CONNECTION):
+            return
+        super().handle_error(request, client_address)  # anything else prints its traceback
+
+
 def make_server(root, host: str = "127.0.0.1", port: int = 0, quiet: bool = False,
                 isolated: bool = False):
     """An HTTP server for `root` (not yet serving; call serve_forever). Port 0 picks a
@@ -406,7 +418,7 @@ def make_server(root, host: str = "127.0.0.1", port: int = 0, quiet: bool = Fals
     page cross-origin isolated (most static hosts send none; the page works either way)."""
     handler = type("Handler", (StaticHandler,), {"quiet": quiet, "isolated": isolated})
     handler = functools.partial(handler, directory=str(root))
-    return http.server.ThreadingHTTPServer((host, port), handler)
+    return StaticServer((host, port), handler)
 
 
 # --------------------------------------------------------------------------------------

@@ -6,10 +6,13 @@ import hashlib
 import io
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import tarfile
 import threading
+import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -494,3 +497,86 @@ def test_unknown_command_names_the_commands(capsys):
     assert build.main(["bulid"]) == 2
     err = capsys.readouterr().err
     assert "'bulid'" in err and "build" in err and "test" in err
+
+
+# --------------------------------------------------------------------------------------
+# the test server and dropped connections
+
+
+def serve(server):
+    """Serve in a thread; return an Event set after each request's connection is closed and
+    the list of exception types the server was asked to handle."""
+    handled, seen = threading.Event(), []
+    close, handle_error = server.shutdown_request, server.handle_error
+
+    def shutdown_request(request):
+        close(request)
+        handled.set()
+
+    def recording_handle_error(request, address):
+        seen.append(sys.exc_info()[0])
+        handle_error(request, address)
+
+    server.shutdown_request = shutdown_request
+    server.handle_error = recording_handle_error
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return handled, seen
+
+
+def test_server_is_silent_when_the_browser_drops_the_connection(tmp_path, capsys):
+    (tmp_path / "big.bin").write_bytes(bytes(32 << 20))  # more than socket buffers hold
+    server = build.make_server(tmp_path, quiet=True)
+    handled, seen = serve(server)
+    try:
+        client = socket.create_connection(server.server_address[:2])
+        client.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert client.recv(4096).startswith(b"HTTP/1.0 200")
+        # Close with a reset while the server is still writing, as a closed tab does.
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        assert handled.wait(60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen and issubclass(seen[0], build.DROPPED_CONNECTION)
+    err = capsys.readouterr().err
+    assert "Exception occurred" not in err and "Traceback" not in err
+
+
+def test_server_still_reports_any_other_error(tmp_path, capsys, monkeypatch):
+    (tmp_path / "a.txt").write_text("a")
+
+    def broken(self):
+        raise RuntimeError("a bug in the handler")
+
+    monkeypatch.setattr(build.StaticHandler, "send_head", broken)
+    server = build.make_server(tmp_path, quiet=True)
+    handled, seen = serve(server)
+    try:
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/a.txt",
+                                   timeout=60)
+        assert handled.wait(60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [RuntimeError]
+    err = capsys.readouterr().err
+    assert "Exception occurred during processing of request" in err
+    assert "RuntimeError: a bug in the handler" in err
+
+
+@pytest.mark.parametrize("error", [BrokenPipeError, ConnectionResetError,
+                                   ConnectionAbortedError, ValueError, OSError])
+def test_server_silences_exactly_the_dropped_connection_errors(error, capsys):
+    server = build.make_server(ROOT, quiet=True)
+    try:
+        try:
+            raise error("from the handler")
+        except Exception:
+            server.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+    err = capsys.readouterr().err
+    dropped = error in (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+    assert ("Exception occurred" in err) != dropped
