@@ -21,7 +21,7 @@ from tools import corpora, fetch as fetching, site as sitelib, wheel as wheels
 from tools.cache import UserCache
 from tools.common import (ARTIFACTS_DIR, PACKAGE_DIR, PY_DIR, ROOT, BuildError, human, rel, run,
                           say, sha256_file)
-from tools.keys import Artifact, Stamps, digest, module_files, restore, source_digests, store
+from tools.keys import Artifact, Stamps, module_files, restore, source_digests, store
 
 WEB_DIR = ROOT / "web"
 STATIC_DIR = ROOT / "static"
