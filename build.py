@@ -188,8 +188,9 @@ def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps
     if todo:
         say(f"artifacts: training {', '.join(a.name for a, _, _ in todo)} "
             f"({min(len(todo), os.cpu_count() or 1)} at a time)")
+        paths = [str(PY_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   PYTHONPATH=os.pathsep.join([str(PY_DIR), os.environ.get("PYTHONPATH", "")]))
+                   PYTHONPATH=os.pathsep.join(paths))
         with tempfile.TemporaryDirectory() as tmp, \
                 ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             def train(artifact, kind, dataset):
