@@ -2,8 +2,6 @@
 comes back as a message naming the field and what is allowed, nothing raises, and the last good
 run stays as it was."""
 
-import json
-
 import pytest
 
 from tests.conftest import api, run_to_end

@@ -1,13 +1,18 @@
-"""Fast, offline tests of the pure parts of build.py."""
+"""Fast, offline tests of the build: build.py and its parts in tools/."""
 
 import base64
 import csv
 import hashlib
 import io
 import json
+import os
+import socket
+import struct
+import subprocess
 import sys
 import tarfile
 import threading
+import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -18,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import build  # noqa: E402
+from tools import corpora, fetch, keys, site as sitelib, wheel as wheels  # noqa: E402
+from tools.cache import UserCache, cache_dir  # noqa: E402
 
 PROJECT = {
     "name": "decodelab",
@@ -40,8 +47,8 @@ def make_package(root: Path) -> Path:
 
 
 def test_record_hash_is_urlsafe_base64_without_padding():
-    assert build.record_hash(b"") == "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
-    value = build.record_hash(b"\xff" * 100).split("=", 1)[1]
+    assert wheels.record_hash(b"") == "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+    value = wheels.record_hash(b"\xff" * 100).split("=", 1)[1]
     assert "=" not in value and "+" not in value and "/" not in value
     padded = value + "=" * (-len(value) % 4)
     assert base64.urlsafe_b64decode(padded) == hashlib.sha256(b"\xff" * 100).digest()
@@ -49,7 +56,7 @@ def test_record_hash_is_urlsafe_base64_without_padding():
 
 def test_wheel_record_matches_every_member(tmp_path):
     package = make_package(tmp_path)
-    filename, data = build.wheel_bytes(package, PROJECT)
+    filename, data = wheels.wheel_bytes(package, PROJECT)
     assert filename == "decodelab-1.2.3-py3-none-any.whl"
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         names = zf.namelist()
@@ -65,32 +72,32 @@ def test_wheel_record_matches_every_member(tmp_path):
             if name == info + "RECORD":
                 continue
             content = zf.read(name)
-            assert recorded[name][1] == build.record_hash(content)
+            assert recorded[name][1] == wheels.record_hash(content)
             assert recorded[name][2] == str(len(content))
         metadata = zf.read(info + "METADATA").decode()
         assert "Name: decodelab\n" in metadata and "Version: 1.2.3\n" in metadata
         assert "Requires-Dist: numpy>=1.26\n" in metadata
         wheel = zf.read(info + "WHEEL").decode()
         assert "Root-Is-Purelib: true" in wheel and "Tag: py3-none-any" in wheel
-        assert all(i.date_time == build.ZIP_EPOCH for i in zf.infolist())
+        assert all(i.date_time == wheels.ZIP_EPOCH for i in zf.infolist())
 
 
 def test_wheel_is_reproducible(tmp_path):
     package = make_package(tmp_path)
-    first = build.wheel_bytes(package, PROJECT)
+    first = wheels.wheel_bytes(package, PROJECT)
     # New modification times and a new stray cache file must not change the bytes.
     for path in package.rglob("*.py"):
         path.write_text(path.read_text())
     (package / "__pycache__" / "other.pyc").write_bytes(b"more")
-    assert build.wheel_bytes(package, PROJECT) == first
+    assert wheels.wheel_bytes(package, PROJECT) == first
     (package / "__init__.py").write_text("VERSION = '1.2.4'\n")
-    assert build.wheel_bytes(package, PROJECT)[1] != first[1]
+    assert wheels.wheel_bytes(package, PROJECT)[1] != first[1]
 
 
 def test_lock_entry_and_site_lock(tmp_path):
     wheel = tmp_path / "decodelab-1.2.3-py3-none-any.whl"
     wheel.write_bytes(b"wheel bytes")
-    entry = build.lock_entry(wheel, PROJECT)
+    entry = sitelib.lock_entry(wheel, PROJECT)
     assert entry == {
         "name": "decodelab",
         "version": "1.2.3",
@@ -108,7 +115,7 @@ def test_lock_entry_and_site_lock(tmp_path):
         "packages": {name: {"name": name, "file_name": f"{name}.whl"}
                      for name in ("numpy", "micropip", "packaging", "scipy", "pandas")},
     }
-    lock = build.site_lock(base, entry)
+    lock = sitelib.site_lock(base, entry)
     assert lock["info"] == base["info"]
     assert list(lock["packages"]) == ["numpy", "micropip", "packaging", "decodelab"]
     assert lock["packages"]["numpy"] == base["packages"]["numpy"]
@@ -130,32 +137,38 @@ def source(label, data=None, error=None):
 def test_obtain_failure_names_file_hash_and_every_source(tmp_path):
     good = b"the real file"
     expected = hashlib.sha256(good).hexdigest()
-    (tmp_path / "pkg.whl").write_bytes(b"junk")
+    cache = UserCache(tmp_path)
+    cached = cache.download_path(expected, "pkg.whl")
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"junk")
     cdn, _ = source("https://cdn.example/pkg.whl", error=OSError("name resolution failed"))
     pypi, _ = source("PyPI other==1.0", data=b"something else")
-    with pytest.raises(build.BuildError) as caught:
-        build.obtain("pkg.whl", expected, [cdn, pypi], cache_dir=tmp_path)
+    with pytest.raises(fetch.BuildError) as caught:
+        fetch.obtain("pkg.whl", expected, [cdn, pypi], cache)
     message = str(caught.value)
     assert "pkg.whl" in message and expected in message
     assert "sha256 mismatch (got " + hashlib.sha256(b"junk").hexdigest() in message
     assert "https://cdn.example/pkg.whl" in message and "name resolution failed" in message
     assert "PyPI other==1.0" in message
     assert hashlib.sha256(b"something else").hexdigest() in message
-    assert (tmp_path / "pkg.whl").read_bytes() == b"junk"  # nothing unverified is stored
+    assert cached.read_bytes() == b"junk"  # nothing unverified is stored
 
 
 def test_obtain_falls_back_and_caches_the_verified_file(tmp_path):
     good = b"the real file"
     expected = hashlib.sha256(good).hexdigest()
-    (tmp_path / "pkg.whl").write_bytes(b"corrupted")
+    cache = UserCache(tmp_path)
+    cached = cache.download_path(expected, "pkg.whl")
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"corrupted")
     cdn, cdn_calls = source("cdn", error=OSError("offline"))
     pypi, pypi_calls = source("pypi", data=good)
-    path = build.obtain("pkg.whl", expected, [cdn, pypi], cache_dir=tmp_path)
-    assert path == tmp_path / "pkg.whl" and path.read_bytes() == good
+    path = fetch.obtain("pkg.whl", expected, [cdn, pypi], cache)
+    assert path == tmp_path / "downloads" / expected / "pkg.whl" and path.read_bytes() == good
     assert cdn_calls == ["cdn"] and pypi_calls == ["pypi"]
     # A verified cache hit does not touch any source.
     again, again_calls = source("pypi", data=good)
-    assert build.obtain("pkg.whl", expected, [again], cache_dir=tmp_path) == path
+    assert fetch.obtain("pkg.whl", expected, [again], cache) == path
     assert again_calls == []
 
 
@@ -173,7 +186,7 @@ def test_names_corpus_from_sdist(tmp_path):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    names, members = build.names_corpus(sdist)
+    names, members = corpora.names_corpus(sdist)
     assert names == ["james", "jean", "mary"]
     assert members == ["names/dist.male.first", "names/dist.female.first"]
 
@@ -213,8 +226,8 @@ a ``literal`` and a footnote [#]_ that continues on a second line::
 
 
 def test_rst_paragraphs_keep_running_text_only():
-    paragraphs = [build.clean_inline(p) for p in build.rst_paragraphs(RST)]
-    prose = [p for p in paragraphs if build.is_prose(p)]
+    paragraphs = [corpora.clean_inline(p) for p in corpora.rst_paragraphs(RST)]
+    prose = [p for p in paragraphs if corpora.is_prose(p)]
     assert prose == [
         "This is a plain paragraph of running text, with a reference and a literal "
         "and a footnote that continues on a second line:",
@@ -225,7 +238,7 @@ def test_rst_paragraphs_keep_running_text_only():
 
 
 def test_clean_inline_markup():
-    clean = build.clean_inline
+    clean = corpora.clean_inline
     assert clean("see `the docs <https://x.org/>`__ now") == "see the docs now"
     assert clean("a :PEP:`287` b") == "a 287 b"
     assert clean("the |name|_ here") == "the name here"
@@ -236,11 +249,11 @@ def test_clean_inline_markup():
 
 
 def test_is_prose_rejects_code_tables_and_urls():
-    assert build.is_prose("The quick brown fox jumps over the lazy dog again today.")
-    assert not build.is_prose("Too short to count.")
-    assert not build.is_prose("See https://example.org for all the details you need here.")
-    assert not build.is_prose("name     value     other     columns     of     a     table here")
-    assert not build.is_prose("x = f(a[0], b[1]) + g(c[2], d[3]) * h(e[4]) / k(z[9]);")
+    assert corpora.is_prose("The quick brown fox jumps over the lazy dog again today.")
+    assert not corpora.is_prose("Too short to count.")
+    assert not corpora.is_prose("See https://example.org for all the details you need here.")
+    assert not corpora.is_prose("name     value     other     columns     of     a     table here")
+    assert not corpora.is_prose("x = f(a[0], b[1]) + g(c[2], d[3]) * h(e[4]) / k(z[9]);")
 
 
 def test_server_mime_types_and_no_cache(tmp_path):
@@ -267,3 +280,307 @@ def test_server_mime_types_and_no_cache(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --------------------------------------------------------------------------------------
+# the two wheels
+
+
+def test_wheel_never_takes_the_bundled_folder_from_the_package(tmp_path):
+    package = make_package(tmp_path)
+    (package / "bundled" / "data").mkdir(parents=True)
+    (package / "bundled" / "data" / "names.txt").write_text("ann\n")
+    with zipfile.ZipFile(io.BytesIO(wheels.wheel_bytes(package, PROJECT)[1])) as zf:
+        assert not any("/bundled/" in n for n in zf.namelist())
+        assert "decodelab/__init__.py" in zf.namelist()
+
+
+def test_pip_wheel_carries_the_data_and_the_console_script(tmp_path):
+    package = make_package(tmp_path)
+    project = {**PROJECT, "scripts": {"decodelab": "decodelab.cli:main"},
+               "license": {"text": "MIT"}}
+    data = [("data/names.txt", b"ann\nbob\n"), ("models/bigram-names.npz", b"npz bytes")]
+    filename, content = wheels.wheel_bytes(package, project, data)
+    assert filename == "decodelab-1.2.3-py3-none-any.whl"
+    info = "decodelab-1.2.3.dist-info/"
+    with zipfile.ZipFile(io.BytesIO(content)) as zf:
+        assert zf.read("decodelab/bundled/data/names.txt") == b"ann\nbob\n"
+        assert zf.read("decodelab/bundled/models/bigram-names.npz") == b"npz bytes"
+        assert zf.read(info + "entry_points.txt").decode() == \
+            "[console_scripts]\ndecodelab = decodelab.cli:main\n"
+        assert "License: MIT\n" in zf.read(info + "METADATA").decode()
+        recorded = {row[0]: row for row in
+                    csv.reader(io.StringIO(zf.read(info + "RECORD").decode()))}
+        assert set(recorded) == set(zf.namelist())
+        assert recorded["decodelab/bundled/data/names.txt"][1] == wheels.record_hash(b"ann\nbob\n")
+
+
+# --------------------------------------------------------------------------------------
+# the per-user cache and the staleness rule
+
+
+def test_cache_folder_follows_the_environment(tmp_path):
+    assert cache_dir({"DECODELAB_CACHE": str(tmp_path / "a"),
+                      "XDG_CACHE_HOME": str(tmp_path / "x")}) == tmp_path / "a"
+    assert cache_dir({"XDG_CACHE_HOME": str(tmp_path / "x")}) == tmp_path / "x" / "decodelab"
+    assert cache_dir({}) == Path.home() / ".cache" / "decodelab"
+    assert cache_dir({"DECODELAB_CACHE": ""}) == Path.home() / ".cache" / "decodelab"
+
+
+def test_make_key_is_the_same_for_the_same_inputs_in_any_order():
+    a = keys.make_key({"data": "1", "code": {"x.py": "2", "y.py": "3"}})
+    assert a == keys.make_key({"code": {"y.py": "3", "x.py": "2"}, "data": "1"})
+    assert a != keys.make_key({"data": "1", "code": {"x.py": "2", "y.py": "4"}})
+
+
+def test_an_output_is_fresh_exactly_while_its_key_and_content_match(tmp_path):
+    out = tmp_path / "model.npz"
+    out.write_bytes(b"weights")
+    stamps = keys.Stamps(tmp_path / "keys.json")
+    assert not stamps.fresh([out], "k1")  # never stamped
+    stamps.record([out], "k1")
+    assert keys.Stamps(tmp_path / "keys.json").fresh([out], "k1")  # stored on disk
+    assert not stamps.fresh([out], "k2")  # other inputs
+    os.utime(out, (1, 1))  # times play no part
+    assert stamps.fresh([out], "k1")
+    out.write_bytes(b"edited by hand")
+    assert not stamps.fresh([out], "k1")
+    out.unlink()
+    assert not stamps.fresh([out], "k1")
+
+
+def test_a_folder_is_stamped_by_its_whole_content(tmp_path):
+    folder = tmp_path / "static"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.js").write_text("a")
+    (folder / "sub" / "b.js").write_text("b")
+    stamps = keys.Stamps(tmp_path / "keys.json")
+    stamps.record([folder], "k")
+    assert stamps.fresh([folder], "k")
+    (folder / "sub" / "c.js").write_text("new file")
+    assert not stamps.fresh([folder], "k")
+
+
+def test_store_and_restore_through_the_per_user_cache(tmp_path):
+    cache = UserCache(tmp_path / "cache")
+    out_dir = tmp_path / "checkout" / "models"
+    artifact = keys.Artifact("model x", [out_dir / "x.npz", out_dir / "x.json"],
+                             {"data": "d", "code": {"m.py": "c"}})
+    stamps = keys.Stamps(tmp_path / "checkout" / "keys.json")
+    assert keys.restore(artifact, stamps, cache) is None  # nothing anywhere: make it
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "x.npz").write_bytes(b"made")
+    (staged / "x.json").write_text("{}")
+    keys.store(artifact, staged, stamps, cache)
+    assert (out_dir / "x.npz").read_bytes() == b"made"
+    assert keys.restore(artifact, stamps, cache) == "up to date"
+    entry = cache.entry(artifact.key)
+    assert entry == tmp_path / "cache" / "builds" / artifact.key
+    assert json.loads((entry / "entry.json").read_text())["inputs"] == artifact.inputs
+
+    # A fresh clone: no outputs, no stamps, the same inputs; the cache has it.
+    clone = keys.Stamps(tmp_path / "clone" / "keys.json")
+    moved = keys.Artifact("model x", [tmp_path / "clone" / "x.npz", tmp_path / "clone" / "x.json"],
+                          dict(artifact.inputs))
+    assert moved.key == artifact.key
+    assert keys.restore(moved, clone, cache) == "from the cache"
+    assert (tmp_path / "clone" / "x.npz").read_bytes() == b"made"
+    assert clone.fresh(moved.outputs, moved.key)
+
+    # A damaged cache entry is not used.
+    (entry / "x.npz").write_bytes(b"damaged")
+    (tmp_path / "clone" / "x.npz").unlink()
+    assert cache.entry(artifact.key) is None
+    assert keys.restore(moved, clone, cache) is None
+
+
+def test_artifacts_that_are_not_cached_never_touch_the_cache(tmp_path):
+    cache = UserCache(tmp_path / "cache")
+    artifact = keys.Artifact("wheel", [tmp_path / "out" / "w.whl"], {"code": "c"}, cached=False)
+    stamps = keys.Stamps(tmp_path / "keys.json")
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "w.whl").write_bytes(b"wheel")
+    keys.store(artifact, staged, stamps, cache)
+    assert keys.restore(artifact, stamps, cache) == "up to date"
+    assert not (tmp_path / "cache").exists()
+
+
+def write_package(root: Path, files: dict) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "pkg"
+
+
+def test_module_files_follow_import_time_imports_only(tmp_path):
+    package = write_package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/entry.py": "import numpy\nfrom pkg.a import f\nfrom pkg import b\n"
+                        "from . import c\ntry:\n    from .sub.d import g\nexcept ImportError:\n"
+                        "    pass\n\ndef later():\n    from pkg import lazy\n",
+        "pkg/a.py": "import pkg.e\n",
+        "pkg/b.py": "class K:\n    from pkg import f_in_class\n",
+        "pkg/c.py": "",
+        "pkg/e.py": "",
+        "pkg/f_in_class.py": "",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/d.py": "from ..c import x\n",
+        "pkg/lazy.py": "",
+        "pkg/unused.py": "",
+    })
+    found = {p.relative_to(tmp_path).as_posix() for p in keys.module_files(package, ["pkg.entry"])}
+    assert found == {"pkg/__init__.py", "pkg/entry.py", "pkg/a.py", "pkg/b.py", "pkg/c.py",
+                     "pkg/e.py", "pkg/f_in_class.py", "pkg/sub/__init__.py", "pkg/sub/d.py"}
+    both = keys.module_files(package, ["pkg.entry", "pkg.lazy"])
+    assert package / "lazy.py" in both and package / "unused.py" not in both
+
+
+# Run the real `python -m decodelab.train` main() for a tiny training (the fallback settings
+# shrunk to two steps) and list the package modules that were loaded by the end.
+LOADED_BY_TRAINING = """
+import json, sys
+from decodelab import train
+train.FALLBACK = ({"context_size": 16}, train.TrainConfig(steps=2, batch_size=2, eval_every=1))
+train.main(sys.argv[1:])
+print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()
+                        if n.split(".")[0] == "decodelab" and getattr(m, "__file__", None))))
+"""
+
+
+@pytest.mark.parametrize("kind", ["bigram", "transformer"])
+def test_a_models_key_covers_every_module_its_training_loads(kind, tmp_path):
+    data = tmp_path / "tiny.txt"
+    data.write_text("".join(f"{n}\n" for n in ["ann", "bob", "cyd", "dee", "eve"] * 4))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
+    proc = subprocess.run([sys.executable, "-c", LOADED_BY_TRAINING, "--model", kind,
+                           "--dataset", "tiny", "--data", str(data), "--out",
+                           str(tmp_path / "m.npz")], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith(f"train: {kind} tiny")
+    loaded = {Path(p).resolve() for p in json.loads(proc.stdout.splitlines()[-1])}
+    covered = set(keys.module_files(build.PACKAGE_DIR, build.TRAIN_MODULES[kind]))
+    assert build.PACKAGE_DIR / "train.py" in loaded
+    assert loaded <= covered, f"loaded but not in the key: {sorted(loaded - covered)}"
+    assert (tmp_path / "m.npz").exists()
+
+
+def test_model_key_changes_with_data_code_and_command(tmp_path, monkeypatch):
+    data = tmp_path / "names.txt"
+    data.write_text("ann\n")
+    first = build.model_artifact("transformer", "names", data)
+    assert first.outputs == [build.MODELS_DIR / "transformer-names.npz"]
+    assert first.key == build.model_artifact("transformer", "names", data).key
+    assert "py/decodelab/train.py" in first.inputs["code"]
+    assert "py/decodelab/cli.py" not in first.inputs["code"]  # not part of training
+    assert build.model_artifact("bigram", "names", data).key != first.key
+    data.write_text("bob\n")
+    assert build.model_artifact("transformer", "names", data).key != first.key
+
+
+# --------------------------------------------------------------------------------------
+# commands
+
+
+def test_help_lists_every_command_once(capsys):
+    assert build.main(["help"]) == 0
+    text = capsys.readouterr().out
+    for name in build.COMMANDS:
+        assert sum(line.startswith(f"  {name} ") for line in text.splitlines()) == 1, name
+    assert "DECODELAB_CACHE" in text
+
+
+def test_unknown_command_names_the_commands(capsys):
+    assert build.main(["bulid"]) == 2
+    err = capsys.readouterr().err
+    assert "'bulid'" in err and "build" in err and "test" in err
+
+
+# --------------------------------------------------------------------------------------
+# the test server and dropped connections
+
+
+def serve(server):
+    """Serve in a thread; return an Event set after each request's connection is closed and
+    the list of exception types the server was asked to handle."""
+    handled, seen = threading.Event(), []
+    close, handle_error = server.shutdown_request, server.handle_error
+
+    def shutdown_request(request):
+        close(request)
+        handled.set()
+
+    def recording_handle_error(request, address):
+        seen.append(sys.exc_info()[0])
+        handle_error(request, address)
+
+    server.shutdown_request = shutdown_request
+    server.handle_error = recording_handle_error
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return handled, seen
+
+
+def test_server_is_silent_when_the_browser_drops_the_connection(tmp_path, capsys):
+    (tmp_path / "big.bin").write_bytes(bytes(32 << 20))  # more than socket buffers hold
+    server = build.make_server(tmp_path, quiet=True)
+    handled, seen = serve(server)
+    try:
+        client = socket.create_connection(server.server_address[:2])
+        client.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        head, chunk = b"", b"-"
+        while b"\r\n" not in head and chunk:  # the status line: the server is answering
+            chunk = client.recv(4096)
+            head += chunk
+        assert head.startswith(b"HTTP/1.0 200")
+        # Close with a reset while the server is still writing, as a closed tab does.
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        assert handled.wait(60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen and issubclass(seen[0], build.DROPPED_CONNECTION)
+    err = capsys.readouterr().err
+    assert "Exception occurred" not in err and "Traceback" not in err
+
+
+def test_server_still_reports_any_other_error(tmp_path, capsys, monkeypatch):
+    (tmp_path / "a.txt").write_text("a")
+
+    def broken(self):
+        raise RuntimeError("a bug in the handler")
+
+    monkeypatch.setattr(build.StaticHandler, "send_head", broken)
+    server = build.make_server(tmp_path, quiet=True)
+    handled, seen = serve(server)
+    try:
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/a.txt",
+                                   timeout=60)
+        assert handled.wait(60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [RuntimeError]
+    err = capsys.readouterr().err
+    assert "Exception occurred during processing of request" in err
+    assert "RuntimeError: a bug in the handler" in err
+
+
+@pytest.mark.parametrize("error", [BrokenPipeError, ConnectionResetError,
+                                   ConnectionAbortedError, ValueError, OSError])
+def test_server_silences_exactly_the_dropped_connection_errors(error, capsys):
+    server = build.make_server(ROOT, quiet=True)
+    try:
+        try:
+            raise error("from the handler")
+        except Exception:
+            server.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+    err = capsys.readouterr().err
+    dropped = error in (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+    assert ("Exception occurred" in err) != dropped

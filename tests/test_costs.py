@@ -1,8 +1,6 @@
 """The memory and cost view, the batch view and the side-by-side run: numbers the page shows,
 held to independent arithmetic and to the single-row, cached and CLI paths."""
 
-import json
-
 import numpy as np
 import pytest
 

@@ -2,8 +2,6 @@
 pages kept apart in sessions, the start-up warm-up leaving no trace in the state a learner sees,
 and a run made again after a restart."""
 
-import json
-
 import pytest
 
 from decodelab import webapi

@@ -7,7 +7,13 @@ file system after checking every file's hash):
     data/<dataset>.json       provenance: source, licence, sha256, description
     models/<kind>-<dataset>.npz
 
-Natively the folder is $DECODELAB_ASSETS, or artifacts/ at the top of the source tree.
+Natively, without a folder given, `Library()` takes the first of these places that holds a
+corpus (data/*.txt):
+
+    1. $DECODELAB_ASSETS, when set;
+    2. the package's own data, decodelab/bundled/ (the wheel from `python3 build.py wheel`
+       carries it, and the build fills it in a checkout, so `pip install .` carries it too);
+    3. in a source checkout, the build's output, artifacts/ beside py/.
 """
 
 import json
@@ -15,43 +21,85 @@ import os
 from pathlib import Path
 
 from decodelab.bigram import BigramModel
-from decodelab.fields import MODELS
 from decodelab.corpus import Corpus, read_corpus
-from decodelab.fields import FieldError
+from decodelab.fields import MODELS, FieldError
+
+PACKAGE_DATA = Path(__file__).resolve().parent / "bundled"
+HOW_TO_BUILD = ("build them with `python3 build.py artifacts` in a source checkout (or install "
+                "the wheel from `python3 build.py wheel`, which carries them), or point "
+                "$DECODELAB_ASSETS or --assets at a folder holding data/<dataset>.txt")
 
 
-def default_dir() -> Path:
+def search_path() -> list:
+    """The places Library() looks, in order, as (description, folder or None)."""
     env = os.environ.get("DECODELAB_ASSETS")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "artifacts"
+    places = [("$DECODELAB_ASSETS", Path(env) if env else None),
+              ("the package's data", PACKAGE_DATA)]
+    checkout = PACKAGE_DATA.parents[2]
+    if PACKAGE_DATA.parents[1].name == "py" and (checkout / "build.py").is_file():
+        places.append(("the checkout's build output", checkout / "artifacts"))
+    return places
+
+
+def has_corpora(folder) -> bool:
+    return folder is not None and any((Path(folder) / "data").glob("*.txt"))
+
+
+def default_dir():
+    """The first folder of search_path() that holds a corpus, or None."""
+    for _, folder in search_path():
+        if has_corpora(folder):
+            return folder
+    return None
+
+
+def nothing_found(root) -> str:
+    """Why there are no datasets, naming where they were looked for and how to make them."""
+    if root is not None:
+        return f"No datasets in {Path(root) / 'data'}/ (no .txt files): {HOW_TO_BUILD}."
+    looked = "; ".join(f"{label} ({folder if folder is not None else 'not set'})"
+                       for label, folder in search_path())
+    return f"No datasets were found; looked in: {looked}. To get them, {HOW_TO_BUILD}."
 
 
 class Library:
     """The datasets and models available in one assets folder, loaded lazily and cached."""
 
     def __init__(self, root=None):
+        """root: an assets folder; None takes the first place of search_path() with a corpus
+        (when there is none, asking for any dataset says where it looked)."""
+        self.given = root is not None
         self.root = Path(root) if root is not None else default_dir()
         self._corpora, self._models, self._custom = {}, {}, {}
 
+    def _file(self, folder: str, name: str):
+        """A file of the assets folder, or None when there is no folder or no such file."""
+        path = None if self.root is None else self.root / folder / name
+        return path if path is not None and path.exists() else None
+
     def datasets(self) -> list:
-        found = sorted(p.stem for p in (self.root / "data").glob("*.txt"))
-        return found + [n for n in self._custom if n not in found]
+        """The dataset names; with none at all, a FieldError that says where it looked."""
+        found = [] if self.root is None else \
+            sorted(p.stem for p in (self.root / "data").glob("*.txt"))
+        names = found + [n for n in self._custom if n not in found]
+        if not names:
+            raise FieldError("dataset", nothing_found(self.root if self.given else None))
+        return names
 
     def provenance(self, dataset: str) -> dict:
         if dataset in self._custom:
             return {"name": dataset, "title": "Your text", "licence": "yours",
                     "source": "pasted into the page", "description": "Text you pasted."}
-        path = self.root / "data" / f"{dataset}.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        path = self._file("data", f"{dataset}.json")
+        return json.loads(path.read_text(encoding="utf-8")) if path else {}
 
     def corpus(self, dataset: str) -> Corpus:
         if dataset in self._custom:
             return self._custom[dataset]
         if dataset not in self._corpora:
-            path = self.root / "data" / f"{dataset}.txt"
-            if not path.exists():
-                known = ", ".join(self.datasets()) or "none (run: python3 build.py artifacts)"
+            path = self._file("data", f"{dataset}.txt")
+            if path is None:
+                known = ", ".join(self.datasets())  # says where it looked when there are none
                 raise FieldError("dataset", f"Dataset must be one of {known}; got {dataset!r}.")
             self._corpora[dataset] = Corpus(dataset, read_corpus(path))
         return self._corpora[dataset]
@@ -67,8 +115,8 @@ class Library:
         return self._models[key]
 
     def _bigram(self, dataset: str):
-        path = self.root / "models" / f"bigram-{dataset}.npz"
-        if dataset not in self._custom and path.exists():
+        path = self._file("models", f"bigram-{dataset}.npz")
+        if dataset not in self._custom and path:
             return BigramModel.load(path)
         # counting is cheap: train it now (pasted text, or a folder without models)
         return BigramModel.fit(self.corpus(dataset))
@@ -76,11 +124,11 @@ class Library:
     def _transformer(self, dataset: str):
         from decodelab.transformer import TransformerModel
 
-        path = self.root / "models" / f"transformer-{dataset}.npz"
         if dataset in self._custom:
             raise FieldError("model", "Model: the transformer is trained at build time and not on "
                                       "pasted text; choose bigram for your own text.")
-        if not path.exists():
+        path = self._file("models", f"transformer-{dataset}.npz")
+        if path is None:
             raise FieldError("model", f"Model: no transformer was trained on {dataset!r} "
                                       f"(run: python3 build.py artifacts); choose bigram.")
         return TransformerModel.load(path)
@@ -89,7 +137,7 @@ class Library:
         if kind == "bigram":
             return True
         return dataset not in self._custom and \
-            (self.root / "models" / f"{kind}-{dataset}.npz").exists()
+            self._file("models", f"{kind}-{dataset}.npz") is not None
 
     def add_custom(self, corpus: Corpus):
         """Register a learner's own corpus and train a bigram on it at once."""

@@ -136,8 +136,8 @@ def build_parser() -> Parser:
         if name == "generate":
             p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
         if name in ("generate", "cache-check", "eval"):
-            p.add_argument("--assets", help="assets folder (default: artifacts/ or "
-                                            "$DECODELAB_ASSETS)")
+            p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "
+                                            "package's own data, or a checkout's artifacts/)")
     return parser
 
 

@@ -212,3 +212,40 @@ def cached_train(corpus, out_path, config: Config = None, train: TrainConfig = N
     out_path.parent.mkdir(parents=True, exist_ok=True)
     model.save(out_path)
     return model
+
+
+def main(argv=None) -> int:
+    """``python -m decodelab.train``: train one model on a corpus file and save it (build.py
+    runs this for each model; it decides when a model needs training)."""
+    import argparse
+
+    from decodelab.corpus import Corpus, read_corpus
+
+    parser = argparse.ArgumentParser(prog="python -m decodelab.train", description=main.__doc__)
+    parser.add_argument("--model", choices=("bigram", "transformer"), default="transformer")
+    parser.add_argument("--dataset", required=True, help="the corpus's name (picks the defaults)")
+    parser.add_argument("--data", required=True, help="the corpus: one sequence per line")
+    parser.add_argument("--out", required=True, help="where to save the model (.npz)")
+    parser.add_argument("--seed", type=int, default=0, help="transformer: initialisation, batches")
+    parser.add_argument("--verbose", action="store_true", help="print the training curve")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    corpus = Corpus(args.dataset, read_corpus(args.data))
+    if args.model == "bigram":
+        from decodelab.bigram import BigramModel
+
+        model = BigramModel.fit(corpus)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        model.save(args.out)
+        detail = f"val NLL {model.nll(corpus.val):.4f} nats/char"
+    else:
+        model = cached_train(corpus, args.out, seed=args.seed,
+                             log=print if args.verbose else None)
+        detail = f"val NLL {model.info.get('val_nll')} nats/char"
+    print(f"train: {args.model} {args.dataset}, {model.n_params:,} parameters, {detail} "
+          f"({time.perf_counter() - began:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""What every build module shares: the checkout's paths, messages, hashing, running commands."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY_DIR = ROOT / "py"
+PACKAGE_DIR = PY_DIR / "decodelab"
+ARTIFACTS_DIR = ROOT / "artifacts"
+
+
+class BuildError(Exception):
+    """A step failed; the message says what and why (printed without a traceback)."""
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def rel(path: Path) -> str:
+    """A path relative to the checkout when it is inside it (for messages)."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def human(n_bytes: int) -> str:
+    if n_bytes >= 1_000_000:
+        return f"{n_bytes / 1_000_000:.1f} MB"
+    if n_bytes >= 1_000:
+        return f"{n_bytes / 1_000:.1f} kB"
+    return f"{n_bytes} B"
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    say("  $ " + " ".join(cmd))
+    return subprocess.run(cmd, cwd=ROOT, **kwargs)

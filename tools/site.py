@@ -1,0 +1,99 @@
+"""Assembling static/, the whole site: the page, the runtime, the wheels, the lesson files.
+
+    static/              the page (web/), copied as is
+    static/pyodide/      the runtime files, the numpy, micropip and packaging wheels, the
+                         page's decodelab wheel, a pyodide-lock.json trimmed to those packages,
+                         and integrity.json (every runtime file's sha256, checked by the worker)
+    static/assets/       the corpora and models, and manifest.json with each file's sha256
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from tools.common import human, sha256_file
+from tools.fetch import PYODIDE_PACKAGES
+
+
+def lock_entry(wheel_path: Path, project: dict) -> dict:
+    """The pyodide-lock.json entry that lets loadPackage('decodelab') install our wheel."""
+    return {
+        "name": project["name"],
+        "version": project["version"],
+        "file_name": wheel_path.name,
+        "install_dir": "site",
+        "sha256": sha256_file(wheel_path),
+        "package_type": "package",
+        "imports": ["decodelab"],
+        "depends": ["numpy"],
+        "unvendored_tests": False,
+        "shared_library": False,
+    }
+
+
+def site_lock(base_lock: dict, extra: dict) -> dict:
+    """The npm lock's info, only the packages the page uses, and decodelab."""
+    packages = {name: base_lock["packages"][name] for name in PYODIDE_PACKAGES}
+    packages[extra["name"]] = extra
+    return {"info": base_lock["info"], "packages": packages}
+
+
+def write_integrity(folder: Path) -> Path:
+    """pyodide/integrity.json: every runtime file with its SHA-256, as hex and as a Subresource
+    Integrity value; the worker checks each file against it before it runs (web/integrity.js)."""
+    rows = []
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name != "integrity.json":
+            digest = hashlib.sha256(path.read_bytes()).digest()
+            rows.append({"path": path.name, "bytes": path.stat().st_size, "sha256": digest.hex(),
+                         "integrity": "sha256-" + base64.b64encode(digest).decode("ascii")})
+    target = folder / "integrity.json"
+    target.write_text(json.dumps({"files": rows}, indent=2) + "\n")
+    return target
+
+
+def copy_assets(assets: list[tuple[str, Path]], dest: Path) -> list[dict]:
+    """Copy (path in the site, source) pairs into dest; return the manifest rows."""
+    rows = []
+    for path, src in assets:
+        (dest / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest / path)
+        rows.append({"path": path, "sha256": sha256_file(src), "bytes": src.stat().st_size})
+    return rows
+
+
+def assemble(dest: Path, web_dir: Path, runtime: list[Path], wheel_path: Path, lock: dict,
+             assets: list[tuple[str, Path]]) -> dict:
+    """Write the site into the empty or missing folder `dest`; return its weight by part."""
+    shutil.copytree(web_dir, dest, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    pyodide_dir = dest / "pyodide"
+    pyodide_dir.mkdir(parents=True, exist_ok=True)
+    for path in [*runtime, wheel_path]:
+        shutil.copyfile(path, pyodide_dir / path.name)
+    (pyodide_dir / "pyodide-lock.json").write_text(json.dumps(lock, indent=2) + "\n")
+    write_integrity(pyodide_dir)
+
+    assets_dir = dest / "assets"
+    assets_dir.mkdir(parents=True, exist_ok=True)
+    rows = copy_assets(assets, assets_dir)
+    (assets_dir / "manifest.json").write_text(json.dumps({"files": rows}, indent=2) + "\n")
+    return weight(dest)
+
+
+def weight(folder: Path) -> dict:
+    sizes = {}
+    for path in folder.rglob("*"):
+        if path.is_file():
+            top = path.relative_to(folder).parts[0]
+            part = top if (folder / top).is_dir() else "page"
+            sizes[part] = sizes.get(part, 0) + path.stat().st_size
+    return sizes
+
+
+def describe(sizes: dict) -> str:
+    parts = ", ".join(f"{k} {human(v)}" for k, v in sorted(sizes.items()))
+    return f"total page weight {human(sum(sizes.values()))} ({parts})"
