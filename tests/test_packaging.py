@@ -15,7 +15,7 @@ import pytest
 from decodelab import assets
 from decodelab.assets import Library
 from decodelab.corpus import Corpus
-from decodelab.errors import FieldError
+from decodelab.fields import FieldError
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
