@@ -61,8 +61,8 @@ def test_keyboard_alone_reaches_every_control_generates_and_walks_the_tokens(fre
     assert len(first) == 6
     page.wait_for_function("() => document.activeElement.id === 'generate'")
     # a long run: the focus waits on Stop, Enter stops it, the focus comes back to Generate.
-    # The transformer checking its cache at every step takes most of a minute for 10,000
-    # tokens, so the run is still going when the keys arrive, however busy the machine is.
+    # The transformer checking its cache at every step takes tens of seconds for 10,000
+    # tokens, so the run is still going when the keys arrive, even on a busy machine.
     set_fields(page, Model="transformer", Max_new_tokens=10000)
     page.get_by_label("Cache check", exact=True).set_checked(True)
     page.get_by_role("button", name="Generate", exact=True).focus()

@@ -206,9 +206,9 @@ def test_exported_trace_equals_the_cli_trace(app, tmp_path):
 
 def test_stop_button_cancels_a_long_run(app):
     # The transformer checking its cache at every step (a full recomputation each time) makes a
-    # few hundred tokens a second, so 10,000 take most of a minute: Stop lands mid-run however
-    # slowly a busy machine delivers the click. (A bigram run of 10,000 is over in about a
-    # second, and the click could come after it.)
+    # few hundred tokens a second on a quiet machine, so 10,000 take tens of seconds: Stop lands
+    # mid-run unless a busy machine holds the click up for that long. (A bigram run of 10,000
+    # is over in about a second, and the click could come after it.)
     reset(app, Model="transformer", Seed=2, Max_new_tokens=10000, Ignore_EOS=True)
     app.get_by_label("Cache check", exact=True).set_checked(True)
     try:
