@@ -19,7 +19,8 @@ def test_quick_benchmark_prints_every_row(site_root):
     text = benchmark.table(result)
     rows = ["| integrity |", "| runtime |", "| numpy |", "| decodelab |", "| assets |", "| warmup |",
             "| total |", "| page_ready |", "Page end to end", "Cache on / cache off",
-            "| page weight (MB) | raw | gzip |", "| pyodide |", "| page |", "Main thread while streaming"]
+            "| page weight (MB) | raw | gzip |", "| pyodide |", "| page |", "Main thread while streaming",
+            "the longest in CPU time", "Stop pressed in a long run"]
     rows += [f"| {name} |" for name in benchmark.RUNS]
     rows += [f"| {name} |" for name in result["transformer_tokens_per_second"]]
     for row in rows:
@@ -32,4 +33,9 @@ def test_quick_benchmark_prints_every_row(site_root):
     weight = result["page_weight"]
     assert weight["total"]["raw"] == sum(p.stat().st_size for p in site_root.rglob("*") if p.is_file())
     assert 0 < weight["total"]["gzip"] < weight["total"]["raw"]
-    assert result["main_thread"]["tokens"] > 0
+    main = result["main_thread"]
+    assert main["tokens"] > 0 and main["tasks"] > 0
+    # a task's CPU time is not more than its wall-clock time (the two clocks are read right;
+    # they tick apart, so a task can show a few microseconds more CPU than wall time)
+    assert 0 < main["longest_task_cpu_ms"] <= main["longest_task_wall_ms"] + 1
+    assert main["stop_wall_ms"] > 0 and main["stop_cpu_ms"] > 0

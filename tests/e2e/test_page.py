@@ -205,13 +205,21 @@ def test_exported_trace_equals_the_cli_trace(app, tmp_path):
 
 
 def test_stop_button_cancels_a_long_run(app):
-    reset(app, Seed=2, Max_new_tokens=10000, Ignore_EOS=True)
-    app.get_by_role("button", name="Generate", exact=True).click()
-    app.wait_for_function("() => document.querySelectorAll('#text-gen [data-step]').length > 3")
-    app.get_by_role("button", name="Stop", exact=True).click()
-    settle(app)
-    assert "Stopped by you" in finish_text(app)
-    assert 3 < len(generated_text(app)) < 10000
+    # The transformer checking its cache at every step (a full recomputation each time) makes a
+    # few hundred tokens a second on a quiet machine, so 10,000 take tens of seconds: Stop lands
+    # mid-run unless a busy machine holds the click up for that long. (A bigram run of 10,000
+    # is over in about a second, and the click could come after it.)
+    reset(app, Model="transformer", Seed=2, Max_new_tokens=10000, Ignore_EOS=True)
+    app.get_by_label("Cache check", exact=True).set_checked(True)
+    try:
+        app.get_by_role("button", name="Generate", exact=True).click()
+        app.wait_for_function("() => document.querySelectorAll('#text-gen [data-step]').length > 3")
+        app.get_by_role("button", name="Stop", exact=True).click()
+        settle(app)
+        assert "Stopped by you" in finish_text(app)
+        assert 3 < len(generated_text(app)) < 10000
+    finally:
+        set_fields(app, Model="bigram")
 
 
 def test_train_on_pasted_text(app):

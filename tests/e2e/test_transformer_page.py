@@ -5,6 +5,7 @@ measured cost view, and both models side by side, each equal to the CLI."""
 
 import json
 import random
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -243,6 +244,29 @@ def test_the_memory_calculator_presets_and_the_live_tiny_model(app):
     app.wait_for_selector("#mem-layers-error", state="hidden")
 
 
+# A request sent to the page's worker from inside it, as the page would send it, and its reply
+# taken before it reaches the page (which did not ask, and has nowhere to show it).
+WORKER_REQUEST = """async (message) => {
+    const id = `test-${Math.random()}`;
+    const post = self.postMessage;
+    const reply = new Promise((resolve) => {
+        self.postMessage = function (m, ...rest) {
+            if (!m || m.id !== id) return post.call(this, m, ...rest);
+            self.postMessage = post;
+            resolve(m);
+        };
+    });
+    self.dispatchEvent(new MessageEvent('message', {data: {...message, id}}));
+    return (await reply).result;
+}"""
+
+
+def worker_request(page, message):
+    workers = [w for w in page.workers if urlsplit(w.url).path.endswith("/worker.js")]
+    assert len(workers) == 1, [w.url for w in page.workers]
+    return workers[0].evaluate(WORKER_REQUEST, message)
+
+
 def test_the_measured_cost_of_a_step_with_and_without_the_cache(app):
     set_fields(app, Dataset="names")
     before = last_json(app, "costs")
@@ -252,9 +276,17 @@ def test_the_measured_cost_of_a_step_with_and_without_the_cache(app):
     assert app.locator("#cost-out svg[role=img]").count() == 2
     assert app.locator("#cost-rows tr").count() == len(reply["rows"]) == 9
     longest = reply["rows"][-1]
-    assert longest["uncached_ms"] > longest["cached_ms"]
     assert longest["kv_bytes_read"] == 64 * reply["bytes_per_position"]
     assert "the cache saves computing, not reading" in text_of(app, "#cost-summary")
+    # The cache is cheaper at the full window of 64: measured by the same Python in the same
+    # worker, with the most repeats it allows. The page's view takes the median of 5 runs of a
+    # step of about a millisecond, and on a busy machine three of them can be held up past a
+    # whole recomputation; the median of 25 cannot be, short of 13 such delays in one sweep.
+    sweep = worker_request(app, {"type": "call", "endpoint": "cost_sweep",
+                                 "request": {"dataset": "names", "repeats": 25}})
+    assert sweep["ok"] and sweep["repeats"] == 25
+    longest = sweep["rows"][-1]
+    assert longest["context"] == 64 and longest["uncached_ms"] > longest["cached_ms"], longest
 
 
 def test_both_models_side_by_side_on_the_same_prompt_and_seed(app):
