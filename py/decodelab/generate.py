@@ -84,17 +84,18 @@ class Generation:
         logits = session.prefill(self.prompt_ids)  # (V,)
         seen = sampling.seen_mask(self.tokenizer.vocab_size, self.prompt_ids)  # for the penalty
         cached = hasattr(session, "check_report")  # a KV cache: its length, and the live check
+        greedy, compare = rules.is_greedy, rules.orders_can_differ
         for step in range(s.max_new_tokens):
             # the rules, in sampling: EOS blocking, the penalty, temperature and the filters
             d = sampling.decide(logits, rules, eos_blocked=s.eos_blocked(step), seen=seen)
-            if rules.is_greedy:
+            if greedy:
                 u, token = None, d.greedy_token()
             else:
                 u = float(self.rng.random())  # exactly one draw per sampled step
                 token = sampling.pick(d.p_final, u)
             self.output_ids.append(token)
             seen[token] = True
-            record = self._record(step, d, token, u)
+            record = self._record(step, d, token, u, compare and sampling.orders_differ(d))
             if cached:  # rule-free, but per step: cached logits == full recomputation?
                 record.update(session.check_report(s.cache_check))
             if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
@@ -113,7 +114,7 @@ class Generation:
         if self.finish_reason is None:  # only reachable if max_new_tokens were 0
             self._finish("length", None)
 
-    def _record(self, step, d, token, u) -> dict:
+    def _record(self, step, d, token, u, orders_differ) -> dict:
         label = self.tokenizer.label
         top = np.argsort(-d.p_temp, kind="stable")[:TOP_N].tolist()  # likeliest after temperature
         if token not in top:
@@ -135,7 +136,7 @@ class Generation:
             "entropy": sampling.entropy(d.p_final),
             "entropy_raw": sampling.entropy(d.p_raw),
             "kept_count": int(d.kept.sum()),
-            "orders_differ": sampling.orders_differ(d),
+            "orders_differ": orders_differ,
             "top": [{"token_id": i, "token_text": label(i), "p_raw": raw[i], "p_temp": temp[i],
                      "kept": keep[i], "p_final": final[i]} for i in top],
         }

@@ -56,16 +56,21 @@ def _dist_json(p, kept, idx, rest) -> dict:
             "rest_p": float(p[rest].sum()), "rest_kept": int(kept[rest].sum())}
 
 
-def _stage_json(stage: sampling.Stage, idx, rest) -> dict:
+def _stage_json(d: sampling.Decision, stage: sampling.Stage, idx, rest) -> dict:
+    p_in = stage.p_in if stage.p_in is not None else d.p_rules
     out = {"kind": stage.kind, **_dist_json(stage.p, stage.kept, idx, rest),
-           "p_in": stage.p_in[idx].tolist(), "rest_p_in": float(stage.p_in[rest].sum())}
+           "p_in": p_in[idx].tolist(), "rest_p_in": float(p_in[rest].sum())}
     removed = stage.removed
     if removed is not None:
         shown = removed[idx].tolist()
         out.update(removed=shown, removed_count=int(removed.sum()),
                    rest_removed=int(removed[rest].sum()), cut_after=_cut_after(out["kept"], shown))
-    for key, value in stage.facts.items():
-        out[key] = value[idx].tolist() if isinstance(value, np.ndarray) else value
+    facts = dict(stage.facts)
+    if "running" in facts:  # top-p: each row's running total, in likeliest-first order
+        cum = np.empty_like(facts["running"])  # (V,)
+        cum[facts.pop("order")] = facts.pop("running")
+        facts["cum"] = cum[idx].tolist()
+    out.update(facts)
     return out
 
 
@@ -75,7 +80,7 @@ def pipeline_json(d: sampling.Decision, rows) -> dict:
     rest[idx] = False
     everyone = np.ones(d.p_final.shape[0], dtype=bool)
     first = {"kind": "softmax", **_dist_json(d.p_rules, everyone, idx, rest)}
-    return {"stages": [first] + [_stage_json(s, idx, rest) for s in d.stages],
+    return {"stages": [first] + [_stage_json(d, s, idx, rest) for s in d.stages],
             "final": _dist_json(d.p_final, d.kept, idx, rest)}
 
 
@@ -103,10 +108,9 @@ def explain(d: sampling.Decision, label, *, u=None, token=None, top_n=TOP_N) -> 
         token = d.greedy_token() if greedy or u is None else sampling.pick(d.p_final, u)
     token = int(token)
     rows = shown_rows(d.p_temp, token, top_n)  # likeliest after temperature first (ties by id)
-    decisions = {rules.order: d}
-    if not greedy:  # the same logits in the other order, to show where the two differ
-        for order in sampling.ORDERS:
-            decisions.setdefault(order, sampling.decide(d.z, rules.with_order(order)))
+    # the same logits in the other order too, to show where the two differ (greedy has one)
+    decisions = {order: d.in_order(order) for order in (sampling.ORDERS if not greedy
+                                                         else (rules.order,))}
     adjusted = d.adjusted and not np.array_equal(d.logits, d.z)
     return {
         "order": rules.order, "greedy": greedy, "temperature": float(rules.temperature),

@@ -30,6 +30,7 @@ Dimension legend: V vocabulary size.
 Left out: beam search, typical-p, frequency/presence penalties, batching.
 """
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -54,20 +55,19 @@ class Rules:
     min_p: float = 0.0
     order: str = "temperature-first"
     repetition_penalty: float = 1.0
+    # worked out once (decide reads them at every step):
+    is_greedy: bool = field(init=False, repr=False, compare=False)  # greedy, or T = 0
+    filtering: bool = field(init=False, repr=False, compare=False)  # a filter is on
+    orders_can_differ: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_greedy(self) -> bool:
-        """Greedy is its own mode; a temperature of 0 asks for it too (never a division by 0)."""
-        return bool(self.greedy or self.temperature == 0)
-
-    @property
-    def filtering(self) -> bool:
-        return self.top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
-
-    @property
-    def orders_can_differ(self) -> bool:
-        """The two orders keep different sets only with a filter on and T != 1 (never greedy)."""
-        return not self.is_greedy and self.filtering and self.temperature != 1.0
+    def __post_init__(self):
+        greedy = bool(self.greedy or self.temperature == 0)  # never a division by 0
+        filtering = self.top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
+        object.__setattr__(self, "is_greedy", greedy)
+        object.__setattr__(self, "filtering", filtering)
+        # the two orders keep different sets only with a filter on and T != 1 (never greedy)
+        object.__setattr__(self, "orders_can_differ",
+                           not greedy and filtering and self.temperature != 1.0)
 
     def with_order(self, order: str) -> "Rules":
         return replace(self, order=order)
@@ -101,8 +101,8 @@ def top_k_cut(p, k):
 def top_p_cut(p, top_p):
     """The smallest set of likeliest tokens (ties by id) whose mass reaches top_p.
 
-    Returns the mask and the numbers that decide it: each token's running total in
-    likeliest-first order (cum, in token order), the crossing token, its rank and its total."""
+    Returns the mask and the numbers that decide it: the likeliest-first order of the tokens and
+    the running total along it, the crossing token, its rank and its total."""
     V = p.shape[0]
     order = np.argsort(-p, kind="stable")  # likeliest first; stable sort orders ties by id
     running = np.cumsum(p[order])  # (V,) mass of the likeliest 1, 2, ... tokens
@@ -110,11 +110,9 @@ def top_p_cut(p, top_p):
     n = min(n, V)
     kept = np.zeros(V, dtype=bool)
     kept[order[:n]] = True
-    cum = np.empty_like(p)  # (V,) each token's running total, in token order
-    cum[order] = running
     crossing = int(order[n - 1])  # the last one kept is the one whose total reached p
-    return kept, {"top_p": float(top_p), "cum": cum, "crossing": crossing, "crossing_rank": n,
-                  "reached": float(running[n - 1])}
+    return kept, {"top_p": float(top_p), "order": order, "running": running,
+                  "crossing": crossing, "crossing_rank": n, "reached": float(running[n - 1])}
 
 
 def min_p_cut(p, min_p):
@@ -163,13 +161,15 @@ FILTERS = (("top_k", top_k_cut), ("top_p", top_p_cut), ("min_p", min_p_cut))
 OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
 
 
-@dataclass
+@dataclass(slots=True)
 class Stage:
     """One rule applied: the distribution it saw (p_in), who is still in the running after it
-    (kept, cumulative), the distribution after it (p), and the numbers that decide its cut."""
+    (kept, cumulative), the distribution after it (p), and the numbers that decide its cut.
+    p_in is None for temperature applied first: its input is Decision.p_rules, computed only
+    when someone asks."""
 
     kind: str  # "temperature" | "top_k" | "top_p" | "min_p" | "greedy"
-    p_in: np.ndarray
+    p_in: np.ndarray | None
     kept: np.ndarray
     p: np.ndarray
     facts: dict = field(default_factory=dict)
@@ -181,9 +181,10 @@ class Stage:
         return None if self.kept_before is None else self.kept_before & ~self.kept
 
 
-def _filter_stages(p, rules: Rules, stages: list):
+def _filter_stages(p, rules: Rules, kept, stages: list):
     """top-k, then top-p, then min-p on p (V,), renormalising after each; returns (kept, p)."""
-    kept = np.ones(p.shape[0], dtype=bool)
+    if not rules.filtering:
+        return kept, p
     for name, cut in FILTERS:
         value = getattr(rules, name)
         if value == OFF[name]:
@@ -195,24 +196,24 @@ def _filter_stages(p, rules: Rules, stages: list):
     return kept, p
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     """Everything the rules made of one step's logits.
 
     logits: the model's (V,); z: what the rules start from, after end-of-sequence blocking and
     the repetition penalty (the same array when neither applied); p_raw: the model's own
     distribution, softmax(logits) at T = 1; p_temp: after temperature (T = 1 when greedy);
-    kept and p_final: what can be drawn, and with which probability.
+    kept and p_final: what can be drawn, and with which probability; stages: each rule's step.
     """
 
     rules: Rules
     logits: np.ndarray
     z: np.ndarray
     p_raw: np.ndarray
-    p_temp: np.ndarray
-    kept: np.ndarray
-    p_final: np.ndarray
-    stages: list
+    p_temp: np.ndarray | None = None
+    kept: np.ndarray | None = None
+    p_final: np.ndarray | None = None
+    stages: list = field(default_factory=list)
     _p_rules: np.ndarray | None = None
 
     @property
@@ -228,14 +229,39 @@ class Decision:
 
     def logprob(self, token: int) -> float:
         """The model's own log-probability of `token` (before any rule), in nats."""
-        p = self.p_raw[token]
+        p = float(self.p_raw[token])
         if p > 0:
-            return float(np.log(p))
+            return math.log(p)
         z = self.logits  # a probability below the smallest float: from the logits themselves
         return float(z[token] - z.max() - np.log(np.exp(z - z.max()).sum()))
 
     def greedy_token(self) -> int:
         return int(np.argmax(self.p_final))
+
+    def in_order(self, order: str) -> "Decision":
+        """The same logits decided in the other order (greedy has only one)."""
+        if order == self.rules.order or self.rules.is_greedy:
+            return self
+        d = Decision(self.rules.with_order(order), self.logits, self.z, self.p_raw, self.p_temp,
+                     _p_rules=self._p_rules)
+        d.kept, d.p_final, d.stages = _apply(d, order)
+        self._p_rules = d._p_rules  # computed once for both
+        return d
+
+
+def _apply(d: Decision, order: str):
+    """Temperature and the filters in `order`, on d's distributions: (kept, p_final, stages)."""
+    rules, stages = d.rules, []
+    everyone = np.ones(d.z.shape[0], dtype=bool)
+    T = float(rules.temperature)
+    if order == "temperature-first" or not rules.filtering:
+        stages.append(Stage("temperature", None, everyone, d.p_temp, {"T": T}))
+        kept, p_final = _filter_stages(d.p_temp, rules, everyone, stages)
+    else:
+        kept, _ = _filter_stages(d.p_rules if T != 1.0 else d.p_temp, rules, everyone, stages)
+        p_final = renormalise(d.p_temp, kept)  # temperature last, on what was kept
+        stages.append(Stage("temperature", d.p_temp, kept, p_final, {"T": T, "last": True}))
+    return kept & (p_final > 0), p_final, stages  # what cannot be drawn is not kept
 
 
 def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None) -> Decision:
@@ -250,29 +276,19 @@ def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None) -> Dec
         z[EOS] = -np.inf
     if seen is not None:
         z = apply_repetition_penalty(z, seen, rules.repetition_penalty)
-    p_raw = softmax(logits)  # (V,) what the model itself scored, at T = 1
-    d = Decision(rules, logits, z, p_raw, None, None, None, [])
-    V = z.shape[0]
+    d = Decision(rules, logits, z, softmax(logits))  # p_raw: what the model itself scored
     if rules.is_greedy:
         p1 = d.p_rules
-        kept = np.zeros(V, dtype=bool)
+        kept = np.zeros(z.shape[0], dtype=bool)
         kept[int(np.argmax(z))] = True  # argmax returns the first maximum: lowest id wins ties
         d.p_temp, d.kept, d.p_final = p1, kept, kept.astype(np.float64)
-        d.stages.append(Stage("greedy", p1, kept, d.p_final, {}, np.ones(V, dtype=bool)))
+        d.stages.append(Stage("greedy", p1, kept, d.p_final, {}, np.ones(z.shape[0], dtype=bool)))
         return d
     if rules.order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {rules.order!r}")
     T = float(rules.temperature)
     d.p_temp = softmax(z, T) if T != 1.0 else d.p_rules  # (V,)
-    everyone = np.ones(V, dtype=bool)
-    if rules.order == "temperature-first" or not rules.filtering:
-        d.stages.append(Stage("temperature", d.p_rules, everyone, d.p_temp, {"T": T}))
-        kept, p_final = _filter_stages(d.p_temp, rules, d.stages)
-    else:
-        kept, _ = _filter_stages(d.p_rules if T != 1.0 else d.p_temp, rules, d.stages)
-        p_final = renormalise(d.p_temp, kept)  # temperature last, on what was kept
-        d.stages.append(Stage("temperature", d.p_temp, kept, p_final, {"T": T, "last": True}))
-    d.kept, d.p_final = kept & (p_final > 0), p_final  # what cannot be drawn is not kept
+    d.kept, d.p_final, d.stages = _apply(d, rules.order)
     return d
 
 
@@ -281,4 +297,4 @@ def orders_differ(d: Decision) -> bool:
     if not d.rules.orders_can_differ:
         return False
     other = ORDERS[1 - ORDERS.index(d.rules.order)]
-    return bool((decide(d.z, d.rules.with_order(other)).kept != d.kept).any())
+    return bool((_apply(d, other)[0] != d.kept).any())
