@@ -184,3 +184,36 @@ def test_only_the_break_it_entry_point_refers_to_the_bugs_module():
     body = after[:after.index("\n@endpoint")]  # the function _break_it itself
     assert not uses.search(before) and not uses.search(after[len(body):])
     assert uses.search(body)
+
+
+def test_the_course_of_a_check_is_told_from_its_numbers():
+    tol = 1e-9
+    assert bugs.course([1e-15, 2e-15], tol) == ("At every one of the 2 steps the difference "
+                                                "stayed within the tolerance 10⁻⁹ (largest "
+                                                "2.0 × 10⁻¹⁵).")
+    grew = bugs.course([1e-15, 0.1, 0.5, 2.0], tol)
+    assert grew.startswith("The check failed first at step 2 and at 3 of the 4 steps")
+    assert "grew from 0.1 at step 2 to 2 at step 4" in grew
+    shrank = bugs.course([0.9, 0.5, 0.2], tol)
+    assert "shrank from 0.9 at step 1 to 0.2 at step 3" in shrank
+    held = bugs.course([0.4, 0.5, 0.6], tol)
+    assert "held between 0.4 and 0.6" in held
+    varied = bugs.course([0.1, 2.0, 0.2], tol)
+    assert "went up and down between 0.1 and 2" in varied
+    once = bugs.course([1e-15, 0.3, 1e-15], tol)
+    assert once.startswith("The check failed first at step 2, at that step only, by 0.3")
+
+
+@pytest.mark.parametrize("bug", list(bugs.BUG_IDS))
+def test_every_bug_reports_the_course_its_own_numbers_show(bug):
+    model = make_model("gqa", context=24)
+    out = bugs.run_bug(model, bug, [1, 2, 3], 8, seed=2, batch_prompts=[[1, 2, 3], [4]])
+    per_step = (out["cache"]["per_step"] if out["check"] == "cache"
+                else out["batch"]["diff"].max(axis=1).tolist())
+    tolerance = out["cache" if out["check"] == "cache" else "batch"]["tolerance"]
+    assert out["course"] == bugs.course(per_step, tolerance)
+    failed = [i for i, d in enumerate(per_step) if d > tolerance]
+    if failed:
+        assert f"failed first at step {failed[0] + 1}" in out["course"]
+    else:
+        assert bug == "none" and out["course"].startswith("At every one of the 8 steps")

@@ -4,6 +4,7 @@ same seeds across temperatures, reproducible, bounded, every bad input named."""
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -26,6 +27,16 @@ def test_distinct_n_by_hand():
     assert metrics.distinct_n([5, 5, 5], 1) == pytest.approx(1 / 3)
     assert metrics.distinct_n("ab", 3) is None  # no 3-gram at all
     assert metrics.distinct_n("", 1) is None
+
+
+def test_spread_is_the_entropy_of_the_pooled_tokens_in_bits():
+    assert metrics.spread([1, 2, 3, 4] * 5) == pytest.approx(2.0)  # four tokens equally often
+    assert metrics.spread([7] * 25) == 0.0  # one token only: no spread
+    tokens = [1] * 15 + [2] * 5  # 3/4 and 1/4
+    assert metrics.spread(tokens) == pytest.approx(-(0.75 * math.log2(0.75) + 0.25 * math.log2(0.25)))
+    assert metrics.spread([1, 2] * 9) is None  # 18 tokens: too few to measure
+    # unlike a distinct-n ratio, a longer text of the same mix has the same spread
+    assert metrics.spread([1, 2, 3, 4] * 50) == metrics.spread([1, 2, 3, 4] * 5)
 
 
 def test_repeated_3gram_rate_by_hand():
@@ -75,8 +86,7 @@ def test_sample_measures_of_one_run(small_model):
     run = Generation(small_model, validate(dict(seed=1, max_new_tokens=30))).run()
     m = metrics.sample_measures(run, {run.text})
     tokens = [t for t in run.output_ids if t != EOS]
-    assert m["tokens"] == len(tokens) == len(run.text)
-    assert m["distinct_1"] == len(set(tokens)) / len(tokens)
+    assert m["tokens"] == len(tokens) == len(run.text) and m["ids"] == tokens
     assert m["known_share"] == 1.0 and m["new_share"] == 0.0 and m["words"] == 1
 
 
@@ -102,7 +112,8 @@ def test_single_mode_is_one_run_per_temperature_with_the_same_seed(library):
         want = metrics.sample_measures(run, metrics.word_vocabulary(
             library.corpus("names").train))
         for key in metrics.KEYS:
-            assert row["measures"][key]["mean"] == want[key]
+            mine = metrics.spread(want["ids"]) if key == "spread" else want[key]
+            assert row["measures"][key]["mean"] == mine
             assert row["measures"][key]["sd"] in (0.0, None)
     assert "unique_share" not in out["rows"][0]
 
@@ -128,7 +139,12 @@ def test_repeated_mode_mean_and_spread_over_the_same_seeds(library):
         assert row["distinct_texts"] == len(set(texts))
         assert row["unique_share"] == sum(texts.count(t) == 1 for t in texts) / 20
         assert sum(row["finish"].values()) == 20
+        pool = [t for r in runs for t in r.output_ids if t != EOS]  # every sample's tokens
+        assert row["measures"]["spread"]["mean"] == pytest.approx(metrics.spread(pool))
+        assert row["measures"]["spread"]["n"] == len(pool)
     low, high = out["rows"]
+    # pooled, the spread means what it says even for short names: hotter is more varied
+    assert high["measures"]["spread"]["mean"] > low["measures"]["spread"]["mean"]
     # the same model: a hotter temperature picks tokens the model itself finds less likely
     assert high["measures"]["mean_logprob"]["mean"] < low["measures"]["mean_logprob"]["mean"]
 
@@ -203,3 +219,58 @@ def test_experiment_with_the_transformer(library):
                                        "samples": 3})
     assert [r["samples"] for r in out["rows"]] == [3, 3]
     assert out["settings"]["model"] == "transformer" and out["settings"]["cache_check"] is False
+
+
+# --- every sentence of the findings, held to its numbers ---------------------------------------
+
+NUMBER = re.compile(r"(\u2212?\d+\.\d+|\d+(?:\.\d)?%|<0\.1%|>99\.9%)")
+
+
+def shown_number(key, x):
+    return metrics._number(key, x)
+
+
+@pytest.mark.parametrize("req", [
+    {"settings": {"dataset": "names", "seed": 3}, "temperatures": "0.3, 1, 2"},
+    {"settings": {"dataset": "names", "seed": 3}, "temperatures": "2, 0.3", "mode": "repeated",
+     "samples": 20},
+    {"settings": {"dataset": "prose", "seed": 7, "max_new_tokens": 60}, "temperatures": "0.3, 2"},
+    {"settings": {"dataset": "prose", "seed": 7, "max_new_tokens": 40}, "temperatures": "1, 1"},
+])
+def test_every_finding_is_true_to_the_numbers(library, req):
+    out = experiment(library, req)
+    rows = sorted(out["rows"], key=lambda r: r["temperature"])
+    lo, hi = rows[0], rows[-1]
+    kinds = [f["kind"] for f in out["findings"]]
+    assert kinds[0] == "same" and kinds[-1] == "closing" and len(set(kinds)) == len(kinds)
+    for finding in out["findings"]:
+        kind, text = finding["kind"], finding["text"]
+        key = {"spread": "spread", "logprob": "mean_logprob", "known": "known_share"}.get(kind)
+        if key is not None and "Too few" not in text:
+            a, b = lo["measures"][key]["mean"], hi["measures"][key]["mean"]
+            sa, sb = shown_number(key, a), shown_number(key, b)
+            if sa == sb:
+                assert f"stays at {sa} " in text, text
+            else:
+                verb = "rises" if b > a else "falls"
+                assert f"{verb} from {sa} at " in text and f" to {sb} at " in text, text
+            assert "from 0% to 0%" not in text
+        if kind == "spread" and "Too few" in text:
+            assert any(r["measures"]["spread"]["mean"] is None for r in rows)
+            assert any(r["measures"]["spread"]["n"] < metrics.MIN_POOL for r in rows)
+        if kind == "texts":
+            assert out["mode"] == "repeated"
+            assert f"{lo['distinct_texts']} at " in text and f"{hi['distinct_texts']} at " in text
+    if out["mode"] == "repeated":
+        assert "texts" in kinds
+
+
+def test_change_words_never_contradict_the_numbers():
+    row = lambda T: {"temperature": T, "greedy": T == 0}  # noqa: E731
+    assert metrics.change("known_share", 0.0001, 0.0002, row(0.3), row(2)).startswith("stays at <0.1%")
+    assert metrics.change("known_share", 0.0, 0.0001, row(0.3), row(2)).startswith("rises from 0%")
+    assert metrics.change("known_share", 0.2, 0.05, row(0.3), row(2)) == \
+        "falls from 20.0% at T = 0.3 to 5.0% at T = 2"
+    assert metrics.change("mean_logprob", -1.75, -2.83, row(0), row(1.5)) == \
+        "falls from \u22121.75 at T = 0 (greedy) to \u22122.83 at T = 1.5"
+    assert metrics.change("spread", 3.351, 3.349, row(1), row(2)).startswith("stays at 3.35")

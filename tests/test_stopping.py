@@ -24,21 +24,22 @@ def test_match_spanning_tokens_is_cut_at_its_start():
     assert m.matched == "lo w"
     assert m.visible == "hel"
     assert "".join(shown) == "hel"
+    assert m.cut == "lo wo"  # the stop string and the rest of the token that completed it
 
 
 def test_include_stop_keeps_the_match():
     m, shown = feed(["a", "b", "c", "d"], ["bc"], include_stop=True)
-    assert m.visible == "abc" and "".join(shown) == "abc"
+    assert m.visible == "abc" and "".join(shown) == "abc" and m.cut == ""
 
 
 def test_partial_match_is_held_back_then_released():
     m = StopMatcher(["\n\n"])
     assert m.push("one") == "one"
-    assert m.push("\n") == ""  # could be the start of "\n\n": held back
-    assert m.push("two") == "\ntwo"  # it was not: released, nothing retracted
+    assert m.push("\n") == "" and m.held == "\n"  # could start "\n\n": held back
+    assert m.push("two") == "\ntwo" and m.held == ""  # it did not: released, nothing retracted
     assert m.push("\n") == ""
     assert m.push("\n") == ""
-    assert m.matched == "\n\n" and m.visible == "one\ntwo"
+    assert m.matched == "\n\n" and m.visible == "one\ntwo" and m.cut == "\n\n"
 
 
 def test_held_back_text_is_released_when_generation_ends_otherwise():
@@ -56,7 +57,7 @@ def test_earliest_match_wins_then_longest():
 
 def test_stop_inside_one_token():
     m, shown = feed(["xxSTOPyy"], ["STOP"])
-    assert m.visible == "xx" and shown == ["xx"]
+    assert m.visible == "xx" and shown == ["xx"] and m.cut == "STOPyy"
 
 
 @settings(max_examples=300, deadline=None)

@@ -123,3 +123,30 @@ def test_restore_in_batches_gives_the_same_run(fresh):
         progress.append(out["steps"])
     assert progress == list(range(1, 25)) and out["steps"] == 25
     assert api("trace")["trace"] == finished
+
+
+def test_preview_is_the_next_tokens_distribution_under_the_rules_being_set(fresh):
+    from decodelab.assets import Library
+    from tests.conftest import decode_distribution
+
+    model = Library(fresh).model("bigram", "names")
+    rules = {"temperature": 0.5, "top_k": 5, "top_p": 0.9}
+    out = api("preview", {"settings": {"prompt": "ma", **rules}})
+    assert out["ok"] and out["step"] == 0
+    # by hand: the bigram's row for "a", through the same rules
+    _, kept, p = decode_distribution(model.log_probs[model.tokenizer.encode("a")[0]], **rules)
+    final = out["pipelines"]["temperature-first"]["final"]
+    for row, shown, keep in zip(out["rows"], final["p"], final["kept"]):
+        assert shown == pytest.approx(p[row["token_id"]], abs=1e-12) and keep == kept[row["token_id"]]
+    # at a step of the run on screen: that step's logits, the new rules
+    trace = run_to_end({"seed": 4, "prompt": "jo", "max_new_tokens": 6, "ignore_eos": True})
+    prev = model.tokenizer.encode("jo" + trace["text"][:2])[-1]
+    out = api("preview", {"settings": {"prompt": "jo", "temperature": 2.0}, "step": 2})
+    _, _, p = decode_distribution(model.log_probs[prev], temperature=2.0)
+    final = out["pipelines"]["temperature-first"]["final"]
+    assert out["step"] == 2
+    assert [f for f in final["p"]] == pytest.approx([p[r["token_id"]] for r in out["rows"]], abs=1e-12)
+    bad = api("preview", {"settings": {"top_p": 3}, "step": 1})
+    assert not bad["ok"] and bad["errors"][0]["field"] == "top_p"
+    bad = api("preview", {"settings": {}, "step": 6})
+    assert not bad["ok"] and "from 0 to 5" in bad["errors"][0]["message"]

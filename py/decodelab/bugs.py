@@ -106,7 +106,7 @@ BUGS = {b.id: b for b in (
         "Every decode step was fed at the same position, so the model read each new character "
         "as if it stood where the first one did: the position it adds is wrong, and so is "
         "every key it caches from then on. The full recomputation numbers the positions "
-        "correctly, and the gap grows with each step."),
+        "correctly."),
     Bug("token-twice", "The last token fed twice", "cache",
         "The first decode step fed the prompt's last character again together with the new "
         "one, although it was already in the cache. The cache now holds a sequence with that "
@@ -115,8 +115,8 @@ BUGS = {b.id: b for b in (
     Bug("no-causal-mask", "No causal mask in prefill", "cache",
         "During prefill each prompt position could attend to the positions after it, so the "
         "keys and values cached for the prompt were computed from characters that come later. "
-        "The recomputation is causal and disagrees already at the first step, and keeps "
-        "disagreeing because the damaged keys stay in the cache."),
+        "The recomputation is causal, and the damaged keys stay in the cache for every later "
+        "step."),
     Bug("dropout-on", "Dropout left on", "cache",
         f"Dropout stayed switched on at inference: every step zeroed a random "
         f"{DROPOUT_RATE:.0%} of each residual branch's outputs and scaled up the rest. The "
@@ -150,12 +150,53 @@ def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompt
     if spec is not None and spec.check == "batch":
         prompts = batch_prompts or [prompt_ids]
         session = UnmaskedPaddingBatch(model, len(prompts), dtype)
+        result = batch_run(model, prompts, steps, seed, dtype, session=session)
         return {"bug": bug, "check": "batch", "label": spec.label,
-                "what_went_wrong": spec.what_went_wrong,
-                "batch": batch_run(model, prompts, steps, seed, dtype, session=session)}
+                "what_went_wrong": spec.what_went_wrong, "batch": result,
+                "course": course(result["diff"].max(axis=1).tolist(), result["tolerance"])}
     session = SESSIONS.get(bug, Session)(model, dtype)
     session.rng = np.random.default_rng(seed)  # dropout draws its masks from the run's seed too
     result = cache_check(model, prompt_ids, steps, seed, session=session)
     return {"bug": bug, "check": "cache", "label": spec.label if spec else "No bug",
-            "what_went_wrong": spec.what_went_wrong if spec else None, "cache": result}
+            "what_went_wrong": spec.what_went_wrong if spec else None, "cache": result,
+            "course": course(result["per_step"], result["tolerance"])}
+
+
+SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def _sci(x: float) -> str:
+    """A difference as the page writes it: 0.47, 4.3, or 1.8 × 10⁻¹⁵ (two significant digits)."""
+    if x == 0:
+        return "0"
+    if 0.01 <= abs(x) < 1000:
+        return f"{x:.2g}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    power = "10" + str(int(exponent)).translate(SUPERSCRIPT)
+    return power if mantissa == "1.0" else f"{mantissa} \u00d7 {power}"
+
+
+def course(per_step, tolerance) -> str:
+    """What the check did step by step, in words drawn from the differences themselves: where it
+    first failed, at how many steps, and whether the gap grew, shrank or held."""
+    bad = [i for i, d in enumerate(per_step) if d > tolerance]
+    if not bad:
+        return (f"At every one of the {len(per_step)} steps the difference stayed within the "
+                f"tolerance {_sci(tolerance)} (largest {_sci(max(per_step, default=0.0))}).")
+    first, last = bad[0], bad[-1]
+    text = f"The check failed first at step {first + 1}"
+    text += f" and at {len(bad)} of the {len(per_step)} steps" if len(bad) > 1 else ", at that step only"
+    a, b = per_step[first], per_step[last]
+    if len(bad) > 1:
+        if b > 3 * a:
+            text += f"; the gap grew from {_sci(a)} at step {first + 1} to {_sci(b)} at step {last + 1}"
+        elif a > 3 * b:
+            text += f"; the gap shrank from {_sci(a)} at step {first + 1} to {_sci(b)} at step {last + 1}"
+        else:
+            lo, hi = min(per_step[i] for i in bad), max(per_step[i] for i in bad)
+            moves = "went up and down" if hi > 3 * lo else "held"
+            text += f"; the gap {moves} between {_sci(lo)} and {_sci(hi)}"
+    else:
+        text += f", by {_sci(a)}"
+    return text + f" (the tolerance is {_sci(tolerance)})."
 

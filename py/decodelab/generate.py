@@ -142,13 +142,15 @@ class Generation:
         }
 
     def trace(self) -> dict:
-        """The trace contract: settings, prompt, visible text, finish and every step record."""
+        """The trace contract: settings, prompt, visible text, finish and every step record;
+        `cut` is the generated text a stop string removed from the end ("" when none was)."""
         return {
             "settings": self.settings.to_json(),
             "prompt": self.settings.prompt,
             "text": self.text,
             "finish_reason": self.finish_reason,
             "stop_reason": self.stop_reason,
+            "cut": self.stopper.cut,
             "steps": self.records,
         }
 

@@ -1,9 +1,14 @@
 """Measuring generated text, and the temperature experiment that uses the measures.
 
-Per sample (one generation run):
+Per temperature, over all its samples together:
 
-- distinct-n: distinct n-grams of the generated tokens / all n-grams (1 = nothing repeats).
-  Tokens are characters here, so distinct-1 is "how many different characters were used".
+- spread: the entropy, in bits, of the tokens the samples used, all samples pooled. It says how
+  evenly the choices spread over the vocabulary (higher: more varied), and unlike a distinct-n
+  ratio it does not fall just because a text is longer (a hot temperature writes longer names,
+  and longer texts repeat more characters). Fewer than MIN_POOL tokens are too few to measure.
+
+Per sample (one generation run), then averaged:
+
 - repeated 3-gram rate: the share of 3-gram occurrences that repeat one already seen in the same
   sample, which is 1 - distinct-3 (0 = no loops).
 - mean log-probability under the model: the average of ln p_model(token) over the chosen tokens
@@ -39,13 +44,12 @@ from decodelab.tokenizer import EOS
 
 MAX_BUDGET = 100_000  # tokens per experiment: samples x temperatures x max_new_tokens
 EXAMPLES = 8  # texts kept per temperature to show
+MIN_POOL = 20  # tokens a temperature's samples need together before their spread is measured
 
 # What each measure means, in the words the page shows (also the order of table rows).
 MEASURES = (
-    {"key": "distinct_1", "label": "Distinct-1", "lo": 0, "hi": 1,
-     "means": "different characters / all characters (higher: more varied)"},
-    {"key": "distinct_2", "label": "Distinct-2", "lo": 0, "hi": 1,
-     "means": "different character pairs / all pairs (higher: more varied)"},
+    {"key": "spread", "label": "Spread", "lo": 0, "hi": None, "pooled": True,
+     "means": "entropy of the tokens used, all samples together, in bits (higher: more varied)"},
     {"key": "repeated_3gram", "label": "Repeated 3-grams", "lo": 0, "hi": 1,
      "means": "share of 3-character runs seen earlier in the same text (higher: loops)"},
     {"key": "mean_logprob", "label": "Mean log-prob", "lo": None, "hi": 0,
@@ -62,6 +66,15 @@ KEYS = tuple(m["key"] for m in MEASURES)
 
 def ngrams(tokens, n: int) -> list:
     return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def spread(tokens):
+    """Entropy in bits of the tokens' frequencies; None below MIN_POOL tokens."""
+    if len(tokens) < MIN_POOL:
+        return None
+    counts = np.bincount(np.asarray(tokens, dtype=np.intp))
+    p = counts[counts > 0] / len(tokens)
+    return float(-(p * np.log2(p)).sum())
 
 
 def distinct_n(tokens, n: int):
@@ -115,11 +128,10 @@ def sample_measures(run: Generation, vocabulary: set) -> dict:
     tokens = [t for t in run.output_ids if t != EOS]
     words = generated_words(run.settings.prompt, run.text, run.finish_reason == "length")
     known = known_share(words, vocabulary)
-    return {"distinct_1": distinct_n(tokens, 1), "distinct_2": distinct_n(tokens, 2),
-            "repeated_3gram": repeated_ngram_rate(tokens, 3),
+    return {"repeated_3gram": repeated_ngram_rate(tokens, 3),
             "mean_logprob": mean_logprob(run.records),
             "known_share": known, "new_share": None if known is None else 1.0 - known,
-            "words": len(words), "tokens": len(tokens)}
+            "words": len(words), "tokens": len(tokens), "ids": tokens}
 
 
 def summarise(values) -> dict:
@@ -223,8 +235,13 @@ class Experiment:
             finishes = {}
             for _, _, f in results:
                 finishes[f] = finishes.get(f, 0) + 1
+            pool = [t for m, _, _ in results for t in m["ids"]]
+            measures = {k: summarise([m[k] for m, _, _ in results]) for k in KEYS
+                        if k != "spread"}
+            measures["spread"] = {"mean": spread(pool), "sd": None, "min": None, "max": None,
+                                  "n": len(pool)}
             row = {"temperature": T, "greedy": T == 0, "samples": len(results),
-                   "measures": {k: summarise([m[k] for m, _, _ in results]) for k in KEYS},
+                   "measures": {k: measures[k] for k in KEYS},
                    "texts": texts[:EXAMPLES], "finish": finishes,
                    "tokens": summarise([m["tokens"] for m, _, _ in results])}
             if self.mode == "repeated":
@@ -236,7 +253,76 @@ class Experiment:
                 row["distinct_texts"] = len(counts)
             rows.append(row)
         s = self.settings
-        return {"mode": self.mode, "samples": self.samples, "temperatures": self.temperatures,
-                "seeds": [self.seeds[0], self.seeds[-1]], "settings": s.to_json(),
-                "budget": self.samples * len(self.temperatures) * s.max_new_tokens,
-                "steps": self.steps, "measures": list(MEASURES), "rows": rows}
+        most = math.log2(self.model.tokenizer.vocab_size - 1)  # every token but EOS equally often
+        measures = [dict(m, hi=round(most, 2)) if m["key"] == "spread" else m for m in MEASURES]
+        out = {"mode": self.mode, "samples": self.samples, "temperatures": self.temperatures,
+               "seeds": [self.seeds[0], self.seeds[-1]], "settings": s.to_json(),
+               "budget": self.samples * len(self.temperatures) * s.max_new_tokens,
+               "steps": self.steps, "measures": measures, "rows": rows, "min_pool": MIN_POOL}
+        out["findings"] = findings(out)
+        return out
+
+
+# --- what the numbers say, in sentences ------------------------------------------------------------
+
+def _pct(x) -> str:
+    """A share as the page writes it: one decimal, "<0.1%" for tiny ones."""
+    if x == 0:
+        return "0%"
+    if x == 1:
+        return "100%"
+    return "<0.1%" if x < 0.0005 else ">99.9%" if x > 0.9995 else f"{100 * x:.1f}%"
+
+
+def _number(key: str, x) -> str:
+    text = _pct(x) if key in ("known_share", "new_share") else f"{x:.2f}"
+    return text.replace("-", "\u2212")
+
+
+def _t(row) -> str:
+    return "T = 0 (greedy)" if row["greedy"] else f"T = {row['temperature']:g}"
+
+
+def change(key: str, lo, hi, lo_row, hi_row) -> str:
+    """How a measure moves from the coolest to the hottest temperature, in words that cannot
+    contradict the numbers: "rises from A at T = a to B at T = b", "falls ...", or, when the two
+    numbers read the same, "stays at A"."""
+    a, b = _number(key, lo), _number(key, hi)
+    if a == b:
+        return f"stays at {a} from {_t(lo_row)} to {_t(hi_row)}"
+    verb = "rises" if hi > lo else "falls"
+    return f"{verb} from {a} at {_t(lo_row)} to {b} at {_t(hi_row)}"
+
+
+def findings(result: dict) -> list:
+    """The experiment's conclusions, each {"kind", "text"}, every one derived from the numbers
+    in `result` (the page shows these sentences; the tests hold each kind to its numbers)."""
+    rows = sorted(result["rows"], key=lambda r: r["temperature"])
+    out = [{"kind": "same", "text": "Every column used the same trained model, the same settings "
+                                    "and the same seeds; only T differed."}]
+    lo, hi = rows[0], rows[-1]
+    value = lambda row, key: row["measures"][key]["mean"]  # noqa: E731
+    if len(rows) > 1:
+        if value(lo, "spread") is not None and value(hi, "spread") is not None:
+            out.append({"kind": "spread", "text": "The spread of the tokens used (entropy, bits) "
+                        + change("spread", value(lo, "spread"), value(hi, "spread"), lo, hi)
+                        + "."})
+        elif any(value(r, "spread") is None for r in rows):
+            out.append({"kind": "spread", "text": f"Too few tokens to measure the spread at some "
+                                                  f"temperatures (it needs {MIN_POOL} together): "
+                                                  f"repeated samples give more."})
+        if value(lo, "mean_logprob") is not None and value(hi, "mean_logprob") is not None:
+            out.append({"kind": "logprob", "text": "The model's own average log-probability of "
+                        "what was picked " + change("mean_logprob", value(lo, "mean_logprob"),
+                                                    value(hi, "mean_logprob"), lo, hi) + "."})
+        if value(lo, "known_share") is not None and value(hi, "known_share") is not None:
+            out.append({"kind": "known", "text": "The share of words found in the training text "
+                        + change("known_share", value(lo, "known_share"),
+                                 value(hi, "known_share"), lo, hi) + "."})
+        if result["mode"] == "repeated":
+            out.append({"kind": "texts", "text": f"Different texts among {result['samples']} "
+                        f"samples: {lo['distinct_texts']} at {_t(lo)}, {hi['distinct_texts']} at "
+                        f"{_t(hi)}."})
+    out.append({"kind": "closing", "text": "Temperature changed which tokens were selected, not "
+                                           "what the model knows."})
+    return out

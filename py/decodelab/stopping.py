@@ -22,6 +22,7 @@ class StopMatcher:
         self.text = ""  # everything generated so far (visible text is a prefix of it)
         self.shown = 0  # how many characters of self.text have been released
         self.matched = None  # the stop string that ended generation, if any
+        self.cut = ""  # what the match removed from the end: the stop string, and what followed
 
     def push(self, piece: str) -> str:
         """Add newly generated text; return the part that is now safe to show."""
@@ -35,7 +36,8 @@ class StopMatcher:
         if hit is not None:
             at, stop = hit
             self.matched = stop
-            self.text = self.text[: at + len(stop)] if self.include_stop else self.text[:at]
+            end = at + len(stop) if self.include_stop else at
+            self.text, self.cut = self.text[:end], self.text[end:]
             return self._release(len(self.text))
         return self._release(len(self.text) - self._held_back())
 
@@ -46,6 +48,11 @@ class StopMatcher:
     @property
     def visible(self) -> str:
         return self.text[: self.shown]
+
+    @property
+    def held(self) -> str:
+        """Generated text not shown yet: it may still turn out to start a stop string."""
+        return self.text[self.shown:]
 
     def _release(self, upto: int) -> str:
         upto = max(upto, self.shown)

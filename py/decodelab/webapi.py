@@ -27,7 +27,8 @@ from decodelab.generate import TOP_N
 from decodelab.generate import start as start_generation
 from decodelab.inference import CHECK_TOLERANCE, SESSION_DTYPE
 from decodelab.kvcache import kv_cache_bytes
-from decodelab.pipeline import Replay
+from decodelab import sampling
+from decodelab.pipeline import Replay, explain
 from decodelab.playground import explain_values, probs
 from decodelab.settings import Settings, validate
 
@@ -59,6 +60,7 @@ class Session:
         self.restoring = None  # (run, steps): a run being made again (restore_start)
         self.replay = None  # pipeline.Replay of the latest run, for the lesson
         self.experiment = None  # the experiment in progress (metrics.Experiment)
+        self.prompt_logits = None  # ((model, dataset, prompt), logits): the preview's last prefill
 
     def datasets(self) -> tuple:
         return tuple(self.library.datasets())
@@ -185,9 +187,13 @@ def _start(session: Session, req: dict) -> dict:
 
 
 def _status(run, steps, emit="") -> dict:
+    """A batch of a run: its steps, and the text so far: shown, held back for a possible stop
+    string (while it runs), and cut by a stop string (at the end)."""
     return {"steps": steps, "done": run is None or run.done,
             "finish_reason": run and run.finish_reason, "stop_reason": run and run.stop_reason,
-            "text": run.text if run else "", "emit": emit}
+            "text": run.text if run else "", "emit": emit,
+            "held": run.stopper.held if run and not run.done else "",
+            "cut": run.stopper.cut if run else ""}
 
 
 def _budget(req: dict) -> float:
@@ -297,6 +303,32 @@ def _explain_step(session: Session, req: dict) -> dict:
     if session.replay is None or session.replay.run is not run:
         session.replay = Replay(run)
     return session.replay.explain(values["step"], values["top_n"])
+
+
+@endpoint
+def _preview(session: Session, req: dict) -> dict:
+    """{"settings", "step"} -> the next token's distribution under these settings, before any
+    run: at `step` of the run on screen (its logits, its tokens so far), or, without a step, at
+    the end of the prompt. What the page redraws while the learner drags a rule."""
+    settings = validate(req.get("settings", {}), datasets=session.datasets())
+    run, step = session.run, req.get("step")
+    if step is not None and run is not None and run.records:
+        step = check("step", step, max=len(run.records) - 1)
+        if session.replay is None or session.replay.run is not run:
+            session.replay = Replay(run)
+        logits = session.replay.logits_at(step)
+        tokenizer, used = run.tokenizer, list(run.prompt_ids) + run.output_ids[:step]
+    else:
+        step = 0
+        model = session.library.model(settings.model, settings.dataset)
+        tokenizer, used = model.tokenizer, encode(model.tokenizer, "prompt", settings.prompt)
+        key = (settings.model, settings.dataset, settings.prompt)
+        if session.prompt_logits is None or session.prompt_logits[0] != key:
+            session.prompt_logits = (key, model.session().prefill(used).copy())
+        logits = session.prompt_logits[1]
+    d = sampling.decide(logits, settings.rules, eos_blocked=settings.eos_blocked(step),
+                        seen=sampling.seen_mask(tokenizer.vocab_size, used))
+    return {"step": step, **explain(d, tokenizer.label)}
 
 
 @endpoint
