@@ -3,7 +3,7 @@
 
 import { checkField, checkTogether, describeControls, splitLines, vocabOf } from "./validate.js";
 import {
-  candidateRows, drawSegments, el, fillDrawStrip, finishSentence, fixed, pct, plural, readable, seconds, spoken,
+  candidateRows, drawSegments, el, fillDrawStrip, finishCode, finishSentence, fixed, pct, plural, readable, seconds, spoken, stepOdds,
 } from "./render.js";
 import { installA11y } from "./a11y.js";
 import { installEmbed } from "./embed.js";
@@ -71,12 +71,20 @@ const dom = {
   trainButton: $("train-button"),
   trainResult: $("train-result"),
   credits: $("credits"),
+  textHeld: $("text-held"),
+  textCut: $("text-cut"),
+  finishCode: $("finish-code"),
+  slider: $("temperature-slider"),
+  moreRules: $("more-rules"),
+  moreCount: $("more-count"),
 };
 
 // Settings controls by field name (the control's name attribute is the field name).
 const FIELD_NAMES = [...dom.form.elements].map((c) => c.name).filter(Boolean);
 const controls = Object.fromEntries(FIELD_NAMES.map((name) => [name, dom.form.elements[name]]));
-const SAMPLING_ONLY = ["temperature", "top_k", "top_p", "min_p", "order"];
+const SAMPLING_ONLY = [...dom.form.querySelectorAll("[data-sampling-only] [name]")].map((c) => c.name);
+// The rules behind "More rules": the beginner's path shows the others first.
+const MORE_RULES = [...dom.moreRules.querySelectorAll("[name]")].map((c) => c.name);
 const PHASES = ["runtime", "numpy", "decodelab", "assets", "warmup"];
 const SLOW_MS = 140; // pause after each step in slow motion
 
@@ -152,8 +160,15 @@ const hooks = {
 window.decodelab = hooks;
 if (worker.faults) hooks.injectFault = (kind) => worker.injectFault(kind); // tests only: ?faults=1
 
-// Step-through, the pipeline, the playground, the experiment, the questions (lesson.js).
-const lesson = createLesson({ call, select, collect });
+// The lesson around the workbench (lesson.js): the next token under the rules being set, the step
+// view's timeline and rules, the playground, the experiment, Try this, the runs kept for
+// comparing, the questions.
+const lesson = createLesson({
+  call, select, collect, peek, run: () => state.run, info: () => state.info,
+  apply: (values) => applySettings({ ...state.info.defaults, ...values }),
+  generate: () => generateFromForm(),
+  kv: () => kv,
+});
 hooks.lesson = lesson;
 
 // The KV cache: the live check, the batch view, break it on purpose, memory and cost, both
@@ -359,6 +374,7 @@ function writeCredits(info) {
 function setEnabled(on) {
   for (const control of Object.values(controls)) control.disabled = !on;
   dom.reset.disabled = !on;
+  dom.slider.disabled = !on;
   dom.slow.disabled = !on;
   dom.trainText.disabled = !on;
   dom.trainButton.disabled = !on;
@@ -379,6 +395,9 @@ function applySettings(values) {
   for (const name of FIELD_NAMES) showError(name, null);
   describeDataset();
   updateGreedyNotes();
+  syncSlider();
+  countChanged();
+  lesson.settingsChanged();
 }
 
 function checkOne(name) {
@@ -398,6 +417,13 @@ function readRaw(control) {
 
 /** Check every field; show each error next to its field. Returns {settings} or {errors}. */
 function collect() {
+  const result = peek();
+  for (const name of FIELD_NAMES) showError(name, (result.errors || {})[name] || null);
+  return result;
+}
+
+/** The form's settings, checked, without marking anything: {settings} or {errors}. */
+function peek() {
   const settings = {};
   const errors = {};
   for (const name of FIELD_NAMES) {
@@ -406,7 +432,6 @@ function collect() {
     else settings[name] = result.value;
   }
   Object.assign(errors, checkTogether(settings));
-  for (const name of FIELD_NAMES) showError(name, errors[name] || null);
   return Object.keys(errors).length ? { errors } : { settings };
 }
 
@@ -496,6 +521,9 @@ let debounce = null;
 dom.form.addEventListener("input", (event) => {
   const name = event.target.name;
   if (!FIELD_NAMES.includes(name)) return;
+  if (name === "temperature") syncSlider();
+  if (MORE_RULES.includes(name)) countChanged();
+  lesson.settingsChanged(); // the next token, redrawn under the rules as they are now
   if (name === "greedy" || name === "temperature") updateGreedyNotes();
   clearTimeout(debounce);
   if (state.errors[name]) validateField(name); // clear a fixed error at once
@@ -520,20 +548,63 @@ dom.reset.addEventListener("click", () => {
 
 // --- generation -------------------------------------------------------------------------------
 
-dom.form.addEventListener("submit", (event) => {
-  event.preventDefault();
-  if (root.dataset.state !== "ready") return;
+// Generate with the form as it is: checked first, each error next to its field.
+function generateFromForm() {
+  if (root.dataset.state !== "ready") return Promise.resolve({ status: "busy" });
   dom.formError.hidden = true;
   const result = collect();
   if (result.errors) {
     const first = FIELD_NAMES.find((name) => result.errors[name]);
-    if (first) controls[first].focus();
+    if (first) {
+      if (dom.moreRules.contains(controls[first])) dom.moreRules.open = true;
+      controls[first].focus();
+    }
     const errors = Object.entries(result.errors).map(([field, message]) => ({ field, message }));
     hooks.lastRun = Promise.resolve({ status: "invalid", errors });
-    return;
+    return hooks.lastRun;
   }
-  startRun(result.settings);
+  return startRun(result.settings);
+}
+
+dom.form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  generateFromForm();
 });
+
+// Enter in a field generates (the form's own submit); Ctrl+Enter (or ⌘+Enter) does it from
+// anywhere, the stop strings' box included, where Enter starts a new line.
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey) || event.defaultPrevented) return;
+  event.preventDefault();
+  generateFromForm();
+});
+
+// --- the temperature slider and "More rules" ----------------------------------------------------
+
+// The slider and the number box are one setting: moving one moves the other (the box is what is
+// read and checked; the slider covers the usual range).
+dom.slider.addEventListener("input", () => {
+  controls.temperature.value = dom.slider.value;
+  controls.temperature.dispatchEvent(new Event("input", { bubbles: true }));
+});
+
+function syncSlider() {
+  const t = Number(controls.temperature.value);
+  if (controls.temperature.value.trim() !== "" && Number.isFinite(t)) dom.slider.value = String(Math.min(t, Number(dom.slider.max)));
+}
+
+// "More rules (2 changed)": how many of the rules behind it differ from their defaults.
+function countChanged() {
+  const defaults = (state.info && state.info.defaults) || {};
+  const changed = MORE_RULES.filter((name) => {
+    const control = controls[name];
+    const now = control.type === "checkbox" ? control.checked : control.value.trim();
+    const was = defaults[name];
+    return control.type === "checkbox" ? now !== Boolean(was) : Number.isFinite(Number(now)) && typeof was === "number" ? Number(now) !== was : now !== String(was ?? "");
+  }).length;
+  dom.moreCount.textContent = changed ? `(${changed} changed)` : "(as they come)";
+  dom.moreRules.dataset.changed = String(changed);
+}
 
 // Send settings to Python (which checks them again) and start a run.
 function startRun(settings) {
@@ -576,16 +647,20 @@ function onStarted(m) {
     done: false,
     startedAt: performance.now(),
   };
+  const set = state.run.settings;
+  state.run.greedy = Boolean(set.greedy) || Number(set.temperature) === 0;
   const s = state.run.settings;
   dom.textPlaceholder.hidden = true;
   dom.text.hidden = false;
   dom.textPrompt.textContent = s.prompt || "";
   dom.textPrompt.title = s.prompt ? "Prompt" : "Start of a sequence (empty prompt)";
   dom.textGen.replaceChildren();
+  showUnshown(state.run);
   dom.endMarker.hidden = true;
   dom.exportButton.disabled = true;
   dom.runMeta.textContent = "";
   dom.finishText.textContent = "Generating…";
+  dom.finishCode.hidden = true;
   dom.finishText.parentElement.classList.remove("idle");
   lesson.runStarted(state.run);
   kv.runStarted(state.run);
@@ -597,6 +672,7 @@ function onSteps(m) {
   if (!run || run.id !== m.id) return;
   textStream.update(run);
   for (const step of m.steps) addStep(run, step);
+  showUnshown(run);
   if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
   kv.steps(run);
   // While a run streams, the inspector and the timeline follow it ten times a second, not every
@@ -624,6 +700,40 @@ function addStep(run, step) {
   }
 }
 
+// What was generated but is not in the text: the tail held back in case it starts a stop string
+// (while the run goes on), and what a stop string cut (at the end). Both are shown after the
+// text, marked, and each character still selects the step that chose it.
+function unshownSpans(run) {
+  const spans = [];
+  for (const { ch, step } of run.queue) {
+    let span = spans[spans.length - 1];
+    if (!span || span.dataset.step !== String(step)) {
+      span = el("span", "tok unshown");
+      span.dataset.step = String(step);
+      span.setAttribute("role", "button");
+      span.tabIndex = -1;
+      spans.push(span);
+    }
+    span.textContent += ch;
+  }
+  return spans;
+}
+
+function showUnshown(run) {
+  const cut = run.done && run.finish ? run.finish.cut || "" : "";
+  const held = run.done ? "" : run.queue.map((q) => q.ch).join("");
+  dom.textHeld.hidden = !held;
+  dom.textHeld.replaceChildren(...(held ? unshownSpans(run) : []));
+  dom.textHeld.title = held ? "Held back for now: it may be the start of a stop string" : "";
+  dom.textCut.hidden = !cut;
+  if (!cut) return dom.textCut.replaceChildren();
+  const spans = unshownSpans(run);
+  const struck = el("s", "cut-chars");
+  if (spans.map((x) => x.textContent).join("") === cut) struck.append(...spans);
+  else struck.textContent = cut;
+  dom.textCut.replaceChildren(struck, el("span", "cut-label", `cut: the stop string “${readable(run.finish.stop_reason)}”`));
+}
+
 function appendChar(run, index, ch) {
   let span = run.spans.get(index);
   if (!span) {
@@ -649,7 +759,7 @@ function onDone(m) {
   const run = state.run;
   if (!run || run.id !== m.id) return;
   run.done = true;
-  run.finish = { finish_reason: m.finish_reason, stop_reason: m.stop_reason, text: m.text };
+  run.finish = { finish_reason: m.finish_reason, stop_reason: m.stop_reason, text: m.text, cut: m.cut || "" };
   // Text released by the ending itself (e.g. held back for a possible stop string, then let
   // go by a cancel) arrives only in the final text: append what is not on screen yet.
   textStream.flush();
@@ -660,8 +770,11 @@ function onDone(m) {
       appendChar(run, head && head.ch === ch ? run.queue.shift().step : run.steps.length - 1, ch);
     }
   }
+  showUnshown(run);
   const elapsed = performance.now() - run.startedAt;
   dom.finishText.textContent = finishSentence(m.finish_reason, m.stop_reason, run.settings.max_new_tokens);
+  dom.finishCode.textContent = finishCode(m.finish_reason, m.stop_reason); // as the trace says it
+  dom.finishCode.hidden = false;
   dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(elapsed)}`;
   const last = run.steps.length - 1;
   if (last >= 0) {
@@ -683,7 +796,7 @@ function onDone(m) {
   scheduleInspector();
   run.resolve({
     status: "done", id: run.id, finish_reason: m.finish_reason, stop_reason: m.stop_reason,
-    text: m.text, steps: run.steps.length, settings: run.settings,
+    text: m.text, cut: m.cut || "", steps: run.steps.length, settings: run.settings,
   });
 }
 
@@ -766,7 +879,7 @@ function select(index, { focus = false } = {}) {
   }
 }
 
-dom.textGen.addEventListener("click", (event) => {
+dom.text.addEventListener("click", (event) => {
   const span = event.target.closest(".tok");
   if (span) select(Number(span.dataset.step), { focus: true });
 });
@@ -823,19 +936,21 @@ function renderInspector() {
   const greedy = Boolean(s.greedy) || Number(s.temperature) === 0;
   const chosen = step.top.find((c) => c.token_id === step.token_id);
 
-  // One sentence that says what happened.
+  // One sentence that says what happened, and how sure it was (stepOdds: in greedy mode there is
+  // no draw, so the odds are the model's own).
+  const odds = stepOdds(step, greedy);
   let summary;
-  if (step.u == null) summary = `Greedy: took the likeliest candidate, ${spoken(step.token_text)}.`;
-  else summary = `The draw u = ${fixed(step.u, 4)} picked ${spoken(step.token_text)}, which had a ${pct(step.prob)} chance.`;
+  if (step.u == null) summary = `Greedy: took the argmax, the candidate the model itself rated highest, ${spoken(step.token_text)}, at ${pct(odds.p)}.`;
+  else summary = `The draw u = ${fixed(step.u, 4)} picked ${spoken(step.token_text)}, which had a ${pct(step.prob)} chance after the rules (the model alone gave it ${pct(Math.exp(step.logprob))}).`;
   if (step.token_text === "<eos>") summary += " That ends the text.";
   dom.stepSummary.textContent = summary;
 
   const V = vocabSize(run);
   const stats = [
     ["Chosen", readable(step.token_text)],
-    ["Chance", pct(step.prob)],
+    greedy ? ["Model’s chance", pct(odds.p)] : ["Chance", pct(step.prob)],
     ["Draw u", step.u == null ? "none" : fixed(step.u, 4)],
-    ["Entropy", `${fixed(step.entropy, 2)} nats`],
+    [greedy ? "Model’s entropy" : "Entropy", `${fixed(odds.entropy, 2)} nats`],
     ["Kept", V ? `${step.kept_count} of ${V}` : String(step.kept_count)],
     cacheStat(step),
   ].filter(Boolean);
@@ -854,7 +969,7 @@ function renderInspector() {
   let note = V && listed < V ? `The ${listed} likeliest of ${V} candidates after temperature` : "All candidates";
   if (chosen && step.top.indexOf(chosen) >= state.info.top_n) note += ", plus the chosen one";
   note += ".";
-  if (greedy) note += " Greedy puts all the weight on the top candidate.";
+  if (greedy) note += " Greedy takes the top of the model's own column; the final column puts all the weight on it.";
   dom.tableNote.textContent = note;
 
   renderDraw(step);

@@ -132,7 +132,6 @@ export function createKvLab(app) {
 function createLiveCheck(app) {
   const dom = {
     field: $("cache_check"),
-    na: $("cache_check-na"),
     model: $("model"),
     card: $("cache-card"),
     meta: $("cache-meta"),
@@ -151,13 +150,9 @@ function createLiveCheck(app) {
   let frame = 0;
   let tableDirty = true;
 
-  // The cache check applies to the transformer only: say so beside the switch.
+  // The cache check is the transformer's: the switch shows only when the transformer is chosen.
   function syncField() {
-    const bigram = dom.model.value !== "transformer";
-    dom.na.hidden = !bigram;
-    dom.field.closest(".field").classList.toggle("not-applying", bigram);
-    const ids = ["cache_check-hint", "cache_check-na", "cache_check-error"].filter((id) => !$(id).hidden);
-    dom.field.setAttribute("aria-describedby", ids.join(" "));
+    dom.field.closest(".field").hidden = dom.model.value !== "transformer";
   }
   dom.model.addEventListener("change", syncField);
   $("settings").addEventListener("input", (e) => { if (e.target === dom.model) syncField(); });
@@ -295,6 +290,7 @@ function createBreakIt(app) {
     detail: $("break-detail"),
     explain: $("break-explain"),
     sentence: $("break-sentence"),
+    course: $("break-course"),
     section: $("break"),
   };
   let promptTouched = false;
@@ -387,6 +383,7 @@ function createBreakIt(app) {
     }
     dom.explain.hidden = !r.what_went_wrong;
     dom.sentence.textContent = r.what_went_wrong || "";
+    dom.course.textContent = r.course; // what this check did, step by step, from its numbers
     dom.status.textContent = failed ? "The check failed, as it should with this bug." : "The check passed.";
   }
 

@@ -85,8 +85,8 @@ function panel(measure, rows, mode) {
 // --- the table ------------------------------------------------------------------------------------
 
 function cellText(key, m, mode) {
-  if (m.mean == null) return "–";
-  if (mode !== "repeated") return show(key, m.mean);
+  if (m.mean == null) return key === "spread" ? "too few tokens" : "–";
+  if (mode !== "repeated" || m.sd == null) return show(key, m.mean); // pooled: one number
   return `${show(key, m.mean)} ± ${SHARES.has(key) ? pct(m.sd) : fixed(m.sd, 2)}`;
 }
 
@@ -149,20 +149,9 @@ function samples(result, prompt) {
   return grid;
 }
 
+// What the numbers say: the findings Python wrote from them (metrics.findings), one sentence each.
 function takeaway(result) {
-  const rows = [...result.rows].sort((a, b) => a.temperature - b.temperature);
-  const lo = rows[0];
-  const hi = rows[rows.length - 1];
-  const lp = (row) => row.measures.mean_logprob.mean;
-  const known = (row) => row.measures.known_share.mean;
-  const parts = ["Every column used the same trained model, the same settings and the same seeds; only T differed."];
-  if (rows.length > 1 && lo !== hi && lp(lo) != null && lp(hi) != null) {
-    let s = `From ${tLabel(lo)} to ${tLabel(hi)}, the model’s own average log-probability of what was picked goes from ${show("mean_logprob", lp(lo))} to ${show("mean_logprob", lp(hi))}`;
-    if (known(lo) != null && known(hi) != null) s += `, and the share of words found in the training text from ${pct(known(lo))} to ${pct(known(hi))}`;
-    parts.push(`${s}.`);
-  }
-  parts.push("Temperature changed which tokens were selected, not what the model knows.");
-  return parts.join(" ");
+  return result.findings.map((f) => f.text).join(" ");
 }
 
 // --- the controller ----------------------------------------------------------------------------------

@@ -1,29 +1,42 @@
-// The lesson around the workbench: step-through, the pipeline of the selected step, the
-// playground, the temperature experiment and the questions. app.js creates it once and tells
-// it about the few moments that matter (ready, a run started, a step selected, a run done);
+// The lesson around the workbench: the next token under the rules being set, the step view's
+// timeline and its rules in order, the playground, the temperature experiment, Try this, the
+// runs kept for comparing, and the questions. app.js creates it once and tells it about the few
+// moments that matter (ready, the settings changed, a run started, a step selected, a run done);
 // everything else each part does on its own.
 
 import { createExperiment } from "./experiment.js";
 import { createStepPipeline } from "./pipeline.js";
 import { createPlayground } from "./playground.js";
+import { createPreview } from "./preview.js";
 import { createQuestions } from "./questions.js";
+import { createRuns } from "./runs.js";
 import { createStepper } from "./stepper.js";
+import { createTries } from "./tries.js";
 
 /**
- * app: { call(endpoint, request) -> Promise of Python's answer, select(index) (selects a step of the
- * run on screen), collect() -> {settings} | {errors} (the form, checked, errors shown) }.
+ * app: { call(endpoint, request) -> Promise of Python's answer, select(index) (selects a step of
+ * the run on screen), collect() and peek() -> {settings} | {errors} (the form checked, with its
+ * errors shown or not), run() (the run on screen), info() (what Python sent at start-up),
+ * apply(values) (puts settings into the form), generate() -> Promise of the run's end, kv() (the
+ * KV-cache panels) }.
  */
 export function createLesson(app) {
+  const preview = createPreview(app);
   const stepper = createStepper(app);
   const pipeline = createStepPipeline(app);
   const playground = createPlayground(app);
   const experiment = createExperiment(app);
+  const runs = createRuns(app);
+  const tries = createTries({ ...app, runs });
   const questions = createQuestions({ playground });
   return {
+    preview,
     stepper,
     pipeline,
     playground,
     experiment,
+    runs,
+    tries,
     questions,
     // The numbers behind the pictures, for tests and hosts: one step of the run on screen, and
     // typed values (the playground's request).
@@ -32,7 +45,12 @@ export function createLesson(app) {
     ready() {
       stepper.ready();
       experiment.ready();
+      tries.ready();
+      preview.update();
       return playground.ready();
+    },
+    settingsChanged() {
+      preview.update();
     },
     runStarted(run) {
       stepper.runStarted(run);
@@ -41,10 +59,13 @@ export function createLesson(app) {
     selected(run) {
       stepper.selected(run);
       pipeline.selected(run);
+      preview.update();
     },
     runDone(run) {
       stepper.runDone(run);
       pipeline.selected(run);
+      runs.add(run);
+      preview.update();
     },
   };
 }

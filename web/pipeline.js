@@ -506,6 +506,22 @@ export function createStepPipeline({ call }) {
     }
   }
 
+  // The rules in order are the step view's expansion: worked out only while it is open.
+  function follow(run) {
+    current = run;
+    if (!card.open || !run || !run.done || run.selected == null) return;
+    const index = run.selected;
+    if (same(shown, run, index) || same(wanted, run, index)) return;
+    if (same(asking, run, index)) {
+      wanted = null; // the request on its way is the one we want
+      return;
+    }
+    wanted = { run, index };
+    setState("loading");
+    pump();
+  }
+  card.addEventListener("toggle", () => follow(current));
+
   return {
     runStarted(run) {
       current = run;
@@ -518,18 +534,6 @@ export function createStepPipeline({ call }) {
       delete card.dataset.step;
       setState("waiting");
     },
-    selected(run) {
-      current = run;
-      if (!run || !run.done || run.selected == null) return;
-      const index = run.selected;
-      if (same(shown, run, index) || same(wanted, run, index)) return;
-      if (same(asking, run, index)) {
-        wanted = null; // the request on its way is the one we want
-        return;
-      }
-      wanted = { run, index };
-      setState("loading");
-      pump();
-    },
+    selected: follow,
   };
 }

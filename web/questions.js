@@ -74,11 +74,11 @@ export const QUESTIONS = [
   },
   {
     id: "length",
-    ask: "A run ends with finish reason “length”. What does that tell you?",
+    ask: "A run ends with “Hit the limit of 50 new tokens: the output may be incomplete.” (in the trace: finish_reason length). What does that tell you?",
     choices: [
-      { text: "The model decided the text was complete.", why: "That is what end-of-sequence means: finish reason “stop” with stop reason “eos”. “length” means the model never got to choose an ending." },
-      { text: "A stop string appeared in the text.", why: "A stop string also gives finish reason “stop”, with the matched string as the stop reason." },
-      { text: "The budget of new tokens ran out: the text may stop mid-word, and the model did not choose to end.", right: true, why: "Max new tokens is a resource limit, not an ending. A cut-off answer with finish reason “length” says nothing about the model’s quality; raise the budget before judging it." },
+      { text: "The model decided the text was complete.", why: "That would read “Stopped at end-of-sequence.” (finish_reason stop, stop_reason eos). Hitting the limit means the model never got to choose an ending." },
+      { text: "A stop string appeared in the text.", why: "That would read “Stopped at stop string …” (finish_reason stop, with the matched string as the stop_reason)." },
+      { text: "The budget of new tokens ran out: the text may stop mid-word, and the model did not choose to end.", right: true, why: "Max new tokens is a resource limit, not an ending. A cut-off answer says nothing about the model’s quality; raise the budget before judging it." },
     ],
   },
   {

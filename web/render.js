@@ -48,6 +48,17 @@ export function plural(n, one, many) {
   return `${n} ${n === 1 ? one : many}`;
 }
 
+/**
+ * How sure a step was, as the lesson tells it: the chance the chosen token had and the entropy of
+ * what it was drawn from. Greedy has no draw (its final distribution is all on one token), so
+ * there it is the model's own: the chance the model gave the argmax, and the model's entropy.
+ */
+export function stepOdds(step, greedy) {
+  return greedy
+    ? { p: Math.exp(step.logprob), entropy: step.entropy_raw, whose: "the model’s own" }
+    : { p: step.prob, entropy: step.entropy, whose: "after the rules" };
+}
+
 /** Create an element with optional class names and text. */
 export function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -92,6 +103,12 @@ export function finishSentence(finishReason, stopReason, maxNewTokens) {
   }
   if (finishReason === "cancelled") return "Stopped by you.";
   return "Finished.";
+}
+
+/** The same ending as the trace and the command line write it: "finish_reason stop · stop_reason eos". */
+export function finishCode(finishReason, stopReason) {
+  const stop = stopReason == null ? "null" : stopReason === "eos" ? "eos" : `“${readable(stopReason)}”`;
+  return `finish_reason ${finishReason} · stop_reason ${stop}`;
 }
 
 /** One bar cell of the candidates table: a bar, then the number beside it. */

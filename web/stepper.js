@@ -1,18 +1,19 @@
 // Step through a run: Step, Play, Pause, Reset and a speed, over a timeline of the run's steps
-// (one bar per chosen token, the prefill step apart from the decode steps). Selecting a step
-// here selects it everywhere (the text, the inspector, the pipeline), through the page's own
-// select(). While replaying, what comes after the current step is held back in the timeline
+// (one bar per chosen token, the prefill step apart from the decode steps), at the top of the
+// step view. Selecting a step here selects it everywhere (the text, the step view and its rules),
+// through the page's own select(). Bars of steps a stop string cut from the text are marked. While replaying, what comes after the current step is held back in the timeline
 // and dimmed in the text, so the run reads as if it were being written again.
 
-import { el, fixed, pct, plural, readable, spoken } from "./render.js";
+import { el, fixed, pct, plural, readable, spoken, stepOdds } from "./render.js";
 
 const MAX_BARS = 2000; // the timeline draws at most this many steps
 const CHUNK = 64; // decode bars per group: off-screen groups skip layout and paint (style.css)
 const TABLE_NOW = 200; // longer tables are built when their box is opened
+// Each bar is one step; in greedy mode the odds are the model's own (stepOdds says why).
 const MEASURES = {
-  prob: { label: "probability", unit: "", value: (s) => s.prob, scale: () => 1 },
-  surprisal: { label: "surprisal", unit: "nats", value: (s) => surprisal(s.prob) },
-  entropy: { label: "entropy", unit: "nats", value: (s) => s.entropy },
+  prob: { label: "probability", unit: "", value: (o) => o.p, scale: () => 1 },
+  surprisal: { label: "surprisal", unit: "nats", value: (o) => surprisal(o.p) },
+  entropy: { label: "entropy", unit: "nats", value: (o) => o.entropy },
 };
 
 /** −ln p: how surprising the chosen token was (0 for a certain choice). */
@@ -37,8 +38,6 @@ export function createStepper({ select }) {
     prefill: $("st-prefill"),
     decode: $("st-decode"),
     scaleTop: $("st-scale-top"),
-    facts: $("st-facts"),
-    phaseNote: $("st-phase-note"),
     tableBody: $("st-rows"),
     tableNote: $("st-table-note"),
     more: $("st-more"),
@@ -69,15 +68,19 @@ export function createStepper({ select }) {
     if (m.scale) return m.scale();
     let max = 0;
     for (const s of run.steps.slice(0, MAX_BARS)) {
-      const v = m.value(s);
+      const v = m.value(odds(s));
       if (Number.isFinite(v)) max = Math.max(max, v);
     }
     return max > 0 ? max : 1;
   }
 
+  function odds(step) {
+    return stepOdds(step, run.greedy);
+  }
+
   function barLabel(step, index) {
     const where = step.phase === "prefill" ? "prefill" : "decode";
-    return `Step ${index + 1}, ${where}: ${spoken(step.token_text)}, ${pct(step.prob)}`;
+    return `Step ${index + 1}, ${where}: ${spoken(step.token_text)}, ${pct(odds(step).p)}`;
   }
 
   function addBars() {
@@ -118,7 +121,7 @@ export function createStepper({ select }) {
     const max = scaleMax();
     dom.scaleTop.textContent = m === MEASURES.prob ? "100%" : `${fixed(max, 2)} ${m.unit}`;
     for (let i = from; i < drawn; i++) {
-      const v = m.value(run.steps[i]);
+      const v = m.value(odds(run.steps[i]));
       const h = Number.isFinite(v) ? Math.max(0, Math.min(1, v / max)) : 1;
       bars[i].firstChild.firstChild.style.setProperty("--h", `${h * 100}%`);
     }
@@ -159,39 +162,20 @@ export function createStepper({ select }) {
     }
   }
 
-  // --- the facts of the selected step ----------------------------------------------------------
+  // --- where the replay is (the step itself is described once, by the step view) ----------------
 
-  function showFacts() {
+  function showPosition() {
     const i = run.selected;
-    const step = i != null ? run.steps[i] : null;
-    dom.position.textContent = step ? `Step ${i + 1} of ${run.steps.length}` : "";
-    if (!step) {
-      dom.facts.replaceChildren();
-      dom.phaseNote.textContent = "";
-      return;
+    dom.position.textContent = i != null && run.steps[i] ? `Step ${i + 1} of ${run.steps.length}` : "";
+  }
+
+  // Steps whose characters a stop string cut from the text, or that are held back for one.
+  function markUnshown() {
+    for (let i = 0; i < drawn; i++) {
+      const unshown = run.charsOf[i] === 0 && run.steps[i].token_text !== "<eos>";
+      bars[i].classList.toggle("is-cut", unshown && run.done && Boolean(run.finish && run.finish.cut));
+      bars[i].classList.toggle("is-held", unshown && !run.done);
     }
-    const s = surprisal(step.prob);
-    const facts = [
-      ["Phase", step.phase],
-      ["Token", readable(step.token_text)],
-      ["Probability", pct(step.prob)],
-      ["Surprisal", Number.isFinite(s) ? `${fixed(s, 2)} nats` : "∞"],
-      ["Entropy", `${fixed(step.entropy, 2)} nats`],
-    ];
-    dom.facts.replaceChildren(...facts.map(([term, value]) => {
-      const div = el("div", term === "Phase" ? `st-fact phase ${step.phase}` : "st-fact");
-      div.append(el("dt", null, term), el("dd", null, value));
-      return div;
-    }));
-    const prompt = run.settings.prompt || "";
-    if (step.phase === "prefill") {
-      dom.phaseNote.textContent = prompt
-        ? `Prefill: the model read the whole prompt (${plural([...prompt].length, "character", "characters")}) in one go, then scored every possible next character.`
-        : "Prefill: the prompt is empty, so the model read only the start-of-sequence mark and scored every possible first character.";
-    } else {
-      dom.phaseNote.textContent = `Decode: the model was fed one new character, ${spoken(run.steps[i - 1].token_text)}, chosen at the step before.`;
-    }
-    dom.phaseNote.append(` Surprisal −ln p says how unexpected this choice was; entropy says how spread out the choices were (${fixed(step.entropy, 2)} nats; 0 means certain).`);
   }
 
   // Thousands of rows cost a long layout: a long run's table is built when its box is opened.
@@ -214,10 +198,11 @@ export function createStepper({ select }) {
       const tr = el("tr");
       const th = el("th", null, String(i + 1));
       th.scope = "row";
-      const s = surprisal(step.prob);
+      const o = odds(step);
+      const s = surprisal(o.p);
       tr.append(th, el("td", null, step.phase), el("td", "st-mono", readable(step.token_text)),
-        el("td", null, pct(step.prob)), el("td", null, Number.isFinite(s) ? fixed(s, 3) : "∞"),
-        el("td", null, fixed(step.entropy, 3)));
+        el("td", null, pct(o.p)), el("td", null, Number.isFinite(s) ? fixed(s, 3) : "∞"),
+        el("td", null, fixed(o.entropy, 3)));
       rows.push(tr);
     }
     dom.tableBody.replaceChildren(...rows);
@@ -231,7 +216,7 @@ export function createStepper({ select }) {
     select(index);
     if (index === run.steps.length - 1 && replaying && !timer) replaying = false;
     paintSelection();
-    if (announce) dom.say.textContent = `Step ${index + 1} of ${run.steps.length}: ${spoken(run.steps[index].token_text)}, ${pct(run.steps[index].prob)}.`;
+    if (announce) dom.say.textContent = `Step ${index + 1} of ${run.steps.length}: ${spoken(run.steps[index].token_text)}, ${pct(odds(run.steps[index]).p)}.`;
   }
 
   function delay() {
@@ -351,7 +336,7 @@ export function createStepper({ select }) {
         dom.body.hidden = false;
       }
       paintSelection();
-      showFacts();
+      showPosition();
     },
     runDone(r) {
       if (r !== run) return;
@@ -364,7 +349,8 @@ export function createStepper({ select }) {
       dom.card.dataset.state = "ready";
       enable(drawn > 0);
       paintSelection();
-      showFacts();
+      showPosition();
+      markUnshown();
     },
   };
 }
