@@ -33,6 +33,8 @@ def near(text, x, digits=2):
 
 
 def wait_pipeline(page, step):
+    """Open the step view's "every rule in order" (as a learner would) and wait for the step."""
+    page.locator("#pipeline").evaluate("d => { if (!d.open) d.querySelector('summary').click(); }")
     page.wait_for_selector(f"#pipeline[data-state=ready][data-step='{step}']")
     return page.locator("#pipeline")
 
@@ -226,19 +228,23 @@ def test_step_through_controls_and_timeline(app):
     assert "Step 1 of 12" in app.locator("#inspector").inner_text()
     assert card.locator(".st-bar.is-future").count() == 11  # the rest is held back
     assert app.locator("#text-gen .st-future").count() == 11
-    assert "prefill" in card.locator(".st-fact.phase").inner_text()
+    assert "prefill" in app.locator("#step-notes").inner_text()  # the step view says it once
     button("Step").click()
     assert position(app) == "Step 2 of 12"
     assert card.locator(".st-bar[aria-pressed=true]").get_attribute("data-step") == "1"
-    wait_pipeline(app, 1)  # the pipeline follows the selection
-    # the facts of the step: probability, surprisal (−ln p) and entropy from its record
+    wait_pipeline(app, 1)  # the rules in order follow the selection
+    assert app.locator("#pipeline-phase").inner_text().lower().startswith("decode")
+    # the step, described once: its chance and entropy from its record, surprisal (−ln p) in
+    # the timeline's table
     trace = json.loads(app.evaluate("() => window.decodelab.trace()"))["steps"][1]
-    facts = dict(zip(card.locator(".st-fact dt").evaluate_all("els => els.map(e => e.textContent)"),
-                     card.locator(".st-fact dd").all_inner_texts()))
-    assert near(facts["Probability"], trace["prob"], 1)
-    assert near(facts["Surprisal"].replace(" nats", ""), -math.log(trace["prob"]))
-    assert near(facts["Entropy"].replace(" nats", ""), trace["entropy"])
-    assert facts["Phase"].endswith("decode")
+    stats = dict(zip(app.locator("#stats dt").evaluate_all("els => els.map(e => e.textContent)"),
+                     app.locator("#stats dd").all_inner_texts()))
+    assert near(stats["Chance"], trace["prob"], 1)
+    assert near(stats["Entropy"].replace(" nats", ""), trace["entropy"])
+    assert f"{trace['prob'] * 100:.1f}%" in card.locator(".st-bar").nth(1).get_attribute("aria-label")
+    app.locator("#inspector").get_by_text("All the steps as a table").click()
+    row = app.locator("#st-rows tr").nth(1).locator("td").all_inner_texts()
+    assert near(row[3], -math.log(trace["prob"])) and near(row[4], trace["entropy"])
     # play to the end, fast
     card.get_by_label("Speed", exact=True).select_option("10")
     button("Play").click()
@@ -263,8 +269,7 @@ def test_step_through_controls_and_timeline(app):
     assert position(app) == at
     assert "Paused at step" in app.locator("#st-say").text_content()
     # the timeline's table alternative lists every step
-    card.get_by_text("The steps as a table").click()
-    assert card.locator("#st-rows tr").count() == 12
+    assert app.locator("#st-rows tr").count() == 12
     # bars can show surprisal instead of probability
     card.get_by_label("Bars show", exact=True).select_option("surprisal")
     assert "nats" in card.locator("#st-scale-top").inner_text()
@@ -331,8 +336,12 @@ def test_experiment_one_run_per_temperature_with_metrics(app):
     for m in metrics.MEASURES:
         for shown, row in zip(cells[m["label"]], native["rows"]):
             x = row["measures"][m["key"]]["mean"]
-            assert shown == "–" if x is None else near(shown, x, 1 if "share" in m["key"] else 2), \
+            empty = "too few tokens" if m["key"] == "spread" else "–"
+            assert shown == empty if x is None else near(shown, x, 1 if "share" in m["key"] else 2), \
                 (m["label"], shown, x)
+    # what the numbers say: Python's findings, every one on the page as written
+    takeaway = section.locator(".xp-takeaway").inner_text()
+    assert all(f["text"] in takeaway for f in native["findings"]), (takeaway, native["findings"])
     texts = section.locator(".xp-texts li").evaluate_all("els => els.map(e => e.textContent)")
     assert texts == ["The " + r["texts"][0] for r in native["rows"]]
 

@@ -20,10 +20,16 @@ def settle(page):
     return result
 
 
+OPEN_DETAILS = """e => { for (let d = e.closest('details'); d; d = d.parentElement.closest('details'))
+    if (!d.open) d.querySelector(':scope > summary').click(); }"""
+
+
 def set_fields(page, **values):
-    """Fill controls by their accessible names (the contract), e.g. set_fields(page, Seed=3)."""
+    """Fill controls by their accessible names (the contract), e.g. set_fields(page, Seed=3);
+    a control behind a closed "More rules" is reached as a learner would, by opening it."""
     for key, value in values.items():
         control = page.get_by_label(LABELS.get(key, key), exact=True)
+        control.evaluate(OPEN_DETAILS)
         if isinstance(value, bool):
             control.set_checked(value)
         elif control.evaluate("e => e.tagName") == "SELECT":
