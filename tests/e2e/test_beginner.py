@@ -1,0 +1,217 @@
+"""The lesson as a beginner meets it: Generate always in reach, the keyboard's short way to it,
+the basic rules first with a count of the others, the next token redrawn live, one step view
+(greedy told with the model's own odds), a stop string's cut in sight, no clipped number, every
+Try this followed by its button with its answer's claims checked on the page, and two runs
+compared."""
+
+import json
+import math
+
+import pytest
+
+from tests.conftest import api
+from tests.e2e.conftest import ROOT, open_page, wait_ready
+from tests.e2e.test_page import reset, set_fields, settle
+
+pytestmark = pytest.mark.browser
+
+# Every control of the settings form, the run bar's own, and the next-token box: the learner
+# may be looking at any of them.
+IN_VIEW = """() => {
+    const r = document.querySelector('#generate').getBoundingClientRect();
+    return r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth;
+}"""
+
+
+@pytest.mark.parametrize("width, height", [(1280, 900), (360, 740)])
+def test_generate_is_in_view_whatever_control_is(chromium, base_url, width, height):
+    page = wait_ready(open_page(chromium, base_url, viewport={"width": width, "height": height}))
+    try:
+        page.locator("#more-rules > summary").click()  # every rule, the hidden ones too
+        controls = page.locator("#settings :is(input, select, textarea, summary):visible")
+        count = controls.count()
+        assert count >= 20
+        for i in range(count):
+            for block in ("start", "center", "end"):  # the control at the top, middle, bottom
+                controls.nth(i).evaluate("(e, b) => e.scrollIntoView({block: b})", block)
+                assert page.evaluate(IN_VIEW), (width, i, block, controls.nth(i).evaluate(
+                    "e => e.id || e.textContent"))
+        # and at the very end of the page
+        page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
+        assert page.evaluate("() => document.querySelector('#workbench').getBoundingClientRect()"
+                             ".bottom < 0")  # past the workbench, the bar goes with it
+    finally:
+        page.context.close()
+
+
+def test_the_keyboard_reaches_generate_in_two_presses_and_the_shortcut_is_shown(fresh_page):
+    page = wait_ready(fresh_page)
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.className") == "skip-link"
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.id") == "generate"
+    shortcut = page.locator("#shortcut")
+    assert shortcut.is_visible() and "Enter" in shortcut.inner_text()
+    assert page.locator("#generate").get_attribute("aria-describedby") == "shortcut"
+    # Ctrl+Enter generates from anywhere, the stop strings' box included
+    page.get_by_label("Stop strings", exact=True).click()
+    page.keyboard.press("Control+Enter")
+    assert settle(page)["status"] == "done"
+
+
+def test_the_basic_rules_come_first_and_more_rules_counts_its_changes(app):
+    reset(app)
+    more = app.locator("#more-rules")
+    for label in ("Prompt", "Seed", "Temperature", "Greedy", "Top-k", "Top-p", "Max new tokens",
+                  "Stop strings"):
+        control = app.get_by_label(label, exact=True)
+        assert control.is_visible() and not control.evaluate("e => !!e.closest('#more-rules')")
+    assert app.locator("#more-count").inner_text() == "(as they come)"
+    set_fields(app, Min_p=0.05, Repetition_penalty=1.3, Ignore_EOS=True)
+    assert app.locator("#more-count").inner_text() == "(3 changed)"
+    set_fields(app, Min_p=0)
+    assert app.locator("#more-count").inner_text() == "(2 changed)"
+    # the cache check belongs to the transformer: with the bigram it is not offered at all
+    assert not app.get_by_label("Cache check", exact=True).is_visible()
+    set_fields(app, Model="transformer")
+    assert app.get_by_label("Cache check", exact=True).is_visible()
+    reset(app, Model="bigram")
+    assert app.locator("#more-count").inner_text() == "(as they come)"
+    more.locator("summary").click()  # closed again for the next test
+    assert not more.evaluate("d => d.open")
+
+
+def next_token(page):
+    """The next-token box: [(token, final %)] as drawn, once its latest request is back."""
+    page.wait_for_function("() => !window.decodelab.lesson.preview.busy")
+    page.wait_for_selector("#next[data-state=ready]")
+    rows = page.locator("#next-bars .next-row")
+    return [(rows.nth(i).locator(".next-tok").inner_text(), rows.nth(i).locator(".next-p").inner_text())
+            for i in range(rows.count())]
+
+
+def test_the_next_token_is_redrawn_live_as_a_rule_moves(app):
+    reset(app, Dataset="names", Prompt="ma")
+    api("setup", {"assets": str(ROOT / "artifacts")})
+    for temperature in ("0.3", "1.5", "3"):
+        slider = app.locator("#temperature-slider")
+        slider.evaluate("(s, v) => { s.value = v; s.dispatchEvent(new Event('input', {bubbles: true})); }",
+                        temperature)
+        assert app.get_by_label("Temperature", exact=True).input_value() == temperature
+        drawn = next_token(app)
+        native = api("preview", {"settings": {"dataset": "names", "prompt": "ma",
+                                              "temperature": float(temperature)}})
+        final = native["pipelines"]["temperature-first"]["final"]
+        want = [(r["token_text"], p) for r, p in zip(native["rows"], final["p"])][:len(drawn)]
+        for (tok, shown), (text, p) in zip(drawn, want):
+            assert tok == ("end" if text == "<eos>" else text)
+            assert abs(float(shown.rstrip("%")) - 100 * p) <= 0.051, (temperature, tok, shown, p)
+    assert "After the prompt “ma”" in app.locator("#next-where").inner_text()
+    # top-k 2 leaves two that can be drawn, and the rest marked cut
+    set_fields(app, Top_k=2)
+    drawn = next_token(app)
+    assert sum(p != "cut" for _, p in drawn) == 2 and drawn[2][1] == "cut"
+
+
+def test_greedy_is_told_with_the_models_own_odds(app):
+    reset(app, Dataset="prose", Prompt="The ", Greedy=True, Max_new_tokens=30)
+    app.get_by_role("button", name="Generate", exact=True).click()
+    settle(app)
+    trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
+    app.locator("#text-gen [data-step]").nth(3).click()
+    step = trace["steps"][3]
+    model = math.exp(step["logprob"])
+    assert model < 0.99  # the model was not sure; greedy took its argmax all the same
+    summary = app.locator("#step-summary").inner_text()
+    assert "argmax" in summary and f"{100 * model:.1f}%" in summary and "100%" not in summary
+    stats = dict(zip(app.locator("#stats dt").all_inner_texts(), app.locator("#stats dd").all_inner_texts()))
+    assert stats["Model’s chance"] == f"{100 * model:.1f}%"
+    assert stats["Model’s entropy"] == f"{step['entropy_raw']:.2f} nats"
+    bar = app.locator("#st-decode .st-bar").nth(2)  # step 4: the timeline tells the same odds
+    assert f"{100 * model:.1f}%" in bar.get_attribute("aria-label")
+
+
+def test_a_stop_strings_cut_is_shown_after_the_text_and_its_steps_marked(app):
+    reset(app, Dataset="prose", Prompt="The ", Seed=3, Max_new_tokens=300, Stop_strings="ing")
+    app.get_by_role("button", name="Generate", exact=True).click()
+    result = settle(app)
+    assert result["stop_reason"] == "ing" and result["cut"] == "ing"
+    cut = app.locator("#text-cut")
+    assert cut.is_visible() and cut.locator("s").inner_text() == "ing"
+    assert "stop string “ing”" in cut.inner_text()
+    assert "ing" not in app.locator("#text-gen").inner_text()[-3:]  # the text itself is cut
+    trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
+    last = len(trace["steps"]) - 1
+    marked = app.locator("#st-decode .st-bar.is-cut").evaluate_all("bs => bs.map(b => +b.dataset.step)")
+    assert marked == [last - 2, last - 1, last]
+    # the cut characters still select the steps that chose them
+    cut.locator("[data-step]").first.click()
+    assert app.locator("#step-count").inner_text() == f"Step {last - 1} of {last + 1}"
+
+
+CLIPPED = """() => [...document.querySelectorAll(
+    '#stats dd, .stat dd, .next-p, .pl-n, .finish-code, #cache-meta, .mem-num, .st-tok')]
+    .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+    .map(e => e.textContent)"""
+
+
+@pytest.mark.parametrize("width, scheme", [(1280, "light"), (360, "dark"), (1280, "dark")])
+def test_no_number_is_clipped(chromium, base_url, width, scheme):
+    page = wait_ready(open_page(chromium, base_url, viewport={"width": width, "height": 900},
+                                color_scheme=scheme))
+    try:
+        # a transformer step whose cache check is a tiny number written with an exponent
+        set_fields(page, Model="transformer", Dataset="names", Prompt="an", Seed=2,
+                   Max_new_tokens=8)
+        page.get_by_role("button", name="Generate", exact=True).click()
+        settle(page)
+        page.locator("#text-gen [data-step]").nth(2).click()
+        page.locator("#pipeline > summary").click()
+        page.wait_for_selector("#pipeline[data-state=ready]")
+        assert "×10" in page.locator("#stats").inner_text()  # the exponent is there, whole
+        assert page.evaluate(CLIPPED) == []
+    finally:
+        page.context.close()
+
+
+def test_every_try_this_by_its_button_shows_what_its_answer_says(app):
+    items = app.locator(".try-item")
+    ids = items.evaluate_all("els => els.map(e => e.id.replace(/^try-/, ''))")
+    assert len(ids) == 8 and len(set(ids)) == 8
+    for name in ids:
+        item = app.locator(f"#try-{name}")
+        item.get_by_role("button", name="Try it").click()
+        app.wait_for_selector(f"#try-{name}[data-state=done], #try-{name}[data-state=error]",
+                              timeout=180_000)
+        assert item.get_attribute("data-state") == "done", item.locator(".try-status").inner_text()
+        result = app.evaluate(f"() => window.decodelab.lesson.tries.results[{json.dumps(name)}]")
+        item.locator(".try-answer > summary").click()
+        assert item.locator(".try-answer-text").inner_text() == result["text"]
+        assert result["evidence"]
+        for selector, words in result["evidence"]:
+            shown = app.locator(selector).text_content()
+            assert words in shown, (name, selector, words, shown)
+    reset(app)
+
+
+def test_two_runs_side_by_side_part_ways_where_their_traces_do(app):
+    traces = []
+    for temperature in (0.3, 2):
+        reset(app, Dataset="names", Seed=21, Temperature=temperature, Max_new_tokens=30,
+              Ignore_EOS=True)
+        app.get_by_role("button", name="Generate", exact=True).click()
+        settle(app)
+        traces.append(json.loads(app.evaluate("() => window.decodelab.trace()")))
+    a, b = traces
+    first = next(i for i, (x, y) in enumerate(zip(a["steps"], b["steps"]))
+                 if x["token_id"] != y["token_id"])
+    box = app.locator("#runs-compare")
+    assert box.get_attribute("data-first") == str(first)
+    assert "Temperature: 0.3 → 2" in box.locator(".runs-diff").inner_text()
+    columns = box.locator(".runs-col")
+    for i, trace in enumerate(traces):
+        col = columns.nth(i)
+        assert col.locator(".runs-text").inner_text() == trace["text"]
+        assert col.locator(".runs-tok.is-different").count() == len(trace["steps"]) - first
+    # the draws were the same at every step: same seed
+    assert [s["u"] for s in a["steps"]] == [s["u"] for s in b["steps"]]
