@@ -2,19 +2,20 @@
 
 For a change that should not change how anything looks (the stylesheet, class names):
 
-    python3 tests/lookalike.py capture /tmp/look/before      # before the change
-    python3 build.py site                                     # after it
+    python3 tests/lookalike.py capture /tmp/look/before      # the site as it was
+    python3 build.py build                                    # with the change
     python3 tests/lookalike.py capture /tmp/look/after
     python3 tests/lookalike.py compare /tmp/look/before /tmp/look/after
 
-`capture` builds nothing: it serves the site already in static/ (as the browser tests do) and, in
-headless Chromium, brings the page into each state and saves one PNG per state. `--only WORD`
-keeps the states whose name contains WORD. Every state is made the same way each time: fixed
-settings and seeds, measured timings replaced by fixed numbers or text before the shot, no
-animation, the pointer parked outside the page. `compare` reports, state by state, whether the
-two PNGs are identical and, where not, how many pixels differ, where, and by how much, and
-writes images of the differences (`--diffs DIR`, default AFTER/../diffs). The PNGs are
-decoded in Chromium, so nothing beyond Playwright is needed.
+`capture` builds nothing: it serves the built site in static/ (or `--site DIR`, a copy of an
+older build) as the browser tests do and, in headless Chromium, brings the page and the widget
+into each state and saves one PNG per state (`--only WORD`: the states whose name holds WORD;
+`--styles`: also every element's computed style). Every state is made the same way each time:
+fixed settings and seeds, measured timings replaced by fixed numbers or text, no animation, the
+pointer outside the page, the page drawn afresh for the shot. `compare` reports, state by state,
+whether the two PNGs (and the styles, if saved) are identical and, where not, how many pixels
+differ, where and by how much, with images of the differences (`--diffs DIR`, default
+AFTER/../diffs). The PNGs are decoded in Chromium, so nothing beyond Playwright is needed.
 """
 
 import argparse
@@ -94,6 +95,9 @@ STYLES = """
   };
   for (const sheet of document.styleSheets) collect(sheet.cssRules);
   const props = [...names].filter((name) => !name.startsWith("--")).sort();
+  // running animations (a start-up spinner) are read at their start, then go on as they were
+  const running = document.getAnimations().map((a) => [a, a.currentTime, a.playState]);
+  for (const [a] of running) { a.pause(); a.currentTime = 0; }
   const texts = [], seen = new Map(), labels = [], index = [];
   const add = (label, cs) => {
     const t = props.map((name) => cs.getPropertyValue(name)).join("\\n");
@@ -110,12 +114,30 @@ STYLES = """
       if (cs.content !== "none" && cs.content !== "normal") add(label + pseudo, cs);
     }
   }
+  for (const [a, time, state] of running) {
+    a.currentTime = time;
+    if (state === "running") a.play();
+  }
   return [props, labels, texts, index];
 }
 """
 
 # Two frames and a short pause: every pending layout, chart and height message has landed.
 QUIET = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+# Everything hidden for a frame, then shown: the whole page is drawn afresh for the shot, so no
+# pixel depends on what was drawn there before (a part drawn again over itself can differ in the
+# anti-aliasing of its edges).
+REDRAW = """
+() => new Promise((done) => {
+  const style = document.documentElement.style;
+  style.visibility = "hidden";
+  requestAnimationFrame(() => {
+    style.visibility = "";
+    requestAnimationFrame(() => requestAnimationFrame(done));
+  });
+})
+"""
 
 
 class Shooter:
@@ -142,6 +164,8 @@ class Shooter:
                                     "height": max(window["height"], height)})
         page.evaluate(QUIET)
         page.wait_for_timeout(600)  # the longest transition (0.3 s) has ended
+        for frame in (*frames, page):
+            frame.evaluate(REDRAW)
         path = self.out / f"{name}.png"
         options = dict(path=str(path), animations="disabled", caret="hide")
         if target is not None:
@@ -461,34 +485,40 @@ def embedding(browser, static, shoot):
         widget_server.shutdown()
 
 
+# The names of the states start_up() and embedding() save, for --only.
+START_UP = ("boot-loading", "boot-error", "link-notice-1280-light", "link-notice-360-dark")
+EMBEDDING = ("embed-course-1100-light", "embed-dark-420-dark", "embed-poster-in-host-1100-light",
+             "poster-1100-light", "poster-360-dark", "poster-700-dark")
+
 COMBOS = (("w1280-light", 1280, "light", None), ("w1280-dark", 1280, "dark", None),
           ("w360-light", 360, "light", None), ("w360-dark", 360, "light", "dark"))
 
 
-def capture(out: Path, only: str | None, styles: bool = False) -> int:
+def capture(out: Path, only: str | None, styles: bool = False, site: Path = STATIC) -> int:
     from playwright.sync_api import sync_playwright
 
-    if not (STATIC / "index.html").exists():
-        print("static/ is not built: python3 build.py site", file=sys.stderr)
+    if not (site / "index.html").exists():
+        print(f"{site} holds no built site (python3 build.py build makes static/)", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
     shoot = Shooter(out, only, styles)
-    server, url = serve(STATIC)
+    server, url = serve(site)
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            elsewhere = only and only.startswith(("boot", "link", "embed", "poster"))
+            tags = [tag for tag, *_ in COMBOS]
+            elsewhere = any(map(shoot.wanted, START_UP + EMBEDDING))
             for tag, width, scheme, theme in COMBOS:
-                named = any(only in t for t, *_ in COMBOS) if only else False
-                if not only or only in tag or not (elsewhere or named):
+                named = any(only in t or t in only for t in tags) if only else False
+                if not only or only in tag or tag in only or not (named or elsewhere):
                     print(f"{tag}:", flush=True)
                     workbench(browser, url, shoot, tag, width, scheme, theme)
-            if shoot.wanted("boot") or shoot.wanted("link"):
+            if any(map(shoot.wanted, START_UP)):
                 print("start-up:", flush=True)
                 start_up(browser, url, shoot)
-            if shoot.wanted("embed") or shoot.wanted("poster"):
+            if any(map(shoot.wanted, EMBEDDING)):
                 print("embedding:", flush=True)
-                embedding(browser, STATIC, shoot)
+                embedding(browser, site, shoot)
             browser.close()
     finally:
         server.shutdown()
@@ -663,6 +693,8 @@ def main() -> int:
     cap = sub.add_parser("capture", help="screenshot every state of the built site into DIR")
     cap.add_argument("dir", type=Path)
     cap.add_argument("--only", help="only the states whose name contains this")
+    cap.add_argument("--site", type=Path, default=STATIC,
+                     help="the built site to serve (default: static/), e.g. a copy of an older build")
     cap.add_argument("--styles", action="store_true",
                      help="also save every element's computed style in each state "
                           "(compare then checks them too)")
@@ -672,7 +704,7 @@ def main() -> int:
     cmp_.add_argument("--diffs", type=Path, help="where to write images of the differences")
     args = parser.parse_args()
     if args.command == "capture":
-        return capture(args.dir, args.only, args.styles)
+        return capture(args.dir, args.only, args.styles, args.site)
     return compare(args.before, args.after, args.diffs or args.after.parent / "diffs")
 
 
