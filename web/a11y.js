@@ -6,7 +6,8 @@
 //
 // Boxes that scroll sideways (wide tables on a narrow screen) join the tab order while they
 // overflow, so they can be scrolled from the keyboard. And the keyboard focus is never dropped
-// while a run disables the Generate button.
+// while a run disables the Generate button. And a control that takes the focus is scrolled clear
+// of the sticky run bar, never left underneath it.
 
 const $ = (id) => document.getElementById(id);
 const LONGEST = 280; // characters of generated text read out; longer texts are cut with a count
@@ -15,6 +16,23 @@ export function installA11y(hooks) {
   installAnnouncer(hooks);
   focusableScrollers(hooks);
   keepFocusThroughRuns();
+  clearOfStickyBar();
+}
+
+// On a narrow screen the run bar and the text are a band stuck to the top of the viewport. The
+// browser scrolls a focused control into view as if the band were not there; telling it the
+// band's height as the page's scroll padding keeps the control below the band.
+function clearOfStickyBar() {
+  const stage = $("stage");
+  if (!stage || typeof ResizeObserver === "undefined") return;
+  const root = document.documentElement;
+  const update = () => {
+    const sticky = getComputedStyle(stage).position === "sticky" && stage.offsetWidth > root.clientWidth * 0.8;
+    root.style.scrollPaddingTop = sticky ? `${Math.ceil(stage.getBoundingClientRect().height) + 8}px` : "";
+  };
+  new ResizeObserver(update).observe(stage);
+  addEventListener("resize", update);
+  update();
 }
 
 function installAnnouncer(hooks) {

@@ -1042,7 +1042,7 @@ function renderDraw(step) {
   dom.drawStrip.hidden = !segments;
   dom.draw.querySelector(".draw-scale").hidden = !segments;
   if (!segments) {
-    dom.drawCaption.textContent = `${how}. u = ${fixed(step.u, 4)} lands in the stretch of ${spoken(step.token_text)}. (With ${step.kept_count} kept candidates the strip is too fine to draw; filter more to see it.)`;
+    dom.drawCaption.textContent = `${how}. u = ${fixed(step.u, 4)} lands in the stretch of ${spoken(step.token_text)}. (The strip of all ${step.kept_count} kept candidates is drawn under “Every rule in order”, below.)`;
     dom.drawStrip.replaceChildren();
     return;
   }

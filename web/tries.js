@@ -178,9 +178,11 @@ export const TRIES = [
     text: "Break the cache with “Positions not advanced”: why are the first steps still right?",
     async act(page) {
       setControl("bug", "frozen-position");
+      setControl("break-prompt", "an"); // letters every dataset's model knows, whatever was typed before
       return reply(page, "breakIt", () => document.getElementById("break-form").requestSubmit());
     },
     answer(r) {
+      if (!r.ok) throw new Error((r.errors || []).map((e) => e.message).join(" "));
       const c = r.cache;
       let good = 0;
       while (good < c.per_step.length && c.per_step[good] <= c.tolerance) good += 1;

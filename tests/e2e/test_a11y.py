@@ -47,12 +47,20 @@ def test_keyboard_alone_reaches_every_control_generates_and_walks_the_tokens(fre
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
     page.mouse.click(5, 5)  # start from the top of the page, as a keyboard user would
     visited = tab_until(page, lambda f: f["id"] == "generate")
-    ids = [v["id"] for v in visited]
     assert visited[0]["cls"] == "skip-link"
+    # Generate comes first, then the controls; the rules folded under More rules open with Enter
+    visited += tab_until(page, lambda f: f["tag"] == "SUMMARY" and page.evaluate(
+        "() => document.activeElement.parentElement.id") == "more-rules")
+    if not page.locator("#more-rules").evaluate("(e) => e.open"):
+        page.keyboard.press("Enter")
+    assert page.locator("#more-rules").evaluate("(e) => e.open")
+    visited += tab_until(page, lambda f: f["id"] == "reset")
+    ids = [v["id"] for v in visited]
     for name in SETTINGS_IDS:
         assert name in ids, f"{name} not reachable by Tab"
     missing_ring = [v["id"] or v["tag"] for v in visited if not v["ring"]]
     assert not missing_ring, f"no visible focus on {missing_ring}"
+    page.get_by_role("button", name="Generate", exact=True).focus()
 
     # Space on Generate runs, and the focus is not dropped while the button is disabled
     page.keyboard.press("Space")
