@@ -3,9 +3,10 @@
 // marked from the first step where they chose differently (same seed, T = 0.3 against T = 2 is
 // the classic: the draws u are the same, the distributions are not).
 
-import { el, finishSentence, pct, readable } from "./render.js";
+import { el, finishSentence, readable } from "./render.js";
 
 const KEEP = 8; // runs kept
+const SHOWN = 1500; // characters of each text shown side by side
 
 /** The settings that differ between two runs, as [label, left, right]. */
 export function settingsDiff(a, b, specs) {
@@ -55,17 +56,23 @@ export function createRuns(app) {
     return kept.find((r) => String(r.number) === select.value) || null;
   }
 
-  function column(run, other, from) {
+  // The text in at most three pieces (the part both runs share, the part from where they parted,
+  // and what was left out), not a node per character: two runs of thousands of steps each would
+  // otherwise put tens of thousands of nodes on the page for the browser to lay out.
+  function column(run, from) {
     const box = el("article", "runs-col");
     box.append(el("h3", null, label(run)));
     const text = el("p", "runs-text");
     if (run.settings.prompt) text.append(el("span", "prompt-text", run.settings.prompt));
-    run.tokens.forEach((t, i) => {
-      if (t.text === "<eos>") return;
-      const span = el("span", from != null && i >= from ? "runs-tok is-different" : "runs-tok", t.text);
-      span.title = `Step ${i + 1}: ${pct(t.prob)}`;
-      text.append(span);
-    });
+    const chars = run.tokens.map((t) => (t.text === "<eos>" ? "" : t.text));
+    const cut = from == null ? chars.length : Math.min(from, chars.length);
+    const same = chars.slice(0, cut).join("");
+    const parted = chars.slice(cut).join("");
+    const room = Math.max(0, SHOWN - same.length);
+    text.append(same.slice(0, SHOWN));
+    if (parted && room) text.append(el("span", "runs-parted", parted.slice(0, room)));
+    const left = same.length + parted.length - SHOWN;
+    if (left > 0) text.append(el("span", "runs-more", ` … and ${left} more characters`));
     box.append(text, el("p", "runs-finish", finishSentence(run.finish.finish_reason, run.finish.stop_reason, run.settings.max_new_tokens)));
     return box;
   }
@@ -90,7 +97,7 @@ export function createRuns(app) {
     else where = `They chose the same ${from === 1 ? "first token" : `first ${from} tokens`}, then parted ways at step ${from + 1} (marked).`;
     head.append(el("p", "runs-from", where));
     const grid = el("div", "runs-grid");
-    grid.append(column(a, b, from), column(b, a, from));
+    grid.append(column(a, from), column(b, from));
     dom.out.replaceChildren(head, grid);
     dom.out.dataset.first = from == null ? "" : String(from);
   }

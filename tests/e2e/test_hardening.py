@@ -229,8 +229,12 @@ def test_a_sealed_character_of_a_long_run_can_still_be_inspected(app):
     assert app.locator("#step-count").inner_text() == "Step 1 of 3000"
     assert app.evaluate("() => document.activeElement.dataset.step") == "0"
     # a click on sealed text selects the character under the pointer
-    app.locator("#text-gen .tok-sealed").first.scroll_into_view_if_needed()
+    # its first line to the top of the text's scroll box (the stretch of text is many lines
+    # tall, so "if needed" could leave its first line scrolled out of the box)
+    app.locator("#text-gen .tok-sealed").first.evaluate("e => e.scrollIntoView({block: 'start'})")
     target = app.evaluate(FIRST_SEALED_CHAR, 0)
+    assert app.evaluate("t => document.elementFromPoint(t.x, t.y).closest('#text-gen') !== null",
+                        target)
     app.mouse.click(target["x"], target["y"])
     assert app.locator("#step-count").inner_text() == f"Step {target['step'] + 1} of 3000"
     span = app.locator(f"#text-gen [data-step='{target['step']}']")
