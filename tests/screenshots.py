@@ -1,7 +1,8 @@
 """Regenerate the README screenshots from the real page: python3 tests/screenshots.py
 
 Boots the built site in headless Chromium, runs a generation with settings that show the
-filters at work, selects a step, and saves docs/screenshot*.png. Then it serves the course page
+filters at work, selects a step, and saves docs/screenshot*.png: the top of the page (light,
+1280 px; dark, 360 px), the step view with every rule in order (dark), and Compare runs. Then it serves the course page
 of the embedding tests (tests/e2e/hosts/course.html) on 127.0.0.1 with the widget on localhost,
 as a course site would embed it, and saves docs/screenshot-embed.png.
 """
@@ -35,6 +36,33 @@ def shoot(browser, url, out: Path, width: int, scheme: str) -> None:
     # is measured on the whole page, not the window, hence full_page)
     page.screenshot(path=str(out), full_page=True,
                     clip={"x": 0, "y": 0, "width": width, "height": 1400 if width > 800 else 1180})
+    page.context.close()
+
+
+def shoot_step(browser, url, out: Path, scheme: str) -> None:
+    """The one view of a step, with every rule in order opened below it."""
+    page = open_page(browser, url, "?" + "&".join(f"{k}={v}" for k, v in SETTINGS.items()),
+                     viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    wait_ready(page)
+    page.get_by_role("button", name="Generate", exact=True).click()
+    page.wait_for_selector("html[data-state=ready]")
+    page.locator("#text-gen [data-step]").nth(1).click()
+    page.locator("#pipeline > summary").click()
+    page.wait_for_selector("#pipeline[data-state=ready]")
+    page.locator("#inspector").screenshot(path=str(out))
+    page.context.close()
+
+
+def shoot_compare(browser, url, out: Path, scheme: str) -> None:
+    """Compare runs: the same seed at T = 0.3 and T = 2, where they part ways."""
+    page = open_page(browser, url, viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    wait_ready(page)
+    for temperature in (0.3, 2):
+        page.evaluate("s => window.decodelab.generate(s)",
+                      {"dataset": "prose", "prompt": "The ", "seed": 5, "temperature": temperature,
+                       "max_new_tokens": 80, "ignore_eos": True})
+        page.wait_for_selector("html[data-state=ready]")
+    page.locator("#runs").screenshot(path=str(out))
     page.context.close()
 
 
@@ -74,6 +102,8 @@ def main() -> int:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             shoot(browser, url, docs / "screenshot.png", 1280, "light")
             shoot(browser, url, docs / "screenshot-dark-360.png", 360, "dark")
+            shoot_step(browser, url, docs / "screenshot-step-dark.png", "dark")
+            shoot_compare(browser, url, docs / "screenshot-compare.png", "light")
             widget, widget_url = serve(ROOT / "static", host="localhost")
             host, host_url = serve(course_pages(widget_url), host="127.0.0.1")
             try:
@@ -84,7 +114,8 @@ def main() -> int:
             browser.close()
     finally:
         server.shutdown()
-    print("wrote docs/screenshot.png, docs/screenshot-dark-360.png and docs/screenshot-embed.png")
+    print("wrote docs/screenshot.png, docs/screenshot-dark-360.png, docs/screenshot-step-dark.png, "
+          "docs/screenshot-compare.png and docs/screenshot-embed.png")
     return 0
 
 
