@@ -6,6 +6,7 @@ the browser under Pyodide. One module per concept:
     fields      every input: its label, help and allowed values, the one checker, FieldError
     settings    the settings of one generation run, validated against the fields
     tokenizer   characters <-> token ids, with an end-of-sequence symbol
+    bpe         byte-level BPE: learned merges of bytes, any text in, exactly back out
     corpus      sequences of text, the deterministic train/validation split
     bigram      a count-based bigram model (the first of the two models)
     transformer a tiny transformer: forward and hand-written backward, loss, the model object
