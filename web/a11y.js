@@ -28,7 +28,8 @@ function clearOfStickyBar() {
   const root = document.documentElement;
   const update = () => {
     const sticky = getComputedStyle(stage).position === "sticky" && stage.offsetWidth > root.clientWidth * 0.8;
-    root.style.scrollPaddingTop = sticky ? `${Math.ceil(stage.getBoundingClientRect().height) + 8}px` : "";
+    const padding = sticky ? `${Math.ceil(stage.getBoundingClientRect().height) + 8}px` : "";
+    if (root.style.scrollPaddingTop !== padding) root.style.scrollPaddingTop = padding; // unchanged: no new style
   };
   new ResizeObserver(update).observe(stage);
   addEventListener("resize", update);

@@ -153,8 +153,19 @@ export function createStepper({ select }) {
     dimming = replaying;
   }
 
+  // Measured once per frame, in the frame's own layout: while a run streams, the selection moves
+  // with every batch of steps, and measuring at once would make the browser lay the page out
+  // again for each batch (hundreds of milliseconds over a long run).
+  let inView = null;
   function keepInView(bar) {
-    const box = bar.closest(".st-scroll");
+    if (!inView) requestAnimationFrame(scrollToBar);
+    inView = bar;
+  }
+
+  function scrollToBar() {
+    const bar = inView;
+    inView = null;
+    const box = bar && bar.isConnected ? bar.closest(".st-scroll") : null;
     if (!box) return;
     const left = bar.getBoundingClientRect().left - box.getBoundingClientRect().left + box.scrollLeft; // bars sit in groups
     if (left < box.scrollLeft + 8 || left + bar.offsetWidth > box.scrollLeft + box.clientWidth - 8) {
