@@ -213,6 +213,40 @@ def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps
     return [MODELS_DIR / f"{kind}-{dataset}.npz" for kind, dataset in MODELS]
 
 
+# The BPE tokenizers learned at build time: (dataset,), each from its corpus's training split.
+TOKENIZERS = ("prose",)
+TOKENIZER_MODULES = ("decodelab.bpe", "decodelab.corpus")
+
+
+def tokenizer_artifact(dataset: str, data: Path) -> Artifact:
+    code = module_files(PACKAGE_DIR, TOKENIZER_MODULES)
+    return Artifact(f"tokenizer bpe-{dataset}", [MODELS_DIR / f"bpe-{dataset}.npz"],
+                    {"recipe": "tokenizer", "args": ["-m", "decodelab.bpe", "--dataset", dataset],
+                     "data": sha256_file(data), "code": source_digests(code)})
+
+
+def train_tokenizers(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps) -> list[Path]:
+    """The BPE merges of each dataset in TOKENIZERS (a few seconds each)."""
+    made = []
+    for dataset in TOKENIZERS:
+        artifact = tokenizer_artifact(dataset, corpus_files[dataset])
+        how = restore(artifact, stamps, cache)
+        if how is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / artifact.outputs[0].name
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                    [str(PY_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+                cmd = [sys.executable, *artifact.inputs["args"], "--data", str(corpus_files[dataset]),
+                       "--out", str(out)]
+                if subprocess.run(cmd, cwd=ROOT, env=env).returncode != 0:
+                    raise BuildError(f"learning the {artifact.name} failed (see the output above)")
+                store(artifact, Path(tmp), stamps, cache)
+            how = "learned"
+        report(artifact, how)
+        made.append(artifact.outputs[0])
+    return made
+
+
 def asset_files() -> list[tuple[str, Path]]:
     """The corpora and models as (path inside an assets folder, file), in a fixed order."""
     found = []
@@ -247,9 +281,10 @@ def bundle_data(stamps: Stamps) -> Path:
 
 def artifacts(cache: UserCache, stamps: Stamps) -> list[Path]:
     corpus_files = build_corpora(cache, stamps)
+    tokenizers = train_tokenizers(corpus_files, cache, stamps)
     models = train_models(corpus_files, cache, stamps)
     bundle_data(stamps)
-    return [*corpus_files.values(), *models]
+    return [*corpus_files.values(), *tokenizers, *models]
 
 
 # --------------------------------------------------------------------------------------

@@ -137,6 +137,9 @@ def test_the_prose_merges_are_the_same_every_build(artifacts):
     val = "\n".join(corpus.val)
     assert tokens.decode(tokens.encode(val)) == val
     assert 2.5 < len(val) / len(tokens.encode(val)) < 3.5  # characters per token, held out
+    # the build's own copy (python -m decodelab.bpe) is the same table
+    built = BPE.load(artifacts / "models" / "bpe-prose.npz")
+    assert bpe.merges_hash(built.merges) == PROSE_1024 and built.vocab_size == bpe.VOCAB_SIZE
 
 
 PROSE_1024 = "858919f9379cca040512be09773717d72bc5144e440b5baa5239396d39e95699"

@@ -92,3 +92,38 @@ def test_generate_stop_string_and_length(artifacts):
 def test_eval_reports_nats_and_params(artifacts):
     out = ok("eval", "--model", "bigram", "--dataset", "names")
     assert 1.5 < out["val_nll"] < 3.3 and out["params"] == 27 * 27
+
+
+def test_tokenize_gives_each_tokens_text_and_bytes_and_detokenize_gives_the_text_back(artifacts):
+    text = "The parser's output: 42 € ✓"
+    out = ok("tokenize", "--dataset", "prose", "--tokenizer", "bpe", "--text", text)
+    assert len(out["ids"]) == len(out["tokens"]) == len(out["bytes"])
+    assert b"".join(bytes.fromhex(h) for h in out["bytes"]) == text.encode("utf-8")
+    assert len(out["ids"]) < len(text)  # merges: fewer tokens than characters
+    assert " parser" in out["tokens"]  # a word keeps its leading space
+    assert "<e2>" in out["tokens"]  # € is three bytes, none of them UTF-8 alone
+    ids = ",".join(map(str, out["ids"]))
+    assert ok("detokenize", "--dataset", "prose", "--tokenizer", "bpe", "--ids", ids) == \
+        {"text": text}
+    # the character tokenizer: one id per character, the default
+    chars = ok("tokenize", "--dataset", "names", "--text", "ann")
+    assert chars["tokens"] == ["a", "n", "n"] and chars["bytes"] == ["61", "6e", "6e"]
+    assert ok("detokenize", "--dataset", "names", "--ids", ",".join(map(str, chars["ids"]))) == \
+        {"text": "ann"}
+
+
+@pytest.mark.parametrize("args, option, words", [
+    (("tokenize", "--dataset", "names", "--tokenizer", "bpe", "--text", "ann"), "--tokenizer",
+     "trained for prose only"),
+    (("tokenize", "--dataset", "prose", "--tokenizer", "wordpiece", "--text", "a"), "--tokenizer",
+     "one of chars, bpe"),
+    (("detokenize", "--dataset", "prose", "--tokenizer", "bpe", "--ids", "1,5000"), "--ids",
+     "entry 2 is 5000; this tokenizer's ids go from 0 to 1023"),
+    (("detokenize", "--dataset", "prose", "--tokenizer", "bpe", "--ids", "1,x"), "--ids",
+     "entry 2"),
+    (("tokenize", "--dataset", "names", "--text", "Ann"), "--text", "'A'"),
+])
+def test_bad_tokenizer_input_names_its_option(args, option, words, artifacts):
+    r = cli(*args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and f": {option}: " in r.stderr and words in r.stderr

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from decodelab.bigram import BigramModel
 from decodelab.corpus import Corpus, read_corpus
-from decodelab.fields import MODELS, FieldError
+from decodelab.fields import MODELS, FieldError, check
+from decodelab.tokenizer import CharTokenizer
 
 PACKAGE_DATA = Path(__file__).resolve().parent / "bundled"
 HOW_TO_BUILD = ("build them with `python3 build.py artifacts` in a source checkout (or install "
@@ -132,6 +133,26 @@ class Library:
             raise FieldError("model", f"Model: no transformer was trained on {dataset!r} "
                                       f"(run: python3 build.py artifacts); choose bigram.")
         return TransformerModel.load(path)
+
+    def tokenizer(self, name: str, dataset: str):
+        """The tokenizer `name` ("chars" or "bpe") of a dataset; a FieldError naming the
+        tokenizers that exist when this one does not."""
+        name = check("tokenizer", name)
+        corpus = self.corpus(dataset)  # a clear message for an unknown dataset
+        if name == "chars":
+            return CharTokenizer(corpus.chars)
+        key = ("bpe", dataset)
+        if key not in self._models:
+            path = None if dataset in self._custom else self._file("models", f"bpe-{dataset}.npz")
+            if path is None:
+                have = [d for d in self.datasets() if self._file("models", f"bpe-{d}.npz")]
+                where = f"for {', '.join(have)} only" if have else "for no dataset here (run: python3 build.py artifacts)"
+                raise FieldError("tokenizer", f"Tokenizer bpe is trained {where}; {dataset!r} "
+                                              f"has chars only.")
+            from decodelab.bpe import BPE
+
+            self._models[key] = BPE.load(path)
+        return self._models[key]
 
     def has_model(self, kind: str, dataset: str) -> bool:
         if kind == "bigram":

@@ -30,6 +30,7 @@ import numpy as np
 
 EOS = 0
 EOS_LABEL = "<eos>"
+VOCAB_SIZE = 1024  # the size trained at build time (README: why this size)
 FIRST_BYTE = 1  # byte b is id b + FIRST_BYTE
 FIRST_MERGE = 256 + FIRST_BYTE
 CACHE_LIMIT = 50_000  # pieces kept by encode's cache before it starts again
@@ -128,6 +129,17 @@ class BPE:
             self._bytes.append(self._bytes[a] + self._bytes[b])
         self._cache = {}
 
+    @classmethod
+    def load(cls, path) -> "BPE":
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["kind"]) != "bpe":
+                raise ValueError(f"{path} does not hold a BPE tokenizer")
+            return cls(z["merges"])
+
+    def save(self, path, dataset: str) -> None:
+        np.savez(path, kind=np.array("bpe"), dataset=np.array(dataset), merges=self.merges,
+                 sha256=np.array(merges_hash(self.merges)))
+
     def _merge_piece(self, piece: str) -> tuple:
         word = [b + FIRST_BYTE for b in piece.encode("utf-8")]
         ranks = self.ranks
@@ -186,3 +198,33 @@ class BPE:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             return "<" + " ".join(f"{b:02x}" for b in raw) + ">"
+
+
+def main(argv=None) -> int:
+    """python -m decodelab.bpe --data CORPUS.txt --dataset NAME --out FILE.npz [--vocab-size N]:
+    learn the merges from the corpus's training split (build.py runs this)."""
+    import argparse
+    import time
+
+    from decodelab.corpus import Corpus, read_corpus
+
+    p = argparse.ArgumentParser(prog="python -m decodelab.bpe")
+    p.add_argument("--data", required=True)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--vocab-size", type=int, default=VOCAB_SIZE)
+    args = p.parse_args(argv)
+    corpus = Corpus(args.dataset, read_corpus(args.data))
+    start = time.perf_counter()
+    tokens = BPE(train(corpus.train, args.vocab_size))
+    tokens.save(args.out, args.dataset)
+    val = "\n".join(corpus.val)
+    print(f"bpe {args.dataset}: {len(tokens.merges)} merges, vocabulary {tokens.vocab_size}, "
+          f"{len(val) / max(1, len(tokens.encode(val))):.2f} characters per token on the "
+          f"validation split, sha256 {merges_hash(tokens.merges)[:12]} "
+          f"({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,6 +5,8 @@
     kv-memory    KV-cache bytes for a model shape
     cache-check  cached against recomputed logits, step by step
     eval         validation negative log-likelihood of a model on its dataset
+    tokenize     text to token ids, with each token's text and bytes
+    detokenize   token ids back to text
 
 Every option is a field of `fields.FIELDS` (`--top-k` is the field top_k) with its help and its
 checks, so a value the page refuses is refused here in the same words. Bad arguments exit with
@@ -113,6 +115,31 @@ def cmd_eval(args) -> dict:
             "val_sequences": len(corpus.val)}
 
 
+def cmd_tokenize(args) -> dict:
+    values = read(given(args, ("tokenizer", "text")), ("tokenizer", "text"))
+    tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
+    ids = encode(tokens, "text", values["text"])
+    raw = [token_bytes(tokens, i) for i in ids]
+    return {"ids": ids, "tokens": [tokens.label(i) for i in ids], "bytes": [b.hex() for b in raw]}
+
+
+def cmd_detokenize(args) -> dict:
+    values = read(given(args, ("tokenizer", "ids")), ("tokenizer", "ids"))
+    tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
+    for i, token_id in enumerate(values["ids"], 1):
+        if token_id >= tokens.vocab_size:
+            raise FieldError("ids", f"Token ids: entry {i} is {token_id}; this tokenizer's ids go "
+                                    f"from 0 to {tokens.vocab_size - 1}.")
+    return {"text": tokens.decode(values["ids"])}
+
+
+def token_bytes(tokens, token_id: int) -> bytes:
+    """A token's bytes: a BPE token's own, a character's UTF-8 (EOS: none)."""
+    if hasattr(tokens, "token_bytes"):
+        return tokens.token_bytes(token_id)
+    return tokens.decode([token_id]).encode("utf-8")
+
+
 # name: (what it does, its fields, the fields it requires, defaults of its own, the command)
 COMMANDS = {
     "probs": ("apply the decoding rules to numbers you type", ("logits", "probs") + RULES, (),
@@ -124,6 +151,10 @@ COMMANDS = {
                     ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
     "eval": ("validation NLL (nats per token) of a model", ("model", "dataset"), ("dataset",),
              {"model": "bigram"}, cmd_eval),
+    "tokenize": ("text to token ids", ("dataset", "tokenizer", "text"), ("dataset", "text"), {},
+                 cmd_tokenize),
+    "detokenize": ("token ids to text", ("dataset", "tokenizer", "ids"), ("dataset", "ids"), {},
+                   cmd_detokenize),
 }
 
 
@@ -135,7 +166,7 @@ def build_parser() -> Parser:
         add_fields(p, names, required, defaults)
         if name == "generate":
             p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
-        if name in ("generate", "cache-check", "eval"):
+        if name in ("generate", "cache-check", "eval", "tokenize", "detokenize"):
             p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "
                                             "package's own data, or a checkout's artifacts/)")
     return parser
@@ -145,7 +176,7 @@ def _join_number_lists(argv: list) -> list:
     """Let `--logits -1,2` work: argparse would read "-1,2" as an option, so glue it on."""
     out, i = [], 0
     while i < len(argv):
-        if argv[i] in ("--logits", "--probs") and i + 1 < len(argv):
+        if argv[i] in ("--logits", "--probs", "--text") and i + 1 < len(argv):
             out.append(f"{argv[i]}={argv[i + 1]}")
             i += 2
         else:

@@ -218,6 +218,13 @@ FIELDS = (
       choices=("float32", "float64")),
     # --- whole requests, and the learner's own text ------------------------------------------
     F("text", "Your text", "text", "", "Nothing you paste leaves this page."),
+    # --- tokens: the command line's tokenize and detokenize ---------------------------------
+    F("tokenizer", "Tokenizer", "choice", "chars",
+      "How text becomes token ids: one id per character, or byte-level BPE (learned merges of "
+      "bytes).", choices=("chars", "bpe")),
+    F("token_id", "Token id", "int", None, "One token's id.", min=0, max=1_000_000),
+    F("ids", "Token ids", "numbers", None, "Token ids, separated by commas.", item="token_id",
+      min_items=1, max_items=100_000),
     F("settings", "Settings", "object"),
     F("request", "Request", "object"),
 )
