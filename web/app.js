@@ -446,6 +446,10 @@ function showError(name, message) {
   if (message) control.setAttribute("aria-invalid", "true");
   else control.removeAttribute("aria-invalid");
   control.closest(".field").classList.toggle("has-error", Boolean(message));
+  // an error from a link, a script or a host page for a rule behind More rules: open it, so
+  // the message is seen next to its field
+  const folded = message && control.closest("details:not([open])");
+  if (folded) folded.open = true;
   describe(control);
 }
 
