@@ -98,6 +98,20 @@ def test_any_text_round_trips_and_encodes_as_the_merges_in_order_would(small, te
     assert EOS not in ids  # text is only ever text
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.text(alphabet="thea", min_size=100, max_size=3000))
+def test_a_long_piece_merges_as_the_merges_in_order_would(small, text):
+    # one piece of up to 3,000 letters: the heap's order must equal applying every merge in turn
+    assert small.encode(text) == naive_encode(small.merges.tolist(), text)
+
+
+def test_a_10_kb_run_of_one_letter_is_one_piece_and_still_exact(small):
+    text = "t" * 10_000  # no space: a single piece, the worst case of a merge loop
+    small._cache.clear()
+    ids = small.encode(text)
+    assert ids == naive_encode(small.merges.tolist(), text) and small.decode(ids) == text
+
+
 @pytest.mark.parametrize("text", ["", "\x00", "a\x00b", "😀 👍🏽", "日本語のテキスト", "e\u0301",
                                   "Zalgo: z\u0351\u0352a\u0353", "\ufeffBOM", "tab\tnewline\n\r\n"])
 def test_text_the_corpus_never_had_round_trips_through_byte_tokens(small, text):

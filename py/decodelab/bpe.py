@@ -141,27 +141,44 @@ class BPE:
                  sha256=np.array(merges_hash(self.merges)))
 
     def _merge_piece(self, piece: str) -> tuple:
-        word = [b + FIRST_BYTE for b in piece.encode("utf-8")]
+        """One piece's tokens: the merges applied lowest rank first, each at its leftmost
+        place first, as training applied them. The tokens form a linked list and the pairs
+        that can merge wait in a heap by (rank, position), so a piece of n bytes takes
+        O(n log n), however long it is (a 10 KB run of one character included)."""
+        tok = [b + FIRST_BYTE for b in piece.encode("utf-8")]
+        n = len(tok)
+        if n < 2:
+            return tuple(tok)
         ranks = self.ranks
-        while len(word) > 1:
-            best, at = None, -1
-            for i in range(len(word) - 1):
-                r = ranks.get((word[i], word[i + 1]))
-                if r is not None and (best is None or r < best):
-                    best, at = r, i
-            if best is None:
-                break
-            pair, new = (word[at], word[at + 1]), FIRST_MERGE + best
-            merged, i = word[:at], at
-            while i < len(word):
-                if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-                    merged.append(new)
-                    i += 2
-                else:
-                    merged.append(word[i])
-                    i += 1
-            word = merged
-        return tuple(word)
+        nxt = list(range(1, n + 1))  # n: no next token
+        prv = list(range(-1, n - 1))
+        heap = []
+        for i in range(n - 1):
+            r = ranks.get((tok[i], tok[i + 1]))
+            if r is not None:
+                heap.append((r, i))
+        heapq.heapify(heap)
+        while heap:
+            r, i = heapq.heappop(heap)
+            j = nxt[i]
+            # stale: i was merged away (its token is now None), or its pair changed since
+            if tok[i] is None or j >= n or ranks.get((tok[i], tok[j])) != r:
+                continue
+            tok[i] = FIRST_MERGE + r
+            tok[j] = None
+            nxt[i] = k = nxt[j]
+            if k < n:
+                prv[k] = i
+            h = prv[i]
+            if h >= 0:
+                left = ranks.get((tok[h], tok[i]))
+                if left is not None:
+                    heapq.heappush(heap, (left, h))
+            if k < n:
+                right = ranks.get((tok[i], tok[k]))
+                if right is not None:
+                    heapq.heappush(heap, (right, i))
+        return tuple(t for t in tok if t is not None)
 
     def encode(self, text: str) -> list:
         """Any text to ids. Never produces EOS: text is only ever text."""
