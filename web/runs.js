@@ -1,7 +1,7 @@
 // The runs kept for comparing: the last few finished runs of the workbench, and any two of them
-// side by side. The settings that differ are listed; the two texts are laid out step by step and
-// marked from the first step where they chose differently (same seed, T = 0.3 against T = 2 is
-// the classic: the draws u are the same, the distributions are not).
+// side by side. The settings that differ are listed; each text is marked from the first step
+// where the two runs chose differently (same seed, T = 0.3 against T = 2 is the classic: the
+// draws u are the same, the distributions are not).
 
 import { el, finishSentence, readable } from "./render.js";
 
