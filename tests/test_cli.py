@@ -94,6 +94,27 @@ def test_eval_reports_nats_and_params(artifacts):
     assert 1.5 < out["val_nll"] < 3.3 and out["params"] == 27 * 27
 
 
+def test_eval_in_nats_per_character_and_bits_per_byte_against_a_sum_over_the_text(artifacts):
+    import math
+
+    from decodelab.assets import Library
+    from decodelab.tokenizer import EOS
+
+    out = ok("eval", "--model", "bigram", "--dataset", "prose")
+    lib = Library(artifacts)
+    model, val = lib.model("bigram", "prose"), lib.corpus("prose").val
+    total = 0.0  # every prediction of every sequence, its end included, scored from the table
+    for text in val:
+        ids = [EOS, *model.tokenizer.encode(text), EOS]
+        total -= sum(float(model.log_probs[a, b]) for a, b in zip(ids, ids[1:]))
+    chars = sum(len(t) + 1 for t in val)
+    assert out["nats_per_token"] == out["val_nll"]
+    assert out["nats_per_char"] == pytest.approx(total / chars, rel=1e-9)
+    assert out["nats_per_char"] == pytest.approx(out["val_nll"], rel=1e-12)  # a token is a character
+    text_bytes = sum(len(t.encode("utf-8")) + 1 for t in val)
+    assert out["bits_per_byte"] == pytest.approx(total / text_bytes / math.log(2), rel=1e-9)
+
+
 def test_tokenize_gives_each_tokens_text_and_bytes_and_detokenize_gives_the_text_back(artifacts):
     text = "The parser's output: 42 € ✓"
     out = ok("tokenize", "--dataset", "prose", "--tokenizer", "bpe", "--text", text)

@@ -15,6 +15,7 @@ status 2 and one line on stderr naming the option and what is allowed.
 
 import argparse
 import json
+import math
 import sys
 
 from decodelab.fields import FIELD_BY_NAME, FieldError, FieldErrors, check, encode, read
@@ -106,11 +107,21 @@ def cmd_cache_check(args) -> dict:
 
 
 def cmd_eval(args) -> dict:
+    """Validation loss in nats per token (`val_nll`), and in units that do not depend on the
+    tokenizer, so that tokenizers can be compared: nats per character and bits per byte. Each
+    sequence's end counts as one character and one byte (the newline that ends it on disk), as
+    it counts as one token (EOS); with one token per character the first two agree."""
     check("model", args.model)
     lib = library(args)
     corpus = lib.corpus(args.dataset)
     model = lib.model(args.model, args.dataset)
-    return {"val_nll": model.nll(corpus.val), "params": model.n_params,
+    val = model.nll(corpus.val)
+    tokens = sum(len(model.tokenizer.encode(s)) + 1 for s in corpus.val)
+    chars = sum(len(s) + 1 for s in corpus.val)
+    text_bytes = sum(len(s.encode("utf-8")) + 1 for s in corpus.val)
+    total = val * tokens  # nats over the whole validation split
+    return {"val_nll": val, "nats_per_token": val, "nats_per_char": total / chars,
+            "bits_per_byte": total / text_bytes / math.log(2), "params": model.n_params,
             "train_nll": model.nll(corpus.train), "model": args.model, "dataset": args.dataset,
             "val_sequences": len(corpus.val)}
 
