@@ -808,6 +808,9 @@ function onInvalid(m) {
   const pending = state.pending;
   if (!pending || pending.id !== m.id) return;
   state.pending = null;
+  // A field typed in just before still has its own check waiting (the input debounce): it would
+  // run on the form's value and wipe the error just placed, so it is dropped.
+  clearTimeout(debounce);
   // The last good output stays on screen; each error goes next to its field.
   const unplaced = [];
   for (const error of m.errors || []) {
