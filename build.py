@@ -155,18 +155,28 @@ TRAIN_MODULES = {
     "bigram": ("decodelab.train", "decodelab.corpus", "decodelab.bigram"),
     "transformer": ("decodelab.train", "decodelab.corpus"),
 }
-# Longest first, so two cores finish soonest.
-MODELS = (("transformer", "prose"), ("transformer", "names"), ("bigram", "names"),
-          ("bigram", "prose"))
+# (kind, dataset, tokenizer): "chars", or "bpe" for a model on the tokens of TOKENIZERS'
+# merges. Longest first, so two cores finish soonest.
+MODELS = (("transformer", "prose", "bpe"), ("transformer", "prose", "chars"),
+          ("transformer", "names", "chars"), ("bigram", "names", "chars"),
+          ("bigram", "prose", "chars"), ("bigram", "prose", "bpe"))
 
 
-def model_artifact(kind: str, dataset: str, data: Path) -> Artifact:
-    """A trained model: the key covers the training command, the data and every source file
-    of the package that the training runs."""
-    code = module_files(PACKAGE_DIR, TRAIN_MODULES[kind])
-    return Artifact(f"model {kind}-{dataset}", [MODELS_DIR / f"{kind}-{dataset}.npz"],
-                    {"recipe": "model", "args": train_args(kind, dataset),
-                     "data": sha256_file(data), "code": source_digests(code)})
+def model_name(kind: str, dataset: str, tokenizer: str) -> str:
+    return f"{kind}-{dataset}" + ("" if tokenizer == "chars" else f"-{tokenizer}")
+
+
+def model_artifact(kind: str, dataset: str, tokenizer: str, data: Path) -> Artifact:
+    """A trained model: the key covers the training command, the data (and tokenizer) and
+    every source file of the package that the training runs."""
+    modules = TRAIN_MODULES[kind] + (() if tokenizer == "chars" else ("decodelab.bpe",))
+    code = module_files(PACKAGE_DIR, modules)
+    inputs = {"recipe": "model", "args": train_args(kind, dataset),
+              "data": sha256_file(data), "code": source_digests(code)}
+    if tokenizer != "chars":
+        inputs["tokenizer"] = sha256_file(MODELS_DIR / f"{tokenizer}-{dataset}.npz")
+    name = model_name(kind, dataset, tokenizer)
+    return Artifact(f"model {name}", [MODELS_DIR / f"{name}.npz"], inputs)
 
 
 def train_args(kind: str, dataset: str) -> list[str]:
@@ -174,29 +184,31 @@ def train_args(kind: str, dataset: str) -> list[str]:
 
 
 def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps) -> list[Path]:
-    """The four models: each up to date, copied from the per-user cache, or trained by
+    """The models: each up to date, copied from the per-user cache, or trained by
     `python -m decodelab.train`, one process per model (each on one BLAS thread: on two cores
     two processes are faster and steadier than one process with two threads)."""
     todo = []
-    for kind, dataset in MODELS:
-        artifact = model_artifact(kind, dataset, corpus_files[dataset])
+    for kind, dataset, tokenizer in MODELS:
+        artifact = model_artifact(kind, dataset, tokenizer, corpus_files[dataset])
         how = restore(artifact, stamps, cache)
         if how is None:
-            todo.append((artifact, kind, dataset))
+            todo.append((artifact, kind, dataset, tokenizer))
         else:
             report(artifact, how)
     if todo:
-        say(f"artifacts: training {', '.join(a.name for a, _, _ in todo)} "
+        say(f"artifacts: training {', '.join(job[0].name for job in todo)} "
             f"({min(len(todo), os.cpu_count() or 1)} at a time)")
         paths = [str(PY_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                    PYTHONPATH=os.pathsep.join(paths))
         with tempfile.TemporaryDirectory() as tmp, \
                 ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            def train(artifact, kind, dataset):
+            def train(artifact, kind, dataset, tokenizer):
                 out = Path(tmp) / artifact.outputs[0].name
                 cmd = [sys.executable, *train_args(kind, dataset), "--data",
                        str(corpus_files[dataset]), "--out", str(out)]
+                if tokenizer != "chars":
+                    cmd += ["--tokenizer", str(MODELS_DIR / f"{tokenizer}-{dataset}.npz")]
                 return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
             jobs = {pool.submit(train, *job): job[0] for job in todo}
@@ -210,7 +222,7 @@ def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps
                 report(artifact, "trained")
         if failed:
             raise BuildError(f"training failed for {', '.join(failed)} (see the output above)")
-    return [MODELS_DIR / f"{kind}-{dataset}.npz" for kind, dataset in MODELS]
+    return [MODELS_DIR / f"{model_name(*m)}.npz" for m in MODELS]
 
 
 # The BPE tokenizers learned at build time: (dataset,), each from its corpus's training split.

@@ -5,7 +5,9 @@ file system after checking every file's hash):
 
     data/<dataset>.txt        one sequence per line
     data/<dataset>.json       provenance: source, licence, sha256, description
-    models/<kind>-<dataset>.npz
+    models/<kind>-<dataset>.npz       a model that reads characters
+    models/bpe-<dataset>.npz          a byte-level BPE learned from the dataset
+    models/<kind>-<dataset>-bpe.npz   a model that reads that BPE's tokens
 
 Natively, without a folder given, `Library()` takes the first of these places that holds a
 corpus (data/*.txt):
@@ -105,15 +107,33 @@ class Library:
             self._corpora[dataset] = Corpus(dataset, read_corpus(path))
         return self._corpora[dataset]
 
-    def model(self, kind: str, dataset: str):
-        key = (kind, dataset)
+    def model(self, kind: str, dataset: str, tokenizer: str = "chars"):
+        """A model of `kind` trained on `dataset` read by `tokenizer` ("chars" or "bpe");
+        FieldErrors name the field at fault and what exists instead."""
+        key = (kind, dataset, tokenizer)
         if key not in self._models:
             if kind not in MODELS:
                 raise FieldError("model", f"Model must be one of {', '.join(MODELS)}; got {kind!r}.")
             self.corpus(dataset)  # a clear message for an unknown dataset
-            loader = self._bigram if kind == "bigram" else self._transformer
-            self._models[key] = loader(dataset)
+            if check("tokenizer", tokenizer) == "bpe":
+                self._models[key] = self._bpe_model(kind, dataset)
+            else:
+                loader = self._bigram if kind == "bigram" else self._transformer
+                self._models[key] = loader(dataset)
         return self._models[key]
+
+    def for_settings(self, settings):
+        """The model a run with these settings uses."""
+        return self.model(settings.model, settings.dataset, settings.tokenizer)
+
+    def _bpe_model(self, kind: str, dataset: str):
+        self.tokenizer("bpe", dataset)  # a clear message when the dataset has no BPE
+        path = self._file("models", f"{kind}-{dataset}-bpe.npz")
+        if path is None:
+            raise FieldError("model", f"Model: no {kind} was trained on the BPE tokens of "
+                                      f"{dataset!r} (run: python3 build.py artifacts).")
+        loader = BigramModel if kind == "bigram" else _transformer_class()
+        return loader.load(path)
 
     def _bigram(self, dataset: str):
         path = self._file("models", f"bigram-{dataset}.npz")
@@ -123,8 +143,7 @@ class Library:
         return BigramModel.fit(self.corpus(dataset))
 
     def _transformer(self, dataset: str):
-        from decodelab.transformer import TransformerModel
-
+        TransformerModel = _transformer_class()
         if dataset in self._custom:
             raise FieldError("model", "Model: the transformer is trained at build time and not on "
                                       "pasted text; choose bigram for your own text.")
@@ -141,7 +160,7 @@ class Library:
         corpus = self.corpus(dataset)  # a clear message for an unknown dataset
         if name == "chars":
             return CharTokenizer(corpus.chars)
-        key = ("bpe", dataset)
+        key = ("bpe", dataset)  # tokenizers share the model cache under a 2-tuple key
         if key not in self._models:
             path = None if dataset in self._custom else self._file("models", f"bpe-{dataset}.npz")
             if path is None:
@@ -154,14 +173,27 @@ class Library:
             self._models[key] = BPE.load(path)
         return self._models[key]
 
-    def has_model(self, kind: str, dataset: str) -> bool:
-        if kind == "bigram":
-            return True
-        return dataset not in self._custom and \
-            self._file("models", f"{kind}-{dataset}.npz") is not None
+    def has_model(self, kind: str, dataset: str, tokenizer: str = "chars") -> bool:
+        if dataset in self._custom:
+            return kind == "bigram" and tokenizer == "chars"
+        if kind == "bigram" and tokenizer == "chars":
+            return True  # counted on demand when no file holds it
+        suffix = "" if tokenizer == "chars" else f"-{tokenizer}"
+        return self._file("models", f"{kind}-{dataset}{suffix}.npz") is not None
+
+    def tokenizers(self, dataset: str) -> list:
+        """The tokenizers that have at least one model on this dataset."""
+        return ["chars"] + (["bpe"] if any(self.has_model(k, dataset, "bpe") for k in MODELS)
+                            else [])
 
     def add_custom(self, corpus: Corpus):
         """Register a learner's own corpus and train a bigram on it at once."""
         self._custom[corpus.name] = corpus
-        self._models.pop(("bigram", corpus.name), None)
+        self._models.pop(("bigram", corpus.name, "chars"), None)
         return self.model("bigram", corpus.name)
+
+
+def _transformer_class():
+    from decodelab.transformer import TransformerModel  # numpy-heavy: imported when needed
+
+    return TransformerModel

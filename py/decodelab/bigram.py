@@ -14,7 +14,7 @@ import io
 
 import numpy as np
 
-from decodelab.tokenizer import EOS, CharTokenizer
+from decodelab.tokenizer import EOS, CharTokenizer, from_arrays
 
 
 def pair_ids(sequences, tokenizer: CharTokenizer):
@@ -43,8 +43,9 @@ class BigramModel:
         self.context_size = 1
 
     @classmethod
-    def fit(cls, corpus, alpha: float = 1.0) -> "BigramModel":
-        tokenizer = CharTokenizer(corpus.chars)
+    def fit(cls, corpus, alpha: float = 1.0, tokenizer=None) -> "BigramModel":
+        """Count the corpus's training split; tokenizer: a trained BPE, or None for characters."""
+        tokenizer = tokenizer or CharTokenizer(corpus.chars)
         V = tokenizer.vocab_size
         prev, nxt = pair_ids(corpus.train, tokenizer)
         counts = np.bincount(prev * V + nxt, minlength=V * V).reshape(V, V)  # (V, V)
@@ -63,14 +64,15 @@ class BigramModel:
         return BigramSession(self)
 
     def save(self, path) -> None:
-        np.savez(path, counts=self.counts, chars=np.array(self.tokenizer.chars),
+        # a BPE table is a million mostly-zero cells: compressed, it is a few hundred KB
+        np.savez_compressed(path, counts=self.counts.astype(np.int32), **self.tokenizer.arrays(),
                  alpha=np.array(self.alpha))
 
     @classmethod
     def load(cls, path_or_bytes) -> "BigramModel":
         src = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, bytes) else path_or_bytes
         with np.load(src) as z:
-            return cls(z["counts"].astype(np.int64), CharTokenizer(str(z["chars"])),
+            return cls(z["counts"].astype(np.int64), from_arrays(z),
                        float(z["alpha"]))
 
 

@@ -117,6 +117,8 @@ def merges_hash(merges: np.ndarray) -> str:
 class BPE:
     """A trained byte-level BPE: encode, decode, and each token's bytes."""
 
+    name = "bpe"
+
     def __init__(self, merges):
         merges = np.asarray(merges, dtype=np.int64).reshape(-1, 2)
         self.merges = merges.astype(np.int32)
@@ -135,6 +137,16 @@ class BPE:
             if str(z["kind"]) != "bpe":
                 raise ValueError(f"{path} does not hold a BPE tokenizer")
             return cls(z["merges"])
+
+    def arrays(self) -> dict:
+        """What a model file stores to rebuild this tokenizer (tokenizer.from_arrays)."""
+        return {"merges": self.merges}
+
+    def describe(self) -> str:
+        return f"any text (byte-level BPE, {self.vocab_size} tokens)"
+
+    def labels(self) -> list:
+        return [self.label(i) for i in range(self.vocab_size)]
 
     def save(self, path, dataset: str) -> None:
         np.savez(path, kind=np.array("bpe"), dataset=np.array(dataset), merges=self.merges,

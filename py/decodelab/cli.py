@@ -81,6 +81,7 @@ def cmd_generate(args):
     return run.trace() if args.json else run
 
 
+CHECK = ("model", "dataset", "tokenizer", "prompt", "steps", "seed", "dtype")
 MEMORY = ("layers", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequences")
 
 
@@ -95,12 +96,11 @@ def cmd_cache_check(args) -> dict:
 
     from decodelab.inference import cache_check
 
-    values = read(given(args, ("model", "dataset", "prompt", "steps", "seed", "dtype")),
-                  ("model", "prompt", "steps", "seed", "dtype"))
+    values = read(given(args, CHECK), CHECK[:1] + CHECK[2:])
     if values["model"] != "transformer":
         raise FieldError("model", "Model must be transformer: only it has a KV cache to check; "
                                   f"got {values['model']!r}.")
-    model = library(args).model("transformer", args.dataset)
+    model = library(args).model("transformer", args.dataset, values["tokenizer"])
     prompt_ids = encode(model.tokenizer, "prompt", values["prompt"])
     return cache_check(model, prompt_ids, values["steps"], values["seed"],
                        dtype=np.dtype(values["dtype"]))
@@ -112,9 +112,10 @@ def cmd_eval(args) -> dict:
     sequence's end counts as one character and one byte (the newline that ends it on disk), as
     it counts as one token (EOS); with one token per character the first two agree."""
     check("model", args.model)
+    tokenizer = check("tokenizer", args.tokenizer or "chars")
     lib = library(args)
     corpus = lib.corpus(args.dataset)
-    model = lib.model(args.model, args.dataset)
+    model = lib.model(args.model, args.dataset, tokenizer)
     val = model.nll(corpus.val)
     tokens = sum(len(model.tokenizer.encode(s)) + 1 for s in corpus.val)
     chars = sum(len(s) + 1 for s in corpus.val)
@@ -123,6 +124,7 @@ def cmd_eval(args) -> dict:
     return {"val_nll": val, "nats_per_token": val, "nats_per_char": total / chars,
             "bits_per_byte": total / text_bytes / math.log(2), "params": model.n_params,
             "train_nll": model.nll(corpus.train), "model": args.model, "dataset": args.dataset,
+            "tokenizer": tokenizer, "chars_per_token": chars / tokens,
             "val_sequences": len(corpus.val)}
 
 
@@ -130,7 +132,7 @@ def cmd_tokenize(args) -> dict:
     values = read(given(args, ("tokenizer", "text")), ("tokenizer", "text"))
     tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
     ids = encode(tokens, "text", values["text"])
-    raw = [token_bytes(tokens, i) for i in ids]
+    raw = [tokens.token_bytes(i) for i in ids]
     return {"ids": ids, "tokens": [tokens.label(i) for i in ids], "bytes": [b.hex() for b in raw]}
 
 
@@ -144,23 +146,16 @@ def cmd_detokenize(args) -> dict:
     return {"text": tokens.decode(values["ids"])}
 
 
-def token_bytes(tokens, token_id: int) -> bytes:
-    """A token's bytes: a BPE token's own, a character's UTF-8 (EOS: none)."""
-    if hasattr(tokens, "token_bytes"):
-        return tokens.token_bytes(token_id)
-    return tokens.decode([token_id]).encode("utf-8")
-
-
 # name: (what it does, its fields, the fields it requires, defaults of its own, the command)
 COMMANDS = {
     "probs": ("apply the decoding rules to numbers you type", ("logits", "probs") + RULES, (),
               {}, cmd_probs),
     "generate": ("generate with a trained model", SETTING_NAMES, ("seed",), {}, cmd_generate),
     "kv-memory": ("KV-cache bytes for a model shape", MEMORY, MEMORY[:-1], {}, cmd_kv_memory),
-    "cache-check": ("cached vs full-recompute logits, step by step",
-                    ("model", "dataset", "prompt", "steps", "seed", "dtype"),
+    "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
                     ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
-    "eval": ("validation NLL (nats per token) of a model", ("model", "dataset"), ("dataset",),
+    "eval": ("validation NLL (nats per token) of a model", ("model", "dataset", "tokenizer"),
+             ("dataset",),
              {"model": "bigram"}, cmd_eval),
     "tokenize": ("text to token ids", ("dataset", "tokenizer", "text"), ("dataset", "text"), {},
                  cmd_tokenize),

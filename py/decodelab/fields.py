@@ -120,9 +120,15 @@ FIELDS = (
       choices=MODELS),
     F("dataset", "Dataset", "choice", "names", "The text the model learned from.",
       choices=("names", "prose")),
+    F("tokenizer", "Tokenizer", "choice", "chars",
+      "How text becomes token ids: one id per character, or byte-level BPE (learned merges of "
+      "bytes).", choices=("chars", "bpe")),
     F("prompt", "Prompt", "text", "",
       "The text the model continues. Leaving it empty is fine: the model then starts at the "
       "beginning of a new sequence.", max_chars=2000),
+    F("token_healing", "Token healing", "bool", False,
+      "Take back the prompt's last token and let the first new token redo it: the first token "
+      "must start with the text that was taken back."),
     F("seed", "Seed", "int", 42, "Same seed, same settings: same text.", min=0, max=MAX_SEED),
     F("temperature", "Temperature", "float", 1.0,
       "Divides the logits before softmax: below 1 sharpens, above 1 flattens.",
@@ -219,9 +225,6 @@ FIELDS = (
     # --- whole requests, and the learner's own text ------------------------------------------
     F("text", "Your text", "text", "", "Nothing you paste leaves this page."),
     # --- tokens: the command line's tokenize and detokenize ---------------------------------
-    F("tokenizer", "Tokenizer", "choice", "chars",
-      "How text becomes token ids: one id per character, or byte-level BPE (learned merges of "
-      "bytes).", choices=("chars", "bpe")),
     F("token_id", "Token id", "int", None, "One token's id.", min=0, max=1_000_000),
     F("ids", "Token ids", "numbers", None, "Token ids, separated by commas.", item="token_id",
       min_items=1, max_items=100_000),

@@ -184,7 +184,7 @@ class Experiment:
 
     def __init__(self, library, req: dict):
         settings, temperatures, mode, samples = check_request(req, datasets=library.datasets())
-        self.model = library.model(settings.model, settings.dataset)
+        self.model = library.for_settings(settings)
         try:
             encode(self.model.tokenizer, "prompt", settings.prompt)
         except FieldError as e:

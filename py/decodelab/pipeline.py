@@ -112,6 +112,12 @@ def explain(d: sampling.Decision, label, *, u=None, token=None, top_n=TOP_N) -> 
     decisions = {order: d.in_order(order) for order in (sampling.ORDERS if not greedy
                                                          else (rules.order,))}
     adjusted = d.adjusted and not np.array_equal(d.logits, d.z)
+    mask = None
+    if d.allowed is not None:  # the healing mask: its own stage, before softmax
+        removed = ~d.allowed
+        mask = {"why": d.mask_why, "removed": removed[np.asarray(rows, dtype=np.intp)].tolist(),
+                "removed_count": int(removed.sum()), "kept_count": int(d.allowed.sum()),
+                "p_removed": float(d.p_raw[removed].sum())}
     return {
         "order": rules.order, "greedy": greedy, "temperature": float(rules.temperature),
         "top_k": int(rules.top_k), "top_p": float(rules.top_p), "min_p": float(rules.min_p),
@@ -119,6 +125,7 @@ def explain(d: sampling.Decision, label, *, u=None, token=None, top_n=TOP_N) -> 
         "rows": [{"token_id": i, "token_text": label(i)} for i in rows],
         "logits": [_finite(d.logits[i]) for i in rows],
         "adjusted": [_finite(d.z[i]) for i in rows] if adjusted else None,
+        "mask": mask,
         "token_id": token, "token_text": label(token), "prob": float(d.p_final[token]),
         "orders_differ": sampling.orders_differ(d),
         "pipelines": {o: pipeline_json(decisions[o], rows) for o in sampling.ORDERS
@@ -156,8 +163,9 @@ class Replay:
         run, s = self.run, self.run.settings
         seen = sampling.seen_mask(run.tokenizer.vocab_size,
                                   list(run.prompt_ids) + run.output_ids[:step])
+        allowed, why = run.allowed_at(step)
         return sampling.decide(self.logits_at(step), s.rules, eos_blocked=s.eos_blocked(step),
-                               seen=seen)
+                               seen=seen, allowed=allowed, mask_why=why)
 
     def explain(self, step: int, top_n: int = TOP_N) -> dict:
         run, s = self.run, self.run.settings
@@ -169,6 +177,7 @@ class Replay:
                    penalty=float(s.repetition_penalty), eos_blocked=s.eos_blocked(step),
                    prompt_length=len(run.prompt_ids),
                    fed=None if step == 0 else run.tokenizer.label(run.output_ids[step - 1]),
+                   token_bytes=record["token_bytes"], stop_at=record.get("stop_at"),
                    # the recomputation must give the probability the run recorded
                    matches_record=bool(abs(out["prob"] - record["prob"]) <= 1e-9))
         return out

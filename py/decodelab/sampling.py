@@ -8,6 +8,7 @@ arrays of length V (the vocabulary) and an explicit np.random.Generator; no glob
 The decided semantics:
 
 - end-of-sequence can be blocked (logit -inf): before min_new_tokens, or always with ignore_eos.
+- a mask (token healing) can allow only some tokens: every other one gets logit -inf.
 - repetition penalty (1 = off): for each id already in prompt + output, a positive logit is
   divided by the penalty and a negative one multiplied (so the token always gets less likely).
 - greedy: argmax, ties to the lowest token id; no random draw.
@@ -210,6 +211,8 @@ class Decision:
     logits: np.ndarray
     z: np.ndarray
     p_raw: np.ndarray
+    allowed: np.ndarray | None = None  # (V,) the mask, when one applied
+    mask_why: str = ""  # what a masked token fails, in words ("does not start with ' '")
     p_temp: np.ndarray | None = None
     kept: np.ndarray | None = None
     p_final: np.ndarray | None = None
@@ -242,8 +245,8 @@ class Decision:
         """The same logits decided in the other order (greedy has only one)."""
         if order == self.rules.order or self.rules.is_greedy:
             return self
-        d = Decision(self.rules.with_order(order), self.logits, self.z, self.p_raw, self.p_temp,
-                     _p_rules=self._p_rules)
+        d = Decision(self.rules.with_order(order), self.logits, self.z, self.p_raw, self.allowed,
+                     self.mask_why, self.p_temp, _p_rules=self._p_rules)
         d.kept, d.p_final, d.stages = _apply(d, order)
         self._p_rules = d._p_rules  # computed once for both
         return d
@@ -264,11 +267,13 @@ def _apply(d: Decision, order: str):
     return kept & (p_final > 0), p_final, stages  # what cannot be drawn is not kept
 
 
-def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None) -> Decision:
+def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None, allowed=None,
+           mask_why: str = "") -> Decision:
     """Apply the rules to one step's logits (V,), keeping every stage.
 
     eos_blocked: end-of-sequence gets logit -inf; seen: (V,) mask of ids already used, for the
-    repetition penalty.
+    repetition penalty; allowed: (V,) mask of the only tokens that may be chosen (at least one
+    True), with mask_why saying in words what the others fail.
     """
     z = logits
     if eos_blocked:
@@ -276,7 +281,11 @@ def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None) -> Dec
         z[EOS] = -np.inf
     if seen is not None:
         z = apply_repetition_penalty(z, seen, rules.repetition_penalty)
-    d = Decision(rules, logits, z, softmax(logits))  # p_raw: what the model itself scored
+    if allowed is not None:
+        z = np.where(allowed, z, -np.inf)  # (V,)
+        if not np.isfinite(z).any():  # everything allowed was blocked too (EOS): keep them
+            z = np.where(allowed, logits, -np.inf)
+    d = Decision(rules, logits, z, softmax(logits), allowed, mask_why)  # p_raw: the model's own
     if rules.is_greedy:
         p1 = d.p_rules
         kept = np.zeros(z.shape[0], dtype=bool)

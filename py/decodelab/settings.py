@@ -19,7 +19,9 @@ from decodelab.sampling import Rules
 class Settings:
     model: str = "bigram"
     dataset: str = "names"
+    tokenizer: str = "chars"
     prompt: str = ""
+    token_healing: bool = False
     seed: int = 42
     temperature: float = 1.0
     greedy: bool = False
@@ -80,8 +82,10 @@ def validate(raw: dict, datasets=None) -> Settings:
         errors.append(FieldError("min_new_tokens", f"Min new tokens must be from 0 to Max new "
                                                    f"tokens ({hi}); got {lo}."))
     # Character models emit one character per token, so a stop string longer than the whole
-    # budget could never match: say so rather than let it silently do nothing.
-    for i, stop in enumerate(values.get("stop", ()), 1):
+    # budget could never match: say so rather than let it silently do nothing. (A BPE token
+    # can carry many characters, so there the budget says nothing about length.)
+    chars = values.get("tokenizer", Settings.tokenizer) == "chars"
+    for i, stop in enumerate(values.get("stop", ()) if chars else (), 1):
         if len(stop) > hi:
             errors.append(FieldError("stop", f"Stop strings: entry {i} has {len(stop)} characters "
                                              f"but Max new tokens is {hi}, so it could never "

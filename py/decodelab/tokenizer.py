@@ -4,8 +4,12 @@ Id 0 is EOS (label "<eos>"); ids 1..V-1 are the corpus characters in sorted orde
 transformer reads EOS as "start of a sequence" too, which is why an empty prompt is valid.
 EOS never becomes visible text: `decode` drops it.
 
-Left out on purpose: subword merges (a character vocabulary keeps every step easy to read).
+The other tokenizer, byte-level BPE, lives in `bpe.py`; both offer the same methods (encode,
+decode, label, labels, describe, token_bytes, arrays), and `from_arrays` reads either back from
+a model file.
 """
+
+import numpy as np
 
 EOS = 0
 EOS_LABEL = "<eos>"
@@ -20,6 +24,8 @@ class UnknownCharacters(ValueError):
 
 
 class CharTokenizer:
+    name = "chars"
+
     def __init__(self, chars: str):
         chars = "".join(sorted(set(chars)))
         if not chars:
@@ -42,11 +48,28 @@ class CharTokenizer:
     def label(self, token_id: int) -> str:
         return self._labels[token_id]
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The UTF-8 bytes of a token's character (EOS: none)."""
+        return b"" if token_id == EOS else self._labels[token_id].encode("utf-8")
+
+    def arrays(self) -> dict:
+        """What a model file stores to rebuild this tokenizer (see from_arrays)."""
+        return {"chars": np.array(self.chars)}
+
     def labels(self) -> list:
         return list(self._labels)
 
     def describe(self) -> str:
         return describe_chars(self.chars)
+
+
+def from_arrays(z):
+    """The tokenizer a model file holds: BPE merges, or a character set."""
+    if "merges" in z.files:
+        from decodelab.bpe import BPE
+
+        return BPE(z["merges"])
+    return CharTokenizer(str(z["chars"]))
 
 
 def describe_chars(chars: str) -> str:

@@ -60,12 +60,18 @@ DEFAULTS = {
     "prose": ({"context_size": 128},
               TrainConfig(steps=2000, batch_size=8, lr=6e-3, min_lr=6e-4, eval_every=100)),
 }
+DEFAULTS["prose-bpe"] = ({"context_size": 128},
+                         TrainConfig(steps=2000, batch_size=8, lr=6e-3, min_lr=6e-4,
+                                     eval_every=100))
 FALLBACK = ({"context_size": 64}, TrainConfig(steps=1000, batch_size=16, lr=6e-3, min_lr=6e-4))
 
 
-def default_configs(corpus) -> tuple:
-    model_kw, tc = DEFAULTS.get(corpus.name, FALLBACK)
-    return Config(vocab_size=len(corpus.chars) + 1, **model_kw), tc
+def default_configs(corpus, tokenizer=None) -> tuple:
+    """The model shape and training settings for a corpus read by a tokenizer (None: chars)."""
+    tokenizer = tokenizer or CharTokenizer(corpus.chars)
+    name = corpus.name if tokenizer.name == "chars" else f"{corpus.name}-{tokenizer.name}"
+    model_kw, tc = DEFAULTS.get(name, FALLBACK)
+    return Config(vocab_size=tokenizer.vocab_size, **model_kw), tc
 
 
 def token_stream(sequences, tokenizer: CharTokenizer) -> np.ndarray:
@@ -133,11 +139,12 @@ def rows_loss(params, cfg: Config, rows) -> float:
 
 
 def train_model(corpus, config: Config = None, train: TrainConfig = None, seed: int = 0,
-                log=None) -> TransformerModel:
-    """Train a transformer on corpus.train; the curve tracks corpus.val."""
-    default_cfg, default_tc = default_configs(corpus)
+                log=None, tokenizer=None) -> TransformerModel:
+    """Train a transformer on corpus.train; the curve tracks corpus.val. tokenizer: a trained
+    BPE, or None for one token per character."""
+    tokenizer = tokenizer or CharTokenizer(corpus.chars)
+    default_cfg, default_tc = default_configs(corpus, tokenizer)
     cfg, tc = config or default_cfg, train or default_tc
-    tokenizer = CharTokenizer(corpus.chars)
     stream = token_stream(corpus.train, tokenizer)  # (N,)
     val_rows = _curve_rows(corpus.val, tokenizer, cfg, tc.eval_rows, seed)
     params = init_params(cfg, seed)
@@ -184,20 +191,30 @@ def data_hash(corpus) -> str:
     return h.hexdigest()
 
 
-def artifact_key(corpus, config: Config, train: TrainConfig, seed: int) -> str:
+def tokenizer_hash(tokenizer) -> str:
+    """sha256 of what a model file stores of its tokenizer."""
+    h = hashlib.sha256(tokenizer.name.encode())
+    for k, v in sorted(tokenizer.arrays().items()):
+        h.update(k.encode() + np.ascontiguousarray(v).tobytes())
+    return h.hexdigest()
+
+
+def artifact_key(corpus, config: Config, train: TrainConfig, seed: int, tokenizer=None) -> str:
     """One hash of everything that decides the trained weights."""
     what = {"config": asdict(config), "train": asdict(train), "seed": seed,
             "data": data_hash(corpus), "code_version": CODE_VERSION}
+    if tokenizer is not None and tokenizer.name != "chars":  # chars: decided by the data
+        what["tokenizer"] = tokenizer_hash(tokenizer)
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
 def cached_train(corpus, out_path, config: Config = None, train: TrainConfig = None,
-                 seed: int = 0, log=None) -> TransformerModel:
-    """Load out_path if it was trained from the same config, data, seed and code; else train
-    and save. Also stores the full validation NLL in the model's info."""
-    default_cfg, default_tc = default_configs(corpus)
+                 seed: int = 0, log=None, tokenizer=None) -> TransformerModel:
+    """Load out_path if it was trained from the same config, data, tokenizer, seed and code;
+    else train and save. Also stores the full validation NLL in the model's info."""
+    default_cfg, default_tc = default_configs(corpus, tokenizer)
     config, train = config or default_cfg, train or default_tc
-    key = artifact_key(corpus, config, train, seed)
+    key = artifact_key(corpus, config, train, seed, tokenizer)
     out_path = Path(out_path)
     if out_path.exists():
         try:
@@ -206,7 +223,7 @@ def cached_train(corpus, out_path, config: Config = None, train: TrainConfig = N
             model = None
         if model is not None and model.info.get("key") == key:
             return model
-    model = train_model(corpus, config, train, seed, log)
+    model = train_model(corpus, config, train, seed, log, tokenizer)
     model.info["key"] = key
     model.info["val_nll"] = round(model.nll(corpus.val), 4) if corpus.val else None
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -226,23 +243,31 @@ def main(argv=None) -> int:
     parser.add_argument("--dataset", required=True, help="the corpus's name (picks the defaults)")
     parser.add_argument("--data", required=True, help="the corpus: one sequence per line")
     parser.add_argument("--out", required=True, help="where to save the model (.npz)")
+    parser.add_argument("--tokenizer", help="a trained BPE (.npz from python -m decodelab.bpe); "
+                                            "without it, one token per character")
     parser.add_argument("--seed", type=int, default=0, help="transformer: initialisation, batches")
     parser.add_argument("--verbose", action="store_true", help="print the training curve")
     args = parser.parse_args(argv)
     began = time.perf_counter()
     corpus = Corpus(args.dataset, read_corpus(args.data))
+    tokenizer = None
+    if args.tokenizer:
+        from decodelab.bpe import BPE
+
+        tokenizer = BPE.load(args.tokenizer)
     if args.model == "bigram":
         from decodelab.bigram import BigramModel
 
-        model = BigramModel.fit(corpus)
+        model = BigramModel.fit(corpus, tokenizer=tokenizer)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         model.save(args.out)
-        detail = f"val NLL {model.nll(corpus.val):.4f} nats/char"
+        detail = f"val NLL {model.nll(corpus.val):.4f} nats/token"
     else:
         model = cached_train(corpus, args.out, seed=args.seed,
-                             log=print if args.verbose else None)
-        detail = f"val NLL {model.info.get('val_nll')} nats/char"
-    print(f"train: {args.model} {args.dataset}, {model.n_params:,} parameters, {detail} "
+                             log=print if args.verbose else None, tokenizer=tokenizer)
+        detail = f"val NLL {model.info.get('val_nll')} nats/token"
+    print(f"train: {args.model} {args.dataset} ({model.tokenizer.name}), "
+          f"{model.n_params:,} parameters, {detail} "
           f"({time.perf_counter() - began:.0f} s)", flush=True)
     return 0
 

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from decodelab.kvcache import NEG
-from decodelab.tokenizer import EOS, CharTokenizer
+from decodelab.tokenizer import EOS, CharTokenizer, from_arrays
 
 EPS = 1e-5  # inside the RMS norm's square root
 GELU_C = math.sqrt(2.0 / math.pi)
@@ -478,7 +478,7 @@ class TransformerModel:
         curve = {f"curve.{k}": np.asarray(v) for k, v in self.curve.items()}
         weights = {f"param.{k}": v for k, v in self.params.items()}
         np.savez(path, kind=np.array(self.kind), config=np.array(json.dumps(asdict(self.cfg))),
-                 chars=np.array(self.tokenizer.chars), info=np.array(json.dumps(self.info)),
+                 **self.tokenizer.arrays(), info=np.array(json.dumps(self.info)),
                  **curve, **weights)
 
     @classmethod
@@ -488,5 +488,5 @@ class TransformerModel:
             cfg = Config(**json.loads(str(z["config"])))
             params = {k[6:]: z[k] for k in z.files if k.startswith("param.")}
             curve = {k[6:]: z[k].tolist() for k in z.files if k.startswith("curve.")}
-            return cls(cfg, params, CharTokenizer(str(z["chars"])), curve,
+            return cls(cfg, params, from_arrays(z), curve,
                        json.loads(str(z["info"])))

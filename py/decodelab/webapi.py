@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from decodelab import __version__, metrics
+from decodelab import __version__, healing, metrics
 from decodelab.assets import Library
 from decodelab.corpus import corpus_from_text
 from decodelab.fields import (FIELDS, MODELS, FieldError, FieldErrors, check, encode, label_of,
@@ -109,10 +109,10 @@ def call(name: str, request_json: str = "{}", session: str = "page") -> str:
 
 # --- start-up -------------------------------------------------------------------------------------
 
-def _transformer_info(library, name: str):
-    if not library.has_model("transformer", name):
+def _transformer_info(library, name: str, tokenizer: str = "chars"):
+    if not library.has_model("transformer", name, tokenizer):
         return None
-    m = library.model("transformer", name)
+    m = library.model("transformer", name, tokenizer)
     cfg = m.cfg
     return {"params": m.n_params, "val_nll": m.info.get("val_nll"), "curve": m.curve,
             "context_size": cfg.context_size, "n_layer": cfg.n_layer, "n_head": cfg.n_head,
@@ -136,7 +136,17 @@ def _dataset_info(library, name: str) -> dict:
             "vocab": model.tokenizer.labels(), "vocab_words": model.tokenizer.describe(),
             "n_train": len(corpus.train),
             "n_val": len(corpus.val), "val_nll": model.nll(corpus.val) if corpus.val else None,
-            "examples": corpus.train[:5]}
+            "examples": corpus.train[:5],
+            "bpe": _bpe_info(library, name)}
+
+
+def _bpe_info(library, name: str):
+    """The dataset's BPE models, when it has a tokenizer and any model on it (else None)."""
+    if "bpe" not in library.tokenizers(name):
+        return None
+    tokens = library.tokenizer("bpe", name)
+    return {"models": [k for k in MODELS if library.has_model(k, name, "bpe")],
+            "vocab_size": tokens.vocab_size, "transformer": _transformer_info(library, name, "bpe")}
 
 
 @endpoint
@@ -318,16 +328,24 @@ def _preview(session: Session, req: dict) -> dict:
             session.replay = Replay(run)
         logits = session.replay.logits_at(step)
         tokenizer, used = run.tokenizer, list(run.prompt_ids) + run.output_ids[:step]
+        allowed_at = run.allowed_at
     else:
         step = 0
-        model = session.library.model(settings.model, settings.dataset)
+        model = session.library.for_settings(settings)
         tokenizer, used = model.tokenizer, encode(model.tokenizer, "prompt", settings.prompt)
-        key = (settings.model, settings.dataset, settings.prompt)
+        heal = healing.plan(tokenizer, used) if settings.token_healing else None
+        if heal is not None:
+            used = heal.prompt_ids
+        key = (settings.model, settings.dataset, settings.tokenizer, settings.prompt,
+               settings.token_healing)
         if session.prompt_logits is None or session.prompt_logits[0] != key:
             session.prompt_logits = (key, model.session().prefill(used).copy())
         logits = session.prompt_logits[1]
+        allowed_at = (lambda _: (heal.allowed, heal.why)) if heal else (lambda _: (None, ""))
+    allowed, why = allowed_at(step)
     d = sampling.decide(logits, settings.rules, eos_blocked=settings.eos_blocked(step),
-                        seen=sampling.seen_mask(tokenizer.vocab_size, used))
+                        seen=sampling.seen_mask(tokenizer.vocab_size, used), allowed=allowed,
+                        mask_why=why)
     return {"step": step, **explain(d, tokenizer.label)}
 
 
@@ -368,7 +386,8 @@ def _experiment_advance(session: Session, req: dict) -> dict:
 
 def _lab_model(session: Session, req: dict):
     dataset = session.dataset(req)
-    return session.library.model("transformer", dataset), dataset
+    tokenizer = check("tokenizer", req.get("tokenizer", Settings.tokenizer))
+    return session.library.model("transformer", dataset, tokenizer), dataset
 
 
 def _batch_prompts(model, req: dict) -> tuple:
@@ -491,7 +510,7 @@ def _bench_generation(session: Session, req: dict) -> dict:
     from decodelab import costs
 
     settings = validate(req.get("settings", {}), datasets=session.datasets())
-    model = session.library.model(settings.model, settings.dataset)
+    model = session.library.for_settings(settings)
     if not req.get("cache", True):
         model = costs.Uncached(model)
     return costs.time_generation(model, settings)
