@@ -561,8 +561,9 @@ COMMANDS = {
                          "dependencies (pyproject.toml) and Debian's chromium when missing"),
     "fetch": (cmd_fetch, "the Pyodide runtime (npm) and the numpy, micropip and packaging "
                          "wheels, verified by sha256, into the download cache"),
-    "artifacts": (cmd_artifacts, "the two corpora (artifacts/data/), the four models "
-                                 "(artifacts/models/) and their copy in py/decodelab/bundled/"),
+    "artifacts": (cmd_artifacts, "the two corpora (artifacts/data/), the prose's BPE "
+                                 "tokenizer, the six models (artifacts/models/) and their copy "
+                                 "in py/decodelab/bundled/"),
     "wheel": (cmd_wheel, "artifacts, then the two wheels: the page's, code only "
                          "(artifacts/pyodide/), and pip's, with the corpora and models (dist/)"),
     "site": (cmd_site, "fetch, artifacts, wheel, then static/: the page, the runtime, the "

@@ -78,7 +78,27 @@ def transformer_runs(quick: bool) -> dict:
         "64 new tokens, cache on + live check": (
             {"settings": {**base, "max_new_tokens": 64, "cache_check": True}, "cache": True},
             "steps_per_second", few),
+        f"BPE tokens: {n} new tokens, cache on": (
+            {"settings": {**base, "tokenizer": "bpe", "max_new_tokens": n}, "cache": True},
+            "steps_per_second", many),
     }
+
+
+def tokenize_request() -> dict:
+    """10 KB of the prose's validation text (text the tokenizer did not learn from), for the
+    bench_tokenize endpoint."""
+    from decodelab.corpus import Corpus, read_corpus
+
+    corpus = Corpus("prose", read_corpus(ROOT / "artifacts" / "data" / "prose.txt"))
+    text = "\n".join(corpus.val)
+    return {"dataset": "prose", "text": text.encode("utf-8")[:10_000].decode("utf-8", "ignore")}
+
+
+def tokenize_times(call, repeats: int) -> dict:
+    runs = [call(tokenize_request()) for _ in range(repeats)]
+    return {"bytes": runs[0]["bytes"], "tokens": runs[0]["tokens"],
+            "cold_ms": statistics.median(r["cold_ms"] for r in runs),
+            "warm_ms": statistics.median(r["warm_ms"] for r in runs)}
 
 
 def native_transformer(runs: dict) -> dict:
@@ -155,6 +175,8 @@ def measure(quick: bool = False) -> dict:
             browser_rate = browser_rates(page, steps, repeats)
             t_runs = transformer_runs(quick)
             browser_t = browser_transformer(page, t_runs)
+            browser_tok = tokenize_times(
+                lambda req: page.evaluate("r => window.decodelab.benchTokenize(r)", req), repeats)
             page_seconds = page_run_seconds(page, steps)
             responsiveness = main_thread_during_runs(page, steps)
             page.context.close()
@@ -163,6 +185,9 @@ def measure(quick: bool = False) -> dict:
         server.shutdown()
     native_rate = native_rates(steps, repeats)
     native_t = native_transformer(t_runs)
+    from tests.conftest import api
+
+    native_tok = tokenize_times(lambda req: api("bench_tokenize", req), repeats)
     phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "warmup_ms", "total_ms", "page_ready_ms")
     return {
         "main_thread": responsiveness, "page_weight": page_weight(ROOT / "static"),
@@ -174,6 +199,7 @@ def measure(quick: bool = False) -> dict:
                              for name in RUNS},
         "page_end_to_end": {"steps": steps, "seconds": page_seconds,
                             "steps_per_second": steps / page_seconds},
+        "bpe_encode_10kb": {"browser": browser_tok, "native": native_tok},
         "transformer_tokens_per_second": {
             name: {"browser": browser_t[name], "native": native_t[name],
                    "native_over_browser": native_t[name] / browser_t[name],
@@ -205,6 +231,11 @@ def table(r: dict) -> str:
     off = next(v for k, v in t.items() if k.endswith("cache off (recompute)"))
     lines += ["", f"Cache on / cache off: {on['browser'] / off['browser']:.1f}x in the browser, "
                   f"{on['native'] / off['native']:.1f}x natively."]
+    b = r["bpe_encode_10kb"]
+    lines += ["", f"BPE encoding of a {b['browser']['bytes']:,}-byte prompt "
+                  f"({b['browser']['tokens']:,} tokens), ms: browser {b['browser']['cold_ms']:.1f} "
+                  f"cold, {b['browser']['warm_ms']:.1f} warm; native {b['native']['cold_ms']:.1f} "
+                  f"cold, {b['native']['warm_ms']:.1f} warm."]
     lines += hardening_lines(r)
     return "\n".join(lines)
 

@@ -25,7 +25,9 @@ def artifacts():
     """The real corpora and models (build.py makes them once; later runs reuse them)."""
     needed = [ARTIFACTS / "data" / f"{d}.txt" for d in ("names", "prose")] + \
              [ARTIFACTS / "models" / f"{m}-{d}.npz" for d in ("names", "prose")
-              for m in ("bigram", "transformer")] + [ARTIFACTS / "models" / "bpe-prose.npz"]
+              for m in ("bigram", "transformer")] + \
+        [ARTIFACTS / "models" / "bpe-prose.npz"]
+    needed += [ARTIFACTS / "models" / f"{m}-prose-bpe.npz" for m in ("bigram", "transformer")]
     if not all(p.exists() for p in needed):
         subprocess.run([sys.executable, str(ROOT / "build.py"), "artifacts"], check=True)
     return ARTIFACTS

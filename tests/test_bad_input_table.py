@@ -50,6 +50,12 @@ SETTINGS_CASES = [
     ({"stop": [""]}, "stop", "entry 1 has 0 characters"),
     ({"stop": [1, 2]}, "stop", "Stop strings must be a list of strings"),
     ({"stop": ["abcdefghijklmnop"], "max_new_tokens": 10}, "stop", "could never match"),
+    ({"stop": ["Zz"], "dataset": "names"}, "stop", "never writes ('Z')"),
+    ({"tokenizer": "words"}, "tokenizer", "Tokenizer must be one of chars, bpe"),
+    ({"tokenizer": "bpe", "dataset": "names"}, "tokenizer", "trained for prose only"),
+    ({"tokenizer": 1}, "tokenizer", "Tokenizer must be one of"),
+    ({"token_healing": "yes"}, "token_healing", "Token healing must be true or false"),
+    ({"token_healing": True, "prompt": ""}, "token_healing", "needs a prompt"),
     ({"colour": "red"}, "colour", "Unknown setting 'colour'"),
 ]
 

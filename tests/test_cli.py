@@ -22,6 +22,13 @@ def ok(*args):
     return json.loads(r.stdout)
 
 
+def fails(*args) -> str:
+    """Run a command that must be refused (exit 2, nothing on stdout); its message."""
+    r = cli(*args)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    return r.stderr
+
+
 def test_probs_worked_numbers():
     out = ok("probs", "--logits", "2,1", "--temperature", "0.5")
     assert [round(p, 3) for p in out["probs"]] == [0.881, 0.119] and out["kept"] == [True, True]
@@ -113,6 +120,34 @@ def test_eval_in_nats_per_character_and_bits_per_byte_against_a_sum_over_the_tex
     assert out["nats_per_char"] == pytest.approx(out["val_nll"], rel=1e-12)  # a token is a character
     text_bytes = sum(len(t.encode("utf-8")) + 1 for t in val)
     assert out["bits_per_byte"] == pytest.approx(total / text_bytes / math.log(2), rel=1e-9)
+
+
+@pytest.mark.parametrize("model", ["bigram", "transformer"])
+def test_eval_of_a_bpe_model_counts_its_tokens_and_the_same_characters(artifacts, model):
+    from decodelab.assets import Library
+
+    bpe = ok("eval", "--model", model, "--dataset", "prose", "--tokenizer", "bpe")
+    chars = ok("eval", "--model", model, "--dataset", "prose")
+    assert bpe["tokenizer"] == "bpe" and chars["tokenizer"] == "chars"
+    val = Library(artifacts).corpus("prose").val
+    tokens = Library(artifacts).tokenizer("bpe", "prose")
+    n_tokens = sum(len(tokens.encode(t)) + 1 for t in val)
+    n_chars = sum(len(t) + 1 for t in val)
+    assert bpe["chars_per_token"] == pytest.approx(n_chars / n_tokens) and \
+        bpe["chars_per_token"] > 2.5
+    assert bpe["nats_per_char"] == pytest.approx(bpe["val_nll"] * n_tokens / n_chars)
+    assert chars["chars_per_token"] == 1.0
+
+
+def test_the_bpe_transformer_beats_the_bpe_bigram_per_character(artifacts):
+    bigram = ok("eval", "--model", "bigram", "--dataset", "prose", "--tokenizer", "bpe")
+    transformer = ok("eval", "--model", "transformer", "--dataset", "prose", "--tokenizer", "bpe")
+    assert bigram["nats_per_char"] - transformer["nats_per_char"] >= 0.5
+
+
+def test_a_stop_string_a_character_model_never_writes_is_named(artifacts):
+    err = fails("generate", "--dataset", "names", "--seed", "1", "--stop", "é")
+    assert "--stop" in err and "never writes ('é')" in err and "a-z" in err
 
 
 def test_tokenize_gives_each_tokens_text_and_bytes_and_detokenize_gives_the_text_back(artifacts):

@@ -48,6 +48,7 @@ const dom = {
   textPlaceholder: $("text-placeholder"),
   text: $("text"),
   textPrompt: $("text-prompt"),
+  showTokens: $("show-tokens"),
   textGen: $("text-gen"),
   finishText: $("finish-text"),
   endMarker: $("end-marker"),
@@ -147,6 +148,7 @@ const hooks = {
     : Promise.reject(new Error(`not ready (state ${root.dataset.state})`))),
   probs: (req) => call("probs", req),
   bench: (settings) => call("bench", settings),
+  benchTokenize: (req) => call("bench_tokenize", req),
   // Put values (already checked) into the form, as Reset does; the address and hosts use it.
   applySettings: (values) => applySettings(values),
   timings: null, // boot phases in ms, from the worker, once ready
@@ -168,6 +170,7 @@ const lesson = createLesson({
   apply: (values) => applySettings({ ...state.info.defaults, ...values }),
   generate: () => generateFromForm(),
   kv: () => kv,
+  last: {}, // each lesson panel's latest reply from Python (tests read it)
 });
 hooks.lesson = lesson;
 
@@ -405,7 +408,10 @@ function checkOne(name) {
   const control = controls[name];
   if (!spec || !control) return { value: control && readRaw(control) };
   const ctx = { badInput: control.validity && control.validity.badInput };
-  if (name === "prompt") ctx.vocab = vocabOf(state.datasets[controls.dataset.value]);
+  const data = state.datasets[controls.dataset.value];
+  // byte-level BPE reads any text; characters only the ones the corpus has
+  if (name === "prompt" && controls.tokenizer.value !== "bpe") ctx.vocab = vocabOf(data);
+  if (name === "tokenizer") ctx.choices = ["chars", ...(data && data.bpe ? ["bpe"] : [])];
   if (name === "dataset") ctx.choices = [...controls.dataset.options].map((o) => o.value);
   if (name === "model") ctx.choices = [...controls.model.options].map((o) => o.value);
   return checkField(spec, readRaw(control), ctx);
@@ -507,15 +513,22 @@ function describeDataset() {
   const facts = [];
   const known = vocabOf(d);
   const vocab = known ? known.chars : [];
+  const bpe = controls.tokenizer.value === "bpe" && d.bpe;
   if (vocab.length) facts.push(`${vocab.length} characters`);
   if (d.n_train != null) facts.push(`${d.n_train.toLocaleString("en")} training examples`);
   const nll = d.val_nll != null && typeof d.val_nll === "object" ? d.val_nll[controls.model.value] : d.val_nll;
-  if (nll != null) facts.push(`held-out loss ${fixed(nll, 2)} nats per character`);
+  if (nll != null && !bpe) facts.push(`held-out loss ${fixed(nll, 2)} nats per character`);
   if (facts.length) lines.push(facts.join(" · ") + ".");
   dom.datasetHint.replaceChildren(...lines.map((line, i) => (i ? [el("br"), line] : [line])).flat());
-  dom.vocabList.replaceChildren(...vocab.map((c) => el("span", "chip", readable(c))));
-  dom.vocabSummary.textContent = `Characters this model knows (${vocab.length})`;
-  dom.vocabWords.textContent = known ? `${known.words}. The prompt may use only these.` : "";
+  if (bpe) {
+    dom.vocabList.replaceChildren(...d.bpe.first_merges.map((c) => el("span", "chip", readable(c))));
+    dom.vocabSummary.textContent = `Tokens this model knows (${d.bpe.vocab_size})`;
+    dom.vocabWords.textContent = `Any text: end-of-sequence, the 256 bytes (so nothing is ever unknown) and ${d.bpe.vocab_size - 257} pieces learned from the training text by merging the most frequent pairs. The first ones learned:`;
+  } else {
+    dom.vocabList.replaceChildren(...vocab.map((c) => el("span", "chip", readable(c))));
+    dom.vocabSummary.textContent = `Characters this model knows (${vocab.length})`;
+    dom.vocabWords.textContent = known ? `${known.words}. The prompt may use only these.` : "";
+  }
   const modelId = controls.model.value;
   const model = (state.info.models || []).find((m) => m.id === modelId);
   dom.modelHint.textContent = (model && model.description) || MODEL_HINTS[modelId] || "The model that scores each possible next character.";
@@ -539,9 +552,10 @@ dom.form.addEventListener("change", (event) => {
   if (!FIELD_NAMES.includes(name)) return;
   clearTimeout(debounce);
   validateField(name);
-  if (name === "dataset" || name === "model") {
+  if (name === "dataset" || name === "model" || name === "tokenizer") {
     describeDataset();
-    validateField("prompt"); // the characters allowed depend on the dataset
+    validateField("prompt"); // the characters allowed depend on the dataset and tokenizer
+    if (name !== "tokenizer") validateField("tokenizer");
   }
   if (name === "greedy" || name === "temperature") updateGreedyNotes();
 });
@@ -653,10 +667,11 @@ function onStarted(m) {
   };
   const set = state.run.settings;
   state.run.greedy = Boolean(set.greedy) || Number(set.temperature) === 0;
+  state.run.healed = m.healed == null ? null : m.healed;
   const s = state.run.settings;
   dom.textPlaceholder.hidden = true;
   dom.text.hidden = false;
-  dom.textPrompt.textContent = s.prompt || "";
+  showPrompt(s.prompt || "", m.prompt_tokens, m.healed);
   dom.textPrompt.title = s.prompt ? "Prompt" : "Start of a sequence (empty prompt)";
   dom.textGen.replaceChildren();
   showUnshown(state.run);
@@ -669,6 +684,22 @@ function onStarted(m) {
   lesson.runStarted(state.run);
   kv.runStarted(state.run);
   renderInspector();
+}
+
+// The prompt, one span per token (shaded when tokens are shown); a healed last token is
+// marked as taken back.
+function showPrompt(prompt, pieces, healed) {
+  if (!Array.isArray(pieces) || pieces.join("") + (healed || "") !== prompt) {
+    dom.textPrompt.textContent = prompt;
+    return;
+  }
+  const spans = pieces.map((piece, i) => el("span", `ptok${(pieces.length - i) % 2 ? " tok-odd" : ""}`, piece));
+  if (healed) {
+    const span = el("span", "ptok healed", healed);
+    span.title = "Taken back by token healing: the first new token redoes it";
+    spans.push(span);
+  }
+  dom.textPrompt.replaceChildren(...spans);
 }
 
 function onSteps(m) {
@@ -694,9 +725,10 @@ function addStep(run, step) {
   const index = run.steps.length;
   run.steps.push(step);
   run.charsOf[index] = 0;
-  if (step.token_text !== "<eos>") {
-    for (const ch of step.token_text) run.queue.push({ ch, step: index });
-  }
+  // the characters this token completed (a BPE token can end inside a character, and a
+  // healed first token leaves out what the prompt already shows)
+  const piece = step.piece != null ? step.piece : step.token_text === "<eos>" ? "" : step.token_text;
+  for (const ch of piece) run.queue.push({ ch, step: index });
   for (const ch of step.emit || "") {
     const head = run.queue[0];
     const owner = head && head.ch === ch ? run.queue.shift().step : index;
@@ -745,6 +777,7 @@ function appendChar(run, index, ch) {
     span.setAttribute("role", "button");
     span.tabIndex = -1;
     span.dataset.step = String(index);
+    if (index % 2) span.classList.add("tok-odd"); // token boundaries, when they are shown
     span.setAttribute("aria-pressed", "false");
     run.spans.set(index, span);
     textStream.add(span); // into the text at the next flush, about 30 times a second
@@ -910,6 +943,7 @@ dom.textGen.addEventListener("keydown", (event) => {
 
 dom.prevStep.addEventListener("click", () => state.run && select(state.run.selected - 1));
 dom.nextStep.addEventListener("click", () => state.run && select(state.run.selected + 1));
+dom.showTokens.addEventListener("change", () => dom.text.classList.toggle("show-tokens", dom.showTokens.checked));
 dom.endMarker.addEventListener("click", () => select(Number(dom.endMarker.dataset.step)));
 
 let inspectorFrame = 0;
@@ -1004,7 +1038,31 @@ function markSelected(run) {
 
 function vocabSize(run) {
   const d = state.datasets[run.settings.dataset];
+  if (d && run.settings.tokenizer === "bpe") return d.bpe ? d.bpe.vocab_size : null;
   return d && Array.isArray(d.vocab) ? d.vocab.length : null;
+}
+
+// What a BPE token was made of, and what became of it: its bytes, the characters it carried,
+// the healed first token, a stop string that began inside it.
+function tokenNotes(run, step) {
+  const notes = [];
+  const hex = step.token_bytes || "";
+  const n = hex.length / 2;
+  if (run.settings.tokenizer !== "bpe" || step.token_text === "<eos>") return notes;
+  const bytes = hex.match(/../g).join(" ");
+  const piece = step.piece || "";
+  const carried = [...piece].length;
+  if (step.step === 0 && run.healed != null) {
+    notes.push(`Token healing: the prompt’s last token ${spoken(run.healed)} was taken back, and this first token had to start with it. The text shows only what comes after it.`);
+  }
+  let words = `This token is ${plural(n, "byte", "bytes")} (${bytes})`;
+  if (carried === 0) words += ", and no whole character: it ends inside one, so the text waits for the next token to finish it.";
+  else words += `; it completed ${plural(carried, "character", "characters")}.`;
+  notes.push(words);
+  if (step.stop_at && step.stop_at.step === step.step && step.stop_at.byte < n) {
+    notes.push(`The visible text ends ${step.stop_at.byte ? `after ${plural(step.stop_at.byte, "byte", "bytes")} of this token` : "just before this token"}: a stop string begins inside it, so the token is cut in two.`);
+  }
+  return notes;
 }
 
 function stepNotes(run, step, greedy) {
@@ -1026,7 +1084,8 @@ function stepNotes(run, step, greedy) {
     notes.push(`The other order (${other}) would keep a different set of candidates at this step.`);
   }
   // Characters that never reached the visible text.
-  if (step.token_text !== "<eos>" && run.charsOf[run.selected] === 0) {
+  notes.push(...tokenNotes(run, step));
+  if (step.token_text !== "<eos>" && run.charsOf[run.selected] === 0 && (step.piece == null || step.piece)) {
     if (!run.done) notes.push("Held back for now: it may be the start of a stop string.");
     else if (run.finish && run.finish.finish_reason === "stop" && run.finish.stop_reason !== "eos") {
       notes.push(`Part of the stop string “${readable(run.finish.stop_reason)}”, so it was cut from the text.`);

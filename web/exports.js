@@ -8,10 +8,13 @@ import { copyText, flash } from "./urlstate.js";
 
 export const CSV_COLUMNS = [
   "step", "phase", "token_id", "token_text", "p_raw", "p_temp", "kept", "p_final", "chosen", "u", "entropy",
+  "tokenizer",
 ];
 
 // RFC 4180: quote a field that holds a comma, quote, line break or edge space; double quotes.
-// Tokens are single characters (or <eos>), so a cell can never hold a whole spreadsheet formula.
+// A token is one character, <eos>, a byte in hex (<e2>), or a BPE token, and BPE merges never
+// join punctuation to letters or digits (bpe.split), so a cell can never hold a spreadsheet
+// formula: "=" can be a token, "=SUM(A1)" cannot.
 function csvField(value) {
   if (value == null) return "";
   const text = typeof value === "number" ? numberText(value) : String(value);
@@ -44,6 +47,7 @@ export function traceToCsv(trace) {
         chosen: c.token_id === step.token_id,
         u: step.u,
         entropy: step.entropy,
+        tokenizer: (trace.settings && trace.settings.tokenizer) || "chars",
       };
       lines.push(CSV_COLUMNS.map((name) => csvField(row[name])).join(","));
     }

@@ -7,6 +7,7 @@
 import { createExperiment } from "./experiment.js";
 import { createStepPipeline } from "./pipeline.js";
 import { createPlayground } from "./playground.js";
+import { createPrefill } from "./prefill.js";
 import { createPreview } from "./preview.js";
 import { createQuestions } from "./questions.js";
 import { createRuns } from "./runs.js";
@@ -26,6 +27,7 @@ export function createLesson(app) {
   const pipeline = createStepPipeline(app);
   const playground = createPlayground(app);
   const experiment = createExperiment(app);
+  const prefill = createPrefill(app);
   const runs = createRuns(app);
   const tries = createTries({ ...app, runs });
   const questions = createQuestions({ playground });
@@ -38,6 +40,7 @@ export function createLesson(app) {
     runs,
     tries,
     questions,
+    last: app.last, // each panel's latest reply from Python (the prefill's rows)
     // The numbers behind the pictures, for tests and hosts: one step of the run on screen, and
     // typed values (the playground's request).
     explain: (step) => app.call("explain_step", { step }),
@@ -45,6 +48,7 @@ export function createLesson(app) {
     ready() {
       stepper.ready();
       experiment.ready();
+      prefill.ready();
       tries.ready();
       preview.update();
       return playground.ready();

@@ -171,6 +171,7 @@ function buildTable(data, pipe, caption) {
 
 function adjustedWhy(data) {
   const why = [];
+  if (data.mask) why.push("healing mask");
   if (data.eos_blocked) why.push("EOS blocked");
   if (data.penalty != null && data.penalty !== 1) why.push(`penalty ${num(data.penalty)}`);
   return why.join(", ") || "adjusted";
@@ -190,11 +191,15 @@ function stageSentences(data, pipe, noun) {
   const V = data.vocab_size;
   const best = data.logits.reduce((b, x, i) => (x != null && (b < 0 || x > data.logits[b]) ? i : b), -1);
   out.push(`Logits: the model gives each of the ${V} ${noun}s a score. The highest is ${logit(data.logits[best])}, for ${spoken(data.rows[best].token_text)}. Scores can be negative and do not add up to anything.`);
+  if (data.mask) {
+    const m = data.mask;
+    out.push(`Masked: token healing allows only the ${plural(m.kept_count, `${noun} that starts`, `${noun}s that start`)} with the text taken back from the prompt. The other ${m.removed_count} ${m.why.replace(/^does not/, "do not")}, so their logits become −∞; the model had given them ${pct(m.p_removed)} together, and the rest is renormalised.`);
+  }
   if (data.adjusted) {
     const bits = [];
     if (data.eos_blocked) bits.push("end-of-sequence is blocked (its logit becomes −∞)");
     if (data.penalty != null && data.penalty !== 1) bits.push(`the repetition penalty ${num(data.penalty)} marks down every ${noun} already used: positive logits are divided by it, negative ones multiplied`);
-    out.push(`Adjusted: before any rule, ${bits.join(", and ")}.`);
+    if (bits.length) out.push(`Adjusted: before any rule, ${bits.join(", and ")}.`);
   }
   let before = null;
   for (const stage of pipe.stages) {
@@ -235,7 +240,7 @@ function stageSentences(data, pipe, noun) {
   }
   const active = pipe.stages.some((s) => ["top_k", "top_p", "min_p"].includes(s.kind));
   if (!data.greedy) {
-    if (!active) out.push(`No filter is on (top-k, top-p and min-p are off), so all ${V} stay in the draw.`);
+    if (!active) out.push(data.mask ? `No filter is on (top-k, top-p and min-p are off), so the ${data.mask.kept_count} the mask left all stay in the draw.` : `No filter is on (top-k, top-p and min-p are off), so all ${V} stay in the draw.`);
     else out.push(`Renormalised: the ${plural(pipe.final.kept_count, "candidate", "candidates")} left are scaled up to add up to 100% again.`);
   }
   return out;
@@ -418,7 +423,8 @@ export class PipelineView {
     wrap.setAttribute("aria-label", "Stages table (scrolls sideways on narrow screens)");
     wrap.append(buildTable(data, pipe, this.caption(data, this.shown)));
     const list = el("ol", "pl-stages");
-    for (const sentence of stageSentences(data, pipe, this.noun)) list.append(el("li", null, sentence));
+    const noun = data.tokenizer === "bpe" ? "token" : this.noun;
+    for (const sentence of stageSentences(data, pipe, noun)) list.append(el("li", null, sentence));
     const main = el("div", "pl-main");
     main.append(legend, el("p", "pl-scroll-hint", "Scroll the table sideways to see every stage →"), wrap);
     const side = el("div", "pl-side");
@@ -435,9 +441,10 @@ export class PipelineView {
 
 // --- the selected step of a run ---------------------------------------------------------------
 
+const unit = (d) => (d.tokenizer === "bpe" ? "token" : "character");
 const PHASE_WORDS = {
-  prefill: (d) => (d.prompt_length ? `prefill: the model read the ${plural(d.prompt_length, "character", "characters")} of the prompt` : "prefill: the model started a new sequence (empty prompt)"),
-  decode: (d) => `decode: the model was fed ${spoken(d.fed)}, the character chosen one step before`,
+  prefill: (d) => (d.prompt_length ? `prefill: the model read the ${plural(d.prompt_length, unit(d), `${unit(d)}s`)} of the prompt` : "prefill: the model started a new sequence (empty prompt)"),
+  decode: (d) => `decode: the model was fed ${spoken(d.fed)}, the ${unit(d)} chosen one step before`,
 };
 
 /**

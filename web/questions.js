@@ -90,6 +90,47 @@ export const QUESTIONS = [
       { text: "To make the batch faster.", why: "Masks cost a little work; they are there for correctness. Without them, the short prompt’s output depends on how much padding it got." },
     ],
   },
+  {
+    id: "stop_in_token",
+    ask: "A BPE model writes the token “␣end.” and then “\n\nThe”. The stop string is “.\n\n”. What is the visible text at the end?",
+    choices: [
+      { text: "Everything up to “␣end”: the cut falls inside the token “␣end.”, after its first four bytes.", right: true, why: "Stop strings are matched on the decoded text, not on token ids. The match starts at the “.”, which is the last byte of “␣end.”, so the text is cut there, in the middle of a token, and the stop string and what follows are dropped." },
+      { text: "Everything up to “␣end.”: a cut can only fall between two tokens.", why: "That is true only when every token is one character. Here the “.” is inside the token “␣end.”, and the text is cut where the match begins, even in the middle of a token." },
+      { text: "The stop string never matches, because no single token is “.\n\n”.", why: "Matching on tokens would miss it, which is exactly why decoders match on the decoded text after every token: a stop string may span two or three tokens." },
+    ],
+  },
+  {
+    id: "held_back",
+    ask: "A BPE model has just chosen the token <c3>, the first byte of “é”. Why does no new text appear after this step?",
+    choices: [
+      { text: "Because the token is not valid on its own: the decoder holds it back until the next byte completes the character.", right: true, why: "“é” is two bytes in UTF-8. Showing half of it would mean showing a broken character and then taking it back. The text waits one step, as it waits while its tail could still become a stop string." },
+      { text: "Because the model made a mistake and the token is thrown away.", why: "Nothing is thrown away: the byte is kept, and the character appears as soon as the token that finishes it arrives." },
+      { text: "Because byte tokens are never shown.", why: "Bytes are shown as soon as they form whole characters. A single byte below 128 (plain ASCII) is a whole character by itself." },
+    ],
+  },
+  {
+    id: "trailing_space",
+    ask: "The prompt “The man ” ends in a space, and the model continues it oddly. What does token healing change?",
+    choices: [
+      { text: "It removes the prompt’s last token (the lone space) and makes the first new token start with a space, so the model can pick “␣said” as it saw it in training.", right: true, why: "In the training text the space is glued to the next word, so a lone space token at the end of a prompt is rare and the model avoids its likeliest words after it. Healing gives the space back to the model: the first token must start with it, and the text shows only what comes after." },
+      { text: "It deletes trailing spaces from every prompt.", why: "The space is not lost: the first new token must start with it, so the text still reads “The man said”, only tokenized the way the model knows." },
+      { text: "It retrains the tokenizer on the prompt.", why: "Nothing is retrained. Healing only takes back one prompt token and masks the first step to the tokens that start with its text." },
+    ],
+  },
+  {
+    id: "prefill_rows",
+    ask: "Reading a prompt of 10 tokens, the model returns logits of shape [1, 10, V]. How many new tokens does this forward pass choose?",
+    answer: 1,
+    tolerance: 0,
+    unit: "tokens",
+    hint: "A whole number.",
+    right: "One. Each of the 10 rows scores the token after its position, but the first nine of those tokens are already in the prompt. Only the last row is about the unknown next token; every later token needs another step.",
+    wrongs: {
+      10: "Ten rows of logits, but nine of them predict tokens the prompt already has. Only the last row chooses a new token.",
+      0: "The last row does choose one: the first new token comes from the prompt's own forward pass (the prefill).",
+    },
+    wrong: "Ask which rows are about a token nobody knows yet.",
+  },
 ];
 
 export function createQuestions({ playground }) {

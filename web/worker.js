@@ -217,7 +217,7 @@ async function generate({ id, settings = {}, pace_ms: pace }) {
     post({ type: "invalid", id, errors: started.errors });
     return;
   }
-  post({ type: "started", id, settings: started.settings });
+  post({ type: "started", id, settings: started.settings, prompt_tokens: started.prompt_tokens, healed: started.healed });
   current = { id, stopRequested: earlyStops.delete(id) };
   for (const old of earlyStops) if (old < id) earlyStops.delete(old); // stops that came too late
   try {

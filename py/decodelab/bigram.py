@@ -60,6 +60,10 @@ class BigramModel:
         prev, nxt = pair_ids(sequences, self.tokenizer)
         return float(-self.log_probs[prev, nxt].mean())
 
+    def all_logits(self, tokens, dtype=np.float64) -> np.ndarray:
+        """The logits at every position (T, V): row t is the table's row for tokens[t]."""
+        return self.log_probs[np.asarray(tokens, dtype=np.intp)].astype(dtype, copy=False)
+
     def session(self) -> "BigramSession":
         return BigramSession(self)
 

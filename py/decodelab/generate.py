@@ -44,6 +44,7 @@ class Generation:
         self.settings = settings
         self.tokenizer = model.tokenizer
         self.prompt_ids = encode(self.tokenizer, "prompt", settings.prompt)  # FieldError
+        self._check_stops(settings.stop)  # FieldError
         self.healing = None
         if settings.token_healing:
             self.healing = healing.plan(self.tokenizer, self.prompt_ids)  # FieldError
@@ -95,6 +96,33 @@ class Generation:
         shown = self.stopper.push(self.utf8.decode(b"", final=True))
         return shown + self.stopper.flush()
 
+    def _check_stops(self, stops):
+        """A stop string the model can never write is a mistake worth naming: with one token
+        per character, one holding a character outside the vocabulary. (Byte-level BPE can
+        write any text, so there every stop string can match.)"""
+        known = getattr(self.tokenizer, "chars", None)
+        if known is None:
+            return
+        for i, stop in enumerate(stops, 1):
+            never = sorted(set(stop) - set(known))
+            if never:
+                shown = " ".join(repr(c) for c in never)
+                raise FieldError("stop", f"Stop strings: entry {i} has characters this model "
+                                         f"never writes ({shown}), so it could never match; "
+                                         f"use only: {self.tokenizer.describe()}.")
+
+    def prompt_pieces(self) -> tuple:
+        """The prompt as the model reads it: the text of each of its tokens (a character split
+        across two tokens goes with the second), and the text healing took back (or None)."""
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        pieces = [utf8.decode(self.tokenizer.token_bytes(i)) for i in self.prompt_ids]
+        healed = None
+        if self.healing is not None:
+            healed = utf8.decode(self.healing.prefix, final=True)
+        elif pieces:
+            pieces[-1] += utf8.decode(b"", final=True)
+        return pieces, healed
+
     def allowed_at(self, step: int):
         """(mask, why) the rules apply at `step`: the healing mask at step 0, else nothing."""
         if step == 0 and self.healing is not None:
@@ -110,7 +138,8 @@ class Generation:
             raw = self.healing.strip(raw)
         self.byte_starts.append(self.n_bytes)
         self.n_bytes += len(raw)
-        shown = self.stopper.push(self.utf8.decode(raw))
+        record["piece"] = piece = self.utf8.decode(raw)  # the characters this token completed
+        shown = self.stopper.push(piece)
         if self.stopper.matched is not None:
             end = len(self.stopper.text.encode("utf-8"))  # the visible text, in bytes
             at = max(0, bisect.bisect_right(self.byte_starts, end) - 1)
@@ -173,6 +202,7 @@ class Generation:
             "token_id": token,
             "token_text": label(token),
             "token_bytes": self.tokenizer.token_bytes(token).hex(),
+            "piece": "",  # the characters this token completed (set once it is decoded)
             "prob": final[token],
             "logprob": d.logprob(token),
             "u": u,

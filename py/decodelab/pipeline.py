@@ -178,6 +178,7 @@ class Replay:
                    prompt_length=len(run.prompt_ids),
                    fed=None if step == 0 else run.tokenizer.label(run.output_ids[step - 1]),
                    token_bytes=record["token_bytes"], stop_at=record.get("stop_at"),
+                   tokenizer=s.tokenizer,
                    # the recomputation must give the probability the run recorded
                    matches_record=bool(abs(out["prob"] - record["prob"]) <= 1e-9))
         return out

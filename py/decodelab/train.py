@@ -60,8 +60,11 @@ DEFAULTS = {
     "prose": ({"context_size": 128},
               TrainConfig(steps=2000, batch_size=8, lr=6e-3, min_lr=6e-4, eval_every=100)),
 }
+# On BPE tokens the prose is ~135k training tokens, which 2000 steps of 8 x 128 see 15 times
+# over: dropout keeps the model from learning the training text by heart (measured: held-out
+# 3.562 nats per token with 0.1, 3.601 without).
 DEFAULTS["prose-bpe"] = ({"context_size": 128},
-                         TrainConfig(steps=2000, batch_size=8, lr=6e-3, min_lr=6e-4,
+                         TrainConfig(steps=2000, batch_size=8, lr=6e-3, min_lr=6e-4, dropout=0.1,
                                      eval_every=100))
 FALLBACK = ({"context_size": 64}, TrainConfig(steps=1000, batch_size=16, lr=6e-3, min_lr=6e-4))
 

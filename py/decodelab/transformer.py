@@ -442,11 +442,16 @@ class TransformerModel:
 
     def full_logits(self, tokens, dtype=np.float32) -> np.ndarray:
         """Last-position logits (V,) of one window, recomputed from scratch (no cache)."""
+        return self.all_logits(tokens, dtype)[-1]  # (V,)
+
+    def all_logits(self, tokens, dtype=np.float32) -> np.ndarray:
+        """The logits at every position (T, V) of one window: what one forward pass over a
+        prompt returns (row t scores the token after position t)."""
         n = len(tokens)
         idx = np.asarray(tokens, np.int64)[None]  # (1, n)
         bias = causal_bias(n, np.dtype(dtype))[None, None]  # (1, 1, n, n)
         logits, _ = forward(self.params_as(dtype), self.cfg, idx, np.arange(n)[None], bias)
-        return logits[0, -1]  # (V,)
+        return logits[0]  # (T, V)
 
     def nll(self, sequences, rows_per_pass: int = 64) -> float:
         """Mean negative log-likelihood in nats per predicted token (EOS included), each

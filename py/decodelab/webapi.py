@@ -20,6 +20,7 @@ import numpy as np
 
 from decodelab import __version__, healing, metrics
 from decodelab.assets import Library
+from decodelab.bpe import FIRST_MERGE
 from decodelab.corpus import corpus_from_text
 from decodelab.fields import (FIELDS, MODELS, FieldError, FieldErrors, check, encode, label_of,
                               read)
@@ -146,7 +147,9 @@ def _bpe_info(library, name: str):
         return None
     tokens = library.tokenizer("bpe", name)
     return {"models": [k for k in MODELS if library.has_model(k, name, "bpe")],
-            "vocab_size": tokens.vocab_size, "transformer": _transformer_info(library, name, "bpe")}
+            "vocab_size": tokens.vocab_size, "transformer": _transformer_info(library, name, "bpe"),
+            "first_merges": [tokens.label(i) for i in range(FIRST_MERGE, min(FIRST_MERGE + 48,
+                                                                             tokens.vocab_size))]}
 
 
 @endpoint
@@ -192,8 +195,9 @@ def _warm_up(session: Session, req: dict) -> dict:
 @endpoint
 def _start(session: Session, req: dict) -> dict:
     """The settings -> a new run (the previous run and its output stay until this succeeds)."""
-    session.run = start_generation(session.library, req)
-    return {"settings": session.run.settings.to_json()}
+    session.run = run = start_generation(session.library, req)
+    pieces, healed = run.prompt_pieces()
+    return {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed}
 
 
 def _status(run, steps, emit="") -> dict:
@@ -487,6 +491,37 @@ def _summary(run) -> dict:
             "params": getattr(run.model, "n_params", None),
             "cache_max_diff": max(checks) if checks else None,
             "cache_ok": all(r["cache_ok"] for r in run.records) if checks else None}
+
+
+@endpoint
+def _bench_tokenize(session: Session, req: dict) -> dict:
+    """The benchmark's tokenizer row: {"dataset", "text"} -> milliseconds to encode the text
+    with the dataset's BPE from an empty piece cache (a prompt seen for the first time) and
+    again with the cache filled."""
+    from decodelab.bpe import BPE
+
+    tokens = session.library.tokenizer("bpe", session.dataset(req))
+    text = read(req, ["text"])["text"]
+    fresh = BPE(tokens.merges)  # the same merges, nothing cached yet
+    t0 = time.perf_counter()
+    ids = fresh.encode(text)
+    t1 = time.perf_counter()
+    fresh.encode(text)
+    t2 = time.perf_counter()
+    return {"chars": len(text), "bytes": len(text.encode("utf-8")), "tokens": len(ids),
+            "cold_ms": (t1 - t0) * 1000, "warm_ms": (t2 - t1) * 1000}
+
+
+@endpoint
+def _prefill(session: Session, req: dict) -> dict:
+    """{"settings"} -> the prompt's prefill, row by row: the logits at every position, each
+    row's likeliest next token against the one that follows (prefill.rows)."""
+    from decodelab import prefill
+
+    settings = validate(req.get("settings", {}), datasets=session.datasets())
+    model = session.library.for_settings(settings)
+    ids = encode(model.tokenizer, "prompt", settings.prompt)
+    return prefill.rows(model, ids)
 
 
 @endpoint

@@ -143,6 +143,7 @@ def test_csv_export_holds_every_candidate_of_every_step(app, tmp_path):
         assert row["kept"] == str(c["kept"]).lower()
         assert row["chosen"] == str(c["token_id"] == step["token_id"]).lower()
         assert float(row["u"]) == step["u"] and float(row["entropy"]) == step["entropy"]
+        assert row["tokenizer"] == "chars"
     # spaces and punctuation survive the quoting
     assert any(row["token_text"] == " " for row in rows)
 
