@@ -217,3 +217,21 @@ def test_every_bug_reports_the_course_its_own_numbers_show(bug):
         assert f"failed first at step {failed[0] + 1}" in out["course"]
     else:
         assert bug == "none" and out["course"].startswith("At every one of the 8 steps")
+
+
+@pytest.mark.parametrize("bug", ["none", "frozen-position", "token-twice", "no-causal-mask",
+                                 "dropout-on", "unmasked-padding"])
+def test_the_lab_works_on_the_transformer_that_reads_bpe_tokens(artifacts, bug):
+    """The batch view and every bug on the BPE model: the clean cache passes its check, each bug
+    fails it (a test prompt of several tokens, a batch whose prompts differ in length)."""
+    api("setup", {"assets": str(artifacts)})
+    out = api("break_it", {"bug": bug, "dataset": "prose", "tokenizer": "bpe",
+                           "test_prompt": "The parser reads", "check_steps": 8, "seed": 1,
+                           "prompts": ["The", "The parser reads", "A"]})
+    assert out["ok"], out
+    result = out["batch"] if bug == "unmasked-padding" else out["cache"]
+    assert result["ok"] == (bug == "none"), out
+    batch = api("batch_view", {"dataset": "prose", "tokenizer": "bpe",
+                               "prompts": ["The", "The parser reads"], "batch_steps": 4})
+    assert batch["ok"] and all(row["ok"] for row in batch["rows"])  # each row = run alone
+    assert batch["max_abs_diff"] <= batch["tolerance"]

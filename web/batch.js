@@ -115,6 +115,7 @@ export function createBatchView(app) {
     const steps = Number(dom.steps.value);
     const request = {
       dataset: $("dataset").value,
+      tokenizer: $("tokenizer").value,
       prompts,
       batch_steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
       seed: Number($("seed").value) || 0,

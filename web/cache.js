@@ -334,6 +334,7 @@ function createBreakIt(app) {
     const request = {
       bug: dom.bug.value,
       dataset: $("dataset").value,
+      tokenizer: $("tokenizer").value, // the lab's model reads the tokens the workbench's does
       test_prompt: dom.prompt.value,
       check_steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
       seed: Number($("seed").value) || 0,

@@ -2,7 +2,7 @@
 // them) run once with the bigram and once with the transformer, the same prompt, seed and rules
 // (webapi.compare). Every difference in the two texts comes from the model.
 
-import { ask, el, finishSentence, fixed, pct, plural } from "./render.js";
+import { ask, el, finishSentence, fixed, formSettings, pct, plural } from "./render.js";
 import { drawResponsive, lineChart, sci } from "./plot.js";
 
 const $ = (id) => document.getElementById(id);
@@ -49,12 +49,9 @@ export function createCompare(app) {
 
   dom.run.addEventListener("click", async () => {
     if (busy) return;
-    const result = app.collect();
-    if (result.errors) {
-      dom.status.textContent = "Some settings above need fixing first: see the messages next to them.";
-      return;
-    }
-    const settings = { ...result.settings };
+    const chosen = formSettings(app, dom.status);
+    if (!chosen) return;
+    const settings = { ...chosen };
     delete settings.model;
     busy = true;
     dom.status.textContent = "Running the bigram, then the transformer…";

@@ -3,7 +3,7 @@
 // a token the prompt already has, and only the last one is used to choose the next token.
 // Python computes the rows (decodelab.prefill); this module lays them out.
 
-import { ask, el, pct, plural, readable, tableHead } from "./render.js";
+import { ask, el, formSettings, pct, plural, readable, tableHead } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -42,14 +42,11 @@ export function createPrefill(app) {
   let busy = false;
   dom.run.addEventListener("click", async () => {
     if (busy) return;
-    const result = app.collect();
-    if (result.errors) {
-      dom.status.textContent = "Some settings above need fixing first: see the messages next to them.";
-      return;
-    }
+    const chosen = formSettings(app, dom.status);
+    if (!chosen) return;
     busy = true;
     dom.status.textContent = "One forward pass over the prompt…";
-    const reply = await ask(app, "prefill", { settings: result.settings }, dom.run, "settings");
+    const reply = await ask(app, "prefill", { settings: chosen }, dom.run, "settings");
     busy = false;
     app.last.prefill = reply;
     if (!reply.ok) {

@@ -68,6 +68,18 @@ export function el(tag, className, text) {
 }
 
 /**
+ * The workbench's settings for a panel that runs them (checked as Generate checks them), or
+ * null after saying in the panel's status line that some need fixing (each error is already
+ * shown next to its field).
+ */
+export function formSettings(app, status) {
+  const result = app.collect();
+  if (!result.errors) return result.settings;
+  status.textContent = "Some settings above need fixing first: see the messages next to them.";
+  return null;
+}
+
+/**
  * Ask Python from a panel's button: the button is off while the request runs, and a worker that
  * failed comes back as an answer with one error on `field`, so a panel handles one shape.
  */

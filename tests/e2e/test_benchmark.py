@@ -30,6 +30,11 @@ def test_quick_benchmark_prints_every_row(site_root):
         assert all(v > 0 for k, v in phases.items() if k != "integrity_ms"), phases
     for v in list(result["steps_per_second"].values()) + list(result["transformer_tokens_per_second"].values()):
         assert v["browser"] > 0 and v["native"] > 0
+    assert "BPE encoding of a" in text
+    for side in ("browser", "native"):
+        enc = result["bpe_encode_10kb"][side]
+        assert 9_000 < enc["bytes"] <= 10_000 and 0 < enc["tokens"] < enc["bytes"]
+        assert enc["cold_ms"] > 0 and enc["warm_ms"] > 0
     weight = result["page_weight"]
     assert weight["total"]["raw"] == sum(p.stat().st_size for p in site_root.rglob("*") if p.is_file())
     assert 0 < weight["total"]["gzip"] < weight["total"]["raw"]
