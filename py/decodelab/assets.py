@@ -132,8 +132,11 @@ class Library:
         if path is None:
             raise FieldError("model", f"Model: no {kind} was trained on the BPE tokens of "
                                       f"{dataset!r} (run: python3 build.py artifacts).")
-        loader = BigramModel if kind == "bigram" else _transformer_class()
-        return loader.load(path)
+        if kind == "bigram":
+            return BigramModel.load(path)
+        from decodelab.transformer import TransformerModel
+
+        return TransformerModel.load(path)
 
     def _bigram(self, dataset: str):
         path = self._file("models", f"bigram-{dataset}.npz")
@@ -143,7 +146,8 @@ class Library:
         return BigramModel.fit(self.corpus(dataset))
 
     def _transformer(self, dataset: str):
-        TransformerModel = _transformer_class()
+        from decodelab.transformer import TransformerModel
+
         if dataset in self._custom:
             raise FieldError("model", "Model: the transformer is trained at build time and not on "
                                       "pasted text; choose bigram for your own text.")
@@ -160,7 +164,7 @@ class Library:
         corpus = self.corpus(dataset)  # a clear message for an unknown dataset
         if name == "chars":
             return CharTokenizer(corpus.chars)
-        key = ("bpe", dataset)  # tokenizers share the model cache under a 2-tuple key
+        key = ("bpe", dataset)  # kept beside the models (their keys have three parts)
         if key not in self._models:
             path = None if dataset in self._custom else self._file("models", f"bpe-{dataset}.npz")
             if path is None:
@@ -191,9 +195,3 @@ class Library:
         self._custom[corpus.name] = corpus
         self._models.pop(("bigram", corpus.name, "chars"), None)
         return self.model("bigram", corpus.name)
-
-
-def _transformer_class():
-    from decodelab.transformer import TransformerModel  # numpy-heavy: imported when needed
-
-    return TransformerModel

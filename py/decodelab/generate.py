@@ -43,12 +43,8 @@ class Generation:
         self.model = model
         self.settings = settings
         self.tokenizer = model.tokenizer
-        self.prompt_ids = encode(self.tokenizer, "prompt", settings.prompt)  # FieldError
+        self.prompt_ids, self.healing = healing.prompt_ids(self.tokenizer, settings)  # FieldError
         self._check_stops(settings.stop)  # FieldError
-        self.healing = None
-        if settings.token_healing:
-            self.healing = healing.plan(self.tokenizer, self.prompt_ids)  # FieldError
-            self.prompt_ids = self.healing.prompt_ids
         self.rng = np.random.default_rng(settings.seed)
         self.stopper = StopMatcher(settings.stop, settings.include_stop)
         # bytes -> text; an unfinished character waits, bytes that no character starts with

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodelab.fields import FieldError
+from decodelab.fields import FieldError, encode
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,17 @@ class Healing:
     def strip(self, token_bytes: bytes) -> bytes:
         """The first token's bytes without the part the prompt already shows."""
         return token_bytes[len(self.prefix):]
+
+
+def prompt_ids(tokenizer, settings) -> tuple:
+    """(the ids a run feeds for its prompt, its Healing or None): with token_healing, the
+    prompt without its last token. FieldError for a prompt the tokenizer cannot read, or
+    an empty one to heal."""
+    ids = encode(tokenizer, "prompt", settings.prompt)
+    if not settings.token_healing:
+        return ids, None
+    heal = plan(tokenizer, ids)
+    return heal.prompt_ids, heal
 
 
 def plan(tokenizer, prompt_ids) -> Healing:

@@ -332,21 +332,18 @@ def _preview(session: Session, req: dict) -> dict:
             session.replay = Replay(run)
         logits = session.replay.logits_at(step)
         tokenizer, used = run.tokenizer, list(run.prompt_ids) + run.output_ids[:step]
-        allowed_at = run.allowed_at
+        allowed, why = run.allowed_at(step)
     else:
         step = 0
         model = session.library.for_settings(settings)
-        tokenizer, used = model.tokenizer, encode(model.tokenizer, "prompt", settings.prompt)
-        heal = healing.plan(tokenizer, used) if settings.token_healing else None
-        if heal is not None:
-            used = heal.prompt_ids
+        tokenizer = model.tokenizer
+        used, heal = healing.prompt_ids(tokenizer, settings)
+        allowed, why = (heal.allowed, heal.why) if heal else (None, "")
         key = (settings.model, settings.dataset, settings.tokenizer, settings.prompt,
                settings.token_healing)
         if session.prompt_logits is None or session.prompt_logits[0] != key:
             session.prompt_logits = (key, model.session().prefill(used).copy())
         logits = session.prompt_logits[1]
-        allowed_at = (lambda _: (heal.allowed, heal.why)) if heal else (lambda _: (None, ""))
-    allowed, why = allowed_at(step)
     d = sampling.decide(logits, settings.rules, eos_blocked=settings.eos_blocked(step),
                         seen=sampling.seen_mask(tokenizer.vocab_size, used), allowed=allowed,
                         mask_why=why)
