@@ -1056,11 +1056,15 @@ function tokenNotes(run, step) {
     notes.push(`Token healing: the prompt’s last token ${spoken(run.healed)} was taken back, and this first token had to start with it. The text shows only what comes after it.`);
   }
   let words = `This token is ${plural(n, "byte", "bytes")} (${bytes})`;
-  if (carried === 0) words += ", and no whole character: it ends inside one, so the text waits for the next token to finish it.";
-  else words += `; it completed ${plural(carried, "character", "characters")}.`;
+  if (carried > 0) words += `; it completed ${plural(carried, "character", "characters")}.`;
+  else if (step.step === 0 && run.healed != null) words += ", exactly the text healing took back, so it adds nothing new.";
+  else words += ", and no whole character: it ends inside one, so the text waits for the next token to finish it.";
   notes.push(words);
-  if (step.stop_at && step.stop_at.step === step.step && step.stop_at.byte < n) {
-    notes.push(`The visible text ends ${step.stop_at.byte ? `after ${plural(step.stop_at.byte, "byte", "bytes")} of this token` : "just before this token"}: a stop string begins inside it, so the token is cut in two.`);
+  // where a stop string cut the text: the last step's record says in which token
+  const last = run.done ? run.steps[run.steps.length - 1] : null;
+  const cut = last && last.stop_at;
+  if (cut && cut.step === step.step && cut.byte < n) {
+    notes.push(`The visible text ends ${cut.byte ? `after ${plural(cut.byte, "byte", "bytes")} of this token` : "just before this token"}: a stop string begins inside it, so the token is cut in two.`);
   }
   return notes;
 }

@@ -9,8 +9,8 @@ const $ = (id) => document.getElementById(id);
 
 const TITLES = { bigram: "Bigram", transformer: "Transformer" };
 const HOW = {
-  bigram: "Reads only the last character: its scores are the log-frequencies of what followed it in the training text.",
-  transformer: "Reads every earlier character through attention, keeping their keys and values in the KV cache.",
+  bigram: (unit) => `Reads only the last ${unit}: its scores are the log-frequencies of what followed it in the training text.`,
+  transformer: (unit) => `Reads every earlier ${unit} through attention, keeping their keys and values in the KV cache.`,
 };
 
 function column(kind, run, info, settings) {
@@ -19,7 +19,7 @@ function column(kind, run, info, settings) {
   card.setAttribute("aria-labelledby", id);
   const title = el("h3", null, TITLES[kind]);
   title.id = id;
-  card.append(title, el("p", "compare-how", HOW[kind]));
+  card.append(title, el("p", "compare-how", HOW[kind](settings.tokenizer === "bpe" ? "token" : "character")));
   const text = el("p", "text compare-text");
   text.append(el("span", "prompt-text", run.prompt), el("span", "gen-text", run.text));
   card.append(text, el("p", "compare-finish", finishSentence(run.finish_reason, run.stop_reason, settings.max_new_tokens)));
@@ -28,7 +28,7 @@ function column(kind, run, info, settings) {
     ["Steps", String(run.steps)],
     ["Average chance", pct(run.mean_prob)],
     ["Average entropy", run.mean_entropy == null ? "–" : `${fixed(run.mean_entropy, 2)} nats`],
-    ["Held-out loss", info.val_nll == null ? "–" : `${fixed(info.val_nll, 2)} nats`],
+    ["Held-out loss", info.val_nll == null ? "–" : `${fixed(info.val_nll, 2)} nats per ${settings.tokenizer === "bpe" ? "token" : "character"}`],
     ["Parameters", run.params == null ? "–" : run.params.toLocaleString("en")],
   ];
   if (kind === "transformer" && run.cache_ok != null) {
@@ -63,7 +63,12 @@ export function createCompare(app) {
       return;
     }
     const d = (app.info().datasets || {})[reply.settings.dataset] || {};
-    const infos = {
+    // held-out losses of the models that ran: per character, or per token on BPE
+    const tokens = reply.settings.tokenizer === "bpe" ? d.bpe : null;
+    const infos = tokens ? {
+      bigram: { val_nll: tokens.val_nll },
+      transformer: { val_nll: tokens.transformer ? tokens.transformer.val_nll : null },
+    } : {
       bigram: { val_nll: typeof d.val_nll === "object" && d.val_nll ? d.val_nll.bigram : d.val_nll },
       transformer: { val_nll: d.transformer ? d.transformer.val_nll : null },
     };

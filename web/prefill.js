@@ -15,7 +15,7 @@ function table(out) {
   const t = el("table", "pf-table");
   const [B, T, V] = out.shape;
   t.append(el("caption", null, `Logits of shape [${B}, ${T}, ${V}]: ${plural(T, "row", "rows")} from one forward pass, one per position`));
-  t.append(tableHead(["Position", "Reads", "Its likeliest next token", "The token that follows"]));
+  t.append(tableHead(["Position", "Reads", "Likeliest next", "Actually next"]));
   const body = el("tbody");
   for (const row of out.rows) {
     const tr = el("tr", row.next == null ? "pf-last" : row.hit ? "pf-hit" : "");
@@ -25,7 +25,7 @@ function table(out) {
     top.append(el("span", "pf-p", pct(row.top_p)));
     let next;
     if (row.next == null) {
-      next = el("td", "pf-choose", "not known yet: the decoding rules choose it from this row");
+      next = el("td", "pf-choose", "not known yet: the decoding rules choose it from this row alone");
     } else {
       next = tokenCell(row.next, row.hit ? "pf-same" : "");
       next.append(el("span", "pf-p", row.hit ? `${pct(row.next_p)}, its first choice` : `${pct(row.next_p)}, its choice no. ${row.next_rank}`));

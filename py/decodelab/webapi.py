@@ -146,7 +146,11 @@ def _bpe_info(library, name: str):
     if "bpe" not in library.tokenizers(name):
         return None
     tokens = library.tokenizer("bpe", name)
+    corpus = library.corpus(name)
+    bigram = library.model("bigram", name, "bpe") if library.has_model("bigram", name, "bpe") \
+        else None
     return {"models": [k for k in MODELS if library.has_model(k, name, "bpe")],
+            "val_nll": bigram.nll(corpus.val) if bigram and corpus.val else None,  # per token
             "vocab_size": tokens.vocab_size, "transformer": _transformer_info(library, name, "bpe"),
             "first_merges": [tokens.label(i) for i in range(FIRST_MERGE, min(FIRST_MERGE + 48,
                                                                              tokens.vocab_size))]}
