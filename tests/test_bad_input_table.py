@@ -54,7 +54,7 @@ SETTINGS_CASES = [
     ({"tokenizer": "words"}, "tokenizer", "Tokenizer must be one of chars, bpe"),
     ({"tokenizer": "bpe", "dataset": "names"}, "tokenizer", "trained for prose only"),
     ({"tokenizer": 1}, "tokenizer", "Tokenizer must be one of"),
-    ({"token_healing": "yes"}, "token_healing", "Token healing must be true or false"),
+    ({"token_healing": 2}, "token_healing", "Token healing must be true or false"),
     ({"token_healing": True, "prompt": ""}, "token_healing", "needs a prompt"),
     ({"colour": "red"}, "colour", "Unknown setting 'colour'"),
 ]

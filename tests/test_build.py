@@ -471,14 +471,27 @@ def test_a_models_key_covers_every_module_its_training_loads(kind, tmp_path):
 def test_model_key_changes_with_data_code_and_command(tmp_path, monkeypatch):
     data = tmp_path / "names.txt"
     data.write_text("ann\n")
-    first = build.model_artifact("transformer", "names", data)
+    first = build.model_artifact("transformer", "names", "chars", data)
     assert first.outputs == [build.MODELS_DIR / "transformer-names.npz"]
-    assert first.key == build.model_artifact("transformer", "names", data).key
+    assert first.key == build.model_artifact("transformer", "names", "chars", data).key
     assert "py/decodelab/train.py" in first.inputs["code"]
     assert "py/decodelab/cli.py" not in first.inputs["code"]  # not part of training
-    assert build.model_artifact("bigram", "names", data).key != first.key
+    assert build.model_artifact("bigram", "names", "chars", data).key != first.key
     data.write_text("bob\n")
-    assert build.model_artifact("transformer", "names", data).key != first.key
+    assert build.model_artifact("transformer", "names", "chars", data).key != first.key
+
+
+def test_a_bpe_model_key_covers_its_tokenizer_and_the_bpe_code(tmp_path, monkeypatch):
+    data = tmp_path / "prose.txt"
+    data.write_text("the cat\n")
+    monkeypatch.setattr(build, "MODELS_DIR", tmp_path)
+    (tmp_path / "bpe-prose.npz").write_bytes(b"merges one")
+    first = build.model_artifact("transformer", "prose", "bpe", data)
+    assert first.outputs == [tmp_path / "transformer-prose-bpe.npz"]
+    assert "py/decodelab/bpe.py" in first.inputs["code"]
+    assert first.key != build.model_artifact("transformer", "prose", "chars", data).key
+    (tmp_path / "bpe-prose.npz").write_bytes(b"merges two")  # new merges: a new model
+    assert build.model_artifact("transformer", "prose", "bpe", data).key != first.key
 
 
 # --------------------------------------------------------------------------------------
