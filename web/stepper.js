@@ -97,7 +97,10 @@ export function createStepper({ select }) {
       button.setAttribute("aria-pressed", "false");
       const track = el("span", "st-track");
       track.append(el("span", "st-fill"));
-      button.append(track, el("span", "st-tok", readable(step.token_text)));
+      const label = readable(step.token_text);
+      // a BPE token can be a whole word: it is clipped to its bar (the bar's name says all of it)
+      const long = step.token_text !== "<eos>" && [...step.token_text].length > 1;
+      button.append(track, el("span", long ? "st-tok st-tok-long" : "st-tok", label));
       bars[i] = button;
       (step.phase === "prefill" ? frag.prefill : frag.decode).push(button);
     }

@@ -581,7 +581,10 @@ def test_markup_in_url_parameters_is_only_ever_text(chromium, base_url):
     for name in ("theme", "panels", "host", "Seed", "Dataset", "Unknown setting"):
         assert name in notice.inner_text()
     assert page.get_by_label("Stop strings", exact=True).input_value().split("\n") == PAYLOADS[:2]
+    # prose: its characters include every one of the payloads' (a stop string with a character
+    # the model never writes is refused, with a message)
     result = page.evaluate("s => window.decodelab.generate(s)", {"seed": 2, "max_new_tokens": 60,
+                                                                  "dataset": "prose",
                                                                   "stop": PAYLOADS})
     assert result["status"] == "done"
     assert page.evaluate("() => window.__pwned") is None
