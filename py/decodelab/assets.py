@@ -115,6 +115,10 @@ class Library:
             if kind not in MODELS:
                 raise FieldError("model", f"Model must be one of {', '.join(MODELS)}; got {kind!r}.")
             self.corpus(dataset)  # a clear message for an unknown dataset
+            if dataset == "tasks" and check("tokenizer", tokenizer) != "bpe":
+                raise FieldError("tokenizer", "Tokenizer: the tasks data is read as BPE tokens "
+                                              "with special tokens for the question, the answer, "
+                                              "a tool call and its result; choose bpe.")
             if check("tokenizer", tokenizer) == "bpe":
                 self._models[key] = self._bpe_model(kind, dataset)
             else:
@@ -181,14 +185,14 @@ class Library:
         if dataset in self._custom:
             return kind == "bigram" and tokenizer == "chars"
         if kind == "bigram" and tokenizer == "chars":
-            return True  # counted on demand when no file holds it
+            return dataset != "tasks"  # counted on demand when no file holds it
         suffix = "" if tokenizer == "chars" else f"-{tokenizer}"
         return self._file("models", f"{kind}-{dataset}{suffix}.npz") is not None
 
     def tokenizers(self, dataset: str) -> list:
         """The tokenizers that have at least one model on this dataset."""
-        return ["chars"] + (["bpe"] if any(self.has_model(k, dataset, "bpe") for k in MODELS)
-                            else [])
+        bpe = ["bpe"] if any(self.has_model(k, dataset, "bpe") for k in MODELS) else []
+        return bpe if dataset == "tasks" else ["chars"] + bpe
 
     def add_custom(self, corpus: Corpus):
         """Register a learner's own corpus and train a bigram on it at once."""

@@ -21,7 +21,7 @@ def pair_ids(sequences, tokenizer: CharTokenizer):
     """All (previous, next) id pairs of the sequences, each wrapped in EOS ... EOS."""
     prev, nxt = [], []
     for s in sequences:
-        ids = [EOS] + tokenizer.encode(s) + [EOS]
+        ids = [EOS] + tokenizer.encode_marked(s) + [EOS]
         prev.extend(ids[:-1])
         nxt.extend(ids[1:])
     # np.intp: the platform's index type (32-bit in WebAssembly), which bincount insists on
@@ -92,3 +92,10 @@ class BigramSession:
 
     def decode(self, token_id: int) -> np.ndarray:
         return self.model.log_probs[token_id]  # (V,)
+
+    def append(self, ids) -> np.ndarray:
+        """Several tokens at once (a tool's result): only the last one matters."""
+        return self.model.log_probs[ids[-1]]  # (V,)
+
+    def fork(self) -> "BigramSession":
+        return BigramSession(self.model)

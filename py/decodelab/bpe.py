@@ -17,9 +17,14 @@ merge touches, not recounted from scratch.
 Encoding (`BPE.encode`) merges a piece by rank, lowest first, as training did, and keeps each
 piece's result in a cache: text repeats its words, so most pieces are looked up, not merged.
 
-Left out: special tokens other than EOS, and regex features Python's `re` lacks (GPT-2 splits
-on Unicode letter classes; here a letter is what `re` calls a word character that is neither a
-digit nor an underscore, which is the same thing for the text this package trains on).
+Special tokens (`specials`, e.g. "<|call|>") take the ids after the merges. They are not text:
+`encode` never produces one, so a prompt that contains the markup "<|call|>" stays the eight
+characters it is, and only the program that builds a sequence (`encode_marked`, used on corpus
+text the package itself wrote) can place them. Their bytes are empty, like EOS's.
+
+Left out: regex features Python's `re` lacks (GPT-2 splits on Unicode letter classes; here a
+letter is what `re` calls a word character that is neither a digit nor an underscore, which is
+the same thing for the text this package trains on).
 """
 
 import hashlib
@@ -119,16 +124,22 @@ class BPE:
 
     name = "bpe"
 
-    def __init__(self, merges):
+    def __init__(self, merges, specials=()):
         merges = np.asarray(merges, dtype=np.int64).reshape(-1, 2)
         self.merges = merges.astype(np.int32)
-        self.vocab_size = FIRST_MERGE + len(merges)
+        self.specials = tuple(str(t) for t in specials)  # markup, in id order
+        first_special = FIRST_MERGE + len(merges)
+        self.special_ids = {t: first_special + i for i, t in enumerate(self.specials)}
+        self.vocab_size = first_special + len(self.specials)
+        self._marked = re.compile("(" + "|".join(map(re.escape, self.specials)) + ")") \
+            if self.specials else None
         self.ranks = {(int(a), int(b)): r for r, (a, b) in enumerate(merges)}
         self._bytes = [b""] + [bytes([b]) for b in range(256)]
         for a, b in merges:
             if not 0 < a < len(self._bytes) or not 0 < b < len(self._bytes):
                 raise ValueError("a merge refers to a token that does not exist yet")
             self._bytes.append(self._bytes[a] + self._bytes[b])
+        self._bytes += [b""] * len(self.specials)  # not text
         self._cache = {}
 
     @classmethod
@@ -136,21 +147,29 @@ class BPE:
         with np.load(path, allow_pickle=False) as z:
             if str(z["kind"]) != "bpe":
                 raise ValueError(f"{path} does not hold a BPE tokenizer")
-            return cls(z["merges"])
+            return cls(z["merges"], z["specials"].tolist() if "specials" in z.files else ())
 
     def arrays(self) -> dict:
         """What a model file stores to rebuild this tokenizer (tokenizer.from_arrays)."""
-        return {"merges": self.merges}
+        out = {"merges": self.merges}
+        if self.specials:
+            out["specials"] = np.array(self.specials)
+        return out
+
+    def with_specials(self, specials) -> "BPE":
+        """The same merges with special tokens added after them."""
+        return BPE(self.merges, tuple(self.specials) + tuple(specials))
 
     def describe(self) -> str:
-        return f"any text (byte-level BPE, {self.vocab_size} tokens)"
+        extra = f", {len(self.specials)} of them special" if self.specials else ""
+        return f"any text (byte-level BPE, {self.vocab_size} tokens{extra})"
 
     def labels(self) -> list:
         return [self.label(i) for i in range(self.vocab_size)]
 
     def save(self, path, dataset: str) -> None:
-        np.savez(path, kind=np.array("bpe"), dataset=np.array(dataset), merges=self.merges,
-                 sha256=np.array(merges_hash(self.merges)))
+        np.savez(path, kind=np.array("bpe"), dataset=np.array(dataset),
+                 sha256=np.array(merges_hash(self.merges)), **self.arrays())
 
     def _merge_piece(self, piece: str) -> tuple:
         """One piece's tokens: the merges applied lowest rank first, each at its leftmost
@@ -204,8 +223,24 @@ class BPE:
             ids.extend(got)
         return ids
 
+    def encode_marked(self, text: str) -> list:
+        """Text the package wrote itself (a corpus line), where the markup of a special token
+        stands for that token. Never use it on what a person typed: that is `encode`."""
+        if self._marked is None:
+            return self.encode(text)
+        ids = []
+        for i, part in enumerate(self._marked.split(text)):
+            if i % 2:
+                ids.append(self.special_ids[part])
+            elif part:
+                ids.extend(self.encode(part))
+        return ids
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id >= self.vocab_size - len(self.specials)
+
     def token_bytes(self, token_id: int) -> bytes:
-        """The bytes a token stands for (EOS: none)."""
+        """The bytes a token stands for (EOS and special tokens: none)."""
         return self._bytes[token_id]
 
     def decode_bytes(self, ids) -> bytes:
@@ -222,6 +257,8 @@ class BPE:
         its bytes in hex, as <e2 82>."""
         if token_id == EOS:
             return EOS_LABEL
+        if self.is_special(token_id):
+            return self.specials[token_id - (self.vocab_size - len(self.specials))]
         raw = self._bytes[token_id]
         try:
             return raw.decode("utf-8")

@@ -22,6 +22,7 @@ from decodelab.tokenizer import UnknownCharacters
 MAX_SEED = 2**32 - 1
 MODELS = ("bigram", "transformer")
 ORDERS = ("temperature-first", "filter-first")  # sampling.ORDERS: the orders the rules know
+TOOLS = ("on", "off", "guess")
 
 
 class FieldError(ValueError):
@@ -119,7 +120,7 @@ FIELDS = (
     F("model", "Model", "choice", "bigram", "The model that scores each possible next token.",
       choices=MODELS),
     F("dataset", "Dataset", "choice", "names", "The text the model learned from.",
-      choices=("names", "prose")),
+      choices=("names", "prose", "tasks")),
     F("tokenizer", "Tokenizer", "choice", "chars",
       "How text becomes token ids: one id per character, or byte-level BPE (learned merges of "
       "bytes).", choices=("chars", "bpe")),
@@ -161,6 +162,11 @@ FIELDS = (
       "Keep the matched stop string at the end of the text."),
     F("ignore_eos", "Ignore EOS", "bool", False,
       "Never end at end-of-sequence; only the budget or a stop string ends the text."),
+    F("tools", "Tools", "choice", "on",
+      "The tasks model only. on: when the model closes a tool call, the calculator runs it, "
+      "its result is appended and the model goes on from the same cache. off: the run ends at "
+      "the call. guess: no calculator; the model writes the result itself.",
+      choices=TOOLS),
     F("cache_check", "Cache check", "bool", True,
       "Transformer only. At every step, compare the logits from the KV cache with a full "
       "recomputation of the whole text. Slower, and it proves the cache right."),
@@ -222,6 +228,16 @@ FIELDS = (
       min=1, max=10000),
     F("dtype", "dtype", "choice", "float32", "The floating-point type the check computes in.",
       choices=("float32", "float64")),
+    # --- asking the tasks model (ask, the accuracy experiment) -----------------------------
+    F("question", "Question", "text", "",
+      "An arithmetic question for the tasks model, e.g. What is 12 plus 7? (whole numbers, "
+      "plus, minus or times).", max_chars=200),
+    F("questions", "Questions", "int", 24,
+      "Held-out questions asked at every temperature (the model never trained on them).",
+      min=1, max=500),
+    F("samples_per_question", "Samples per question", "int", 4,
+      "Runs of each question at each temperature, with seeds seed, seed + 1, ... (at T = 0 "
+      "one run: greedy does not draw).", min=1, max=50),
     # --- whole requests, and the learner's own text ------------------------------------------
     F("text", "Your text", "text", "", "Nothing you paste leaves this page."),
     # --- tokens: the command line's tokenize and detokenize ---------------------------------

@@ -17,6 +17,17 @@ Each step:
      the logits just used compared with a full recomputation of the whole window (the live
      cache check), recorded per step
 
+Tool calls (the tasks model, whose tokenizer has the markers of `tasks`): the prompt is the
+question in its template, and the text between <|call|> and <|/call|> is a call, not answer
+text. When the model closes a call, with tools "off" the run ends there (finish_reason
+"tool_calls", as the OpenAI API and vLLM say it). With tools "on" the calculator (`tools`) runs
+the call, and <|/call|>, <|result|>, the result's tokens and <|/result|> are appended to the
+same cache in one pass (`session.append`): only they are computed, and the model goes on. Each
+appended token is a step of its own with source "tool" (no rule chose it, no draw was made);
+the budget (max_new_tokens) counts the model's tokens only. At most MAX_TOOL_CALLS calls run
+per run; the next one ends it. With tools "guess" only <|result|> is appended and the model
+writes the result itself. Stop strings and the visible text see the answer only.
+
 A caller ends a run early with cancel() between steps (finish_reason "cancelled").
 
 Dimension legend: V vocabulary size.
@@ -27,20 +38,24 @@ import codecs
 
 import numpy as np
 
-from decodelab import healing, sampling
+from decodelab import healing, sampling, tasks, tools
 from decodelab.fields import FieldError, FieldErrors, encode
 from decodelab.settings import Settings, validate
 from decodelab.stopping import StopMatcher
 from decodelab.tokenizer import EOS
 
 TOP_N = 10  # candidates recorded per step (plus the chosen token if it is not among them)
+MAX_TOOL_CALLS = 4  # calls run per run; the next one ends it (stop_reason "tool_call_limit")
 
 
 class Generation:
     """One run. Iterate it to get step records; afterwards read finish_reason and text."""
 
-    def __init__(self, model, settings):
+    def __init__(self, model, settings, prefix=None):
+        """prefix: a Prefix of this prompt to start from (its session is forked, not
+        prefilled again), or None."""
         self.model = model
+        self.prefix = prefix
         self.settings = settings
         self.tokenizer = model.tokenizer
         self.prompt_ids, self.healing = healing.prompt_ids(self.tokenizer, settings)  # FieldError
@@ -56,6 +71,14 @@ class Generation:
         self.output_ids = []
         self.finish_reason = None
         self.stop_reason = None
+        # tool calls: which part of the answer the next token belongs to ("answer", "call" or
+        # "result"), the call being written, and the calls made
+        self.markers = tasks.marker_ids(self.tokenizer)  # {} when the model has no tools
+        self.part = "answer"
+        self.call_bytes, self.result_bytes = bytearray(), bytearray()
+        self.part_utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self.tool_calls = []
+        self.made = 0  # tokens the model chose (the budget counts these)
         self._steps = self._run()
 
     def __iter__(self):
@@ -128,7 +151,22 @@ class Generation:
     def _emit(self, step: int, token: int, record: dict) -> str:
         """Feed a token's bytes to the decoder and the stop rules; the text now safe to show.
         On a stop-string match, record where the visible text ends: in which step's token,
-        after how many of its bytes."""
+        after how many of its bytes. Inside a tool call or result, the token's text goes to
+        the call instead (record["part"] says where it went)."""
+        record["part"] = self._advance_part(token)
+        if record["part"] != "answer":
+            self.byte_starts.append(self.n_bytes)
+            raw = self.tokenizer.token_bytes(token)
+            if record["part"] == "call":
+                self.call_bytes += raw
+            else:
+                self.result_bytes += raw
+                last = self.tool_calls[-1] if self.tool_calls else None
+                if self.part == "answer" and last and last["by"] == "model":
+                    # guess: the result the model wrote itself, kept with its call
+                    last["result"] = self.result_bytes.decode("utf-8", errors="replace")
+            record["piece"] = self.part_utf8.decode(raw)
+            return ""
         raw = self.tokenizer.token_bytes(token)
         if step == 0 and self.healing is not None:
             raw = self.healing.strip(raw)
@@ -144,18 +182,83 @@ class Generation:
             record["stop_at"] = {"step": at, "byte": end - self.byte_starts[at]}
         return shown
 
+    def _advance_part(self, token: int) -> str:
+        """The part a token belongs to, moving to the next part at a marker: <|call|> and
+        <|/call|> belong to the call, <|result|> and <|/result|> to the result."""
+        m = self.markers
+        if not m:
+            return "answer"
+        part = self.part
+        if token == m.get(tasks.CALL) and part == "answer":
+            self.part, part = "call", "call"
+            self.call_bytes = bytearray()
+            self.part_utf8.reset()
+        elif token == m.get(tasks.END_CALL) and part == "call":
+            self.part = "answer"
+        elif token == m.get(tasks.RESULT) and part != "result":
+            self.part, part = "result", "result"
+            self.result_bytes = bytearray()
+            self.part_utf8.reset()
+        elif token == m.get(tasks.END_RESULT) and part == "result":
+            self.part = "answer"
+        return part
+
+    def _tool_step(self, step: int, token: int, cache: dict) -> dict:
+        """The record of a token the runtime appended (a tool's result): no rule chose it."""
+        record = {"step": step, "phase": "tool", "source": "tool", "token_id": token,
+                  "token_text": self.tokenizer.label(token),
+                  "token_bytes": self.tokenizer.token_bytes(token).hex(), "piece": "",
+                  "prob": None, "logprob": None, "u": None, "top": [],
+                  "tool_call": dict(self.tool_calls[-1])}  # the call whose result this is
+        record["emit"] = self._emit(step, token, record)
+        record.update(cache)
+        return record
+
+    def _call_closed(self, record: dict):
+        """The model closed a tool call: run it (or not) by the tools setting. Returns the ids
+        to append after the closing token, or None when the run ends here."""
+        s = self.settings
+        text = self.call_bytes.decode("utf-8", errors="replace")
+        self.call_bytes = bytearray()
+        if s.tools == "off":
+            self.tool_calls.append({"call": text, "result": None, "error": None, "by": None})
+            record["emit"] += self._finish("tool_calls", "tool_call")
+            return None
+        if len(self.tool_calls) >= MAX_TOOL_CALLS:
+            self.tool_calls.append({"call": text, "result": None, "by": None,
+                                    "error": f"not run: a run makes at most {MAX_TOOL_CALLS} "
+                                             f"tool calls"})
+            record["emit"] += self._finish("tool_calls", "tool_call_limit")
+            return None
+        if self.made == s.max_new_tokens:  # the budget is used up: nothing would read a result
+            self.tool_calls.append({"call": text, "result": None, "error": None, "by": None})
+            record["emit"] += self._finish("length", None)
+            return None
+        if s.tools == "guess":
+            self.tool_calls.append({"call": text, "result": None, "error": None, "by": "model"})
+            return tasks.result_ids(self.tokenizer, None)
+        call = tools.run(text)
+        self.tool_calls.append({**call.to_json(), "by": "tool"})
+        return tasks.result_ids(self.tokenizer, call.reply)
+
     def _run(self):
         s = self.settings
         rules = s.rules
-        session = self.model.session()
-        logits = session.prefill(self.prompt_ids)  # (V,)
+        if self.prefix is not None and self.prefix.ids == list(self.prompt_ids):
+            session = self.prefix.session.fork()  # prefilled once, shared by many runs
+            logits = self.prefix.logits
+        else:
+            session = self.model.session()
+            logits = session.prefill(self.prompt_ids)  # (V,)
         seen = sampling.seen_mask(self.tokenizer.vocab_size, self.prompt_ids)  # for the penalty
         cached = hasattr(session, "check_report")  # a KV cache: its length, and the live check
         greedy, compare = rules.is_greedy, rules.orders_can_differ
-        for step in range(s.max_new_tokens):
+        end_call = self.markers.get(tasks.END_CALL)
+        step = 0
+        while self.made < s.max_new_tokens:
             # the rules, in sampling: EOS blocking, the penalty, a mask, temperature, filters
             allowed, why = self.allowed_at(step)
-            d = sampling.decide(logits, rules, eos_blocked=s.eos_blocked(step), seen=seen,
+            d = sampling.decide(logits, rules, eos_blocked=s.eos_blocked(self.made), seen=seen,
                                 allowed=allowed, mask_why=why)
             if greedy:
                 u, token = None, d.greedy_token()
@@ -163,23 +266,41 @@ class Generation:
                 u = float(self.rng.random())  # exactly one draw per sampled step
                 token = sampling.pick(d.p_final, u)
             self.output_ids.append(token)
+            self.made += 1
             seen[token] = True
             record = self._record(step, d, token, u, compare and sampling.orders_differ(d))
             if cached:  # rule-free, but per step: cached logits == full recomputation?
                 record.update(session.check_report(s.cache_check))
+            appended = None
             if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
                 record["emit"] = self._finish("stop", "eos")
             else:
                 record["emit"] = self._emit(step, token, record)
                 if self.stopper.matched is not None:  # rule: a stop string matched
                     self._finish("stop", self.stopper.matched)
-                elif step == s.max_new_tokens - 1:  # rule: the budget is used up
-                    record["emit"] += self._finish("length", None)
+                elif token == end_call and record["part"] == "call":  # rule: a call is complete
+                    appended = self._call_closed(record)
+                if self.finish_reason is None and self.made == s.max_new_tokens:
+                    record["emit"] += self._finish("length", None)  # rule: the budget is used up
             self.records.append(record)
             yield record
+            step += 1
             if self.finish_reason is not None:
                 return
-            logits = session.decode(token)
+            if not appended:
+                logits = session.decode(token)
+                continue
+            # the closing token and the tool's tokens in one pass, after what the cache holds
+            logits = session.append([token] + appended)
+            cache = {"cache_length": session.length, "context_shift": session.shifted} \
+                if cached else {}
+            for tool_token in appended:
+                self.output_ids.append(tool_token)
+                seen[tool_token] = True
+                record = self._tool_step(step, tool_token, cache)
+                self.records.append(record)
+                yield record
+                step += 1
         if self.finish_reason is None:  # only reachable if max_new_tokens were 0
             self._finish("length", None)
 
@@ -195,6 +316,8 @@ class Generation:
         return {
             "step": step,
             "phase": "prefill" if step == 0 else "decode",
+            "source": "model",
+            "part": self.part,  # answer, call or result (set again once the token is read)
             "token_id": token,
             "token_text": label(token),
             "token_bytes": self.tokenizer.token_bytes(token).hex(),
@@ -225,8 +348,22 @@ class Generation:
             "finish_reason": self.finish_reason,
             "stop_reason": self.stop_reason,
             "cut": self.stopper.cut,
+            "tool_calls": self.tool_calls,
+            # a call the run ended inside (the budget ran out, or EOS): its text so far
+            "open_call": self.call_bytes.decode("utf-8", errors="replace")
+            if self.part == "call" else None,
             "steps": self.records,
         }
+
+
+class Prefix:
+    """A prompt prefilled once, for several runs of it (prefix sharing): each run forks the
+    session, so the prompt's keys and values are computed once, not once per sample."""
+
+    def __init__(self, model, prompt_ids):
+        self.ids = [int(i) for i in prompt_ids]
+        self.session = model.session()
+        self.logits = np.array(self.session.prefill(self.ids))  # a copy: runs only read it
 
 
 def start(library, raw: dict) -> Generation:

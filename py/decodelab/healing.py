@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from decodelab import tasks
 from decodelab.fields import FieldError, encode
 
 
@@ -35,8 +36,14 @@ class Healing:
 
 def prompt_ids(tokenizer, settings) -> tuple:
     """(the ids a run feeds for its prompt, its Healing or None): with token_healing, the
-    prompt without its last token. FieldError for a prompt the tokenizer cannot read, or
-    an empty one to heal."""
+    prompt without its last token; for the tasks model, the question in its template.
+    FieldError for a prompt the tokenizer cannot read, or an empty one to heal."""
+    if tasks.has_template(tokenizer):  # a question model: the prompt is the question
+        if settings.token_healing:
+            raise FieldError("token_healing", "Token healing: the tasks model's prompt ends in "
+                                              "the special token that opens the answer, which "
+                                              "is not text to heal; turn it off.")
+        return tasks.question_ids(tokenizer, settings.prompt), None
     ids = encode(tokenizer, "prompt", settings.prompt)
     if not settings.token_healing:
         return ids, None

@@ -178,11 +178,44 @@ class Session:
                                      self.positions(idx.shape[1]))[0]  # (V,)
         return self.logits
 
+    def append(self, ids) -> np.ndarray:
+        """Feed several tokens at once after a run has started (a tool's result): only they go
+        through the model, at the positions after the cache's; nothing earlier is recomputed.
+        The logits of the last one. When they do not fit, the context shifts by the same rule
+        as decode, token by token from the start (`window_start` over every token seen)."""
+        ids = [int(i) for i in ids]
+        T, drop = self.cache.max_len, context_drop(self.cache.max_len)
+        if self.cache.length + len(ids) > T:
+            seen = self.shifts * drop + len(self.tokens) + len(ids)
+            start = window_start(seen, T)
+            window = (self.tokens + ids)[start - self.shifts * drop:]
+            self.shifts, self.shifted = start // drop, True
+            self.logits = self._fill(window)
+            return self.logits
+        self.shifted = False
+        self.tokens += ids
+        idx = np.array([ids], np.int64)  # (1, n)
+        self.logits = cached_forward(self.weights_now(), self.cache, idx,
+                                     self.positions(len(ids)))[0]  # (V,)
+        return self.logits
+
     def _fill(self, tokens) -> np.ndarray:
         self.cache.reset()
         self.tokens = list(tokens)
         idx = np.array([self.tokens], np.int64)  # (1, n)
         return cached_forward(self.weights_now(), self.cache, idx, np.arange(len(tokens))[None])[0]
+
+    def fork(self) -> "Session":
+        """A new session that starts where this one is: the same tokens, and a copy of the
+        filled part of the cache (prefix sharing: several samples of one prompt prefill it
+        once). Later steps of either never touch the other's cache."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.cache = self.cache.copy()
+        other.tokens = list(self.tokens)
+        other.logits = None if self.logits is None else self.logits.copy()
+        other._idx, other._pos = self._idx.copy(), self._pos.copy()
+        return other
 
     def rewind(self, n: int) -> None:
         """Forget everything after the first n cached positions (the keys there stay valid)."""
@@ -312,3 +345,39 @@ def cache_check(model, prompt_ids, steps: int, seed: int = 0, dtype=np.float32,
     return {"max_abs_diff": worst, "steps": steps, "tolerance": session.tolerance,
             "ok": worst <= session.tolerance, "dtype": session.dtype.name,
             "shifts": session.shifts, "per_step": diffs}
+
+
+def reuse_check(model, prompt_ids, appended_ids, change_at: int, new_token: int,
+                dtype=np.float64) -> dict:
+    """What a cache is and is not: two real uses of one prefilled cache, each compared with a
+    full recomputation of the text it claims to hold.
+
+    append: the cache of the prompt, then `appended_ids` fed in one pass after it. The keys and
+        values already cached belong to the same earlier tokens, so the logits agree.
+    edit: the same cache, but token `change_at` of the prompt is now `new_token` while its old
+        key and value stay cached (nothing recomputed them), then the same appended tokens. The
+        full recomputation reads the edited text, and the logits differ: a cache is valid only
+        for the exact tokens that made it.
+    """
+    prompt = [int(i) for i in prompt_ids]
+    if not 0 <= change_at < len(prompt):
+        raise ValueError("change_at must be a position of the prompt")
+    session = model.session(dtype=dtype)
+    session.prefill(prompt)
+    kept = session.fork()
+    logits = session.append(appended_ids)  # (V,)
+    full = model.full_logits(session.tokens, dtype)  # the same window, no cache
+    append_diff = float(np.abs(logits - full).max())
+    edited = prompt[:change_at] + [int(new_token)] + prompt[change_at + 1:]
+    stale = kept.append(appended_ids)  # the old prompt's keys and values, reused
+    full_edited = model.full_logits([EOS] + edited + [int(i) for i in appended_ids], dtype)
+    edit_diff = float(np.abs(stale - full_edited).max())
+    tol = CHECK_TOLERANCE[np.dtype(dtype).name]
+    top = lambda z: int(np.argmax(z))  # noqa: E731
+    return {"tolerance": tol, "prompt_length": len(prompt), "appended": len(appended_ids),
+            "append": {"diff": append_diff, "ok": append_diff <= tol,
+                       "cache_length": session.length},
+            "edit": {"diff": edit_diff, "ok": edit_diff <= tol, "position": change_at,
+                     "old_token": prompt[change_at], "new_token": int(new_token),
+                     "same_top": top(stale) == top(full_edited),
+                     "top_cached": top(stale), "top_recomputed": top(full_edited)}}

@@ -20,7 +20,7 @@ Dimension legend: B batch rows, Hkv KV heads, G query heads per KV head, D head 
 T_max allocated positions, n new positions, S = length + n keys visible.
 
 Left out: paging, eviction of anything but whole halves, quantised caches, sharing a prefix
-between sequences.
+between sequences by reference (`copy` shares one by copying its filled part).
 """
 
 import numpy as np
@@ -47,6 +47,21 @@ class KVCache:
         self.max_len = max_len
         self.length = 0  # positions filled; the next token is written here
         self.key_bias = None  # (B, T_max) additive: NEG on padding slots, None when no padding
+
+    def copy(self) -> "KVCache":
+        """A cache of the same size holding the same filled positions (the rest is not copied:
+        it is never read before it is written)."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        n = self.length
+        other.k, other.v = [], []
+        for a, out in ((self.k, other.k), (self.v, other.v)):
+            for layer in a:
+                fresh = np.empty_like(layer)
+                fresh[:, :, :n] = layer[:, :, :n]
+                out.append(fresh)
+        other.key_bias = None if self.key_bias is None else self.key_bias.copy()
+        return other
 
     def reset(self):
         self.length = 0

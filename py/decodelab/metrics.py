@@ -121,7 +121,8 @@ def known_share(words, vocabulary: set):
 
 def mean_logprob(records) -> float | None:
     """Mean ln p_model(chosen token) at T = 1, from the step records."""
-    return sum(r["logprob"] for r in records) / len(records) if records else None
+    chosen = [r["logprob"] for r in records if r.get("source", "model") == "model"]
+    return sum(chosen) / len(chosen) if chosen else None
 
 
 def sample_measures(run: Generation, vocabulary: set) -> dict:

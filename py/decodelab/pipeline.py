@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from decodelab import sampling
+from decodelab import sampling, tasks
 from decodelab.generate import TOP_N
 
 MAX_SEGMENTS = 200  # the draw strip lists at most this many kept tokens
@@ -148,14 +148,24 @@ class Replay:
         self.logits = []  # step -> (V,) copy
 
     def logits_at(self, step: int) -> np.ndarray:
+        """The logits step `step` decided from (None for a token a tool appended)."""
         run = self.run
         while len(self.logits) <= step:
+            k = len(self.logits)
             if self.session is None:
                 self.session = run.model.session()
                 z = self.session.prefill(run.prompt_ids)
+            elif run.records[k]["source"] == "tool":
+                z = None  # appended with the tokens after it, in one pass, as the run did
+            elif run.records[k - 1]["source"] == "tool":
+                first = k - 1  # the run appended the call's closing token and the tool's tokens
+                while run.records[first]["source"] == "tool":
+                    first -= 1
+                z = self.session.append(run.output_ids[first:k])
             else:
-                z = self.session.decode(run.output_ids[len(self.logits) - 1])
-            self.logits.append(np.array(z, dtype=np.float64))  # a copy: sessions reuse buffers
+                z = self.session.decode(run.output_ids[k - 1])
+            # a copy: sessions reuse buffers
+            self.logits.append(None if z is None else np.array(z, dtype=np.float64))
         return self.logits[step]
 
     def decision(self, step: int) -> sampling.Decision:
@@ -164,17 +174,25 @@ class Replay:
         seen = sampling.seen_mask(run.tokenizer.vocab_size,
                                   list(run.prompt_ids) + run.output_ids[:step])
         allowed, why = run.allowed_at(step)
-        return sampling.decide(self.logits_at(step), s.rules, eos_blocked=s.eos_blocked(step),
-                               seen=seen, allowed=allowed, mask_why=why)
+        return sampling.decide(self.logits_at(step), s.rules,
+                               eos_blocked=s.eos_blocked(made_before(run, step)), seen=seen,
+                               allowed=allowed, mask_why=why)
 
     def explain(self, step: int, top_n: int = TOP_N) -> dict:
         run, s = self.run, self.run.settings
         record = run.records[step]
+        if record["source"] == "tool":  # no rule chose it: say what put it there
+            return {"step": step, "steps": len(run.records), "source": "tool",
+                    "phase": record["phase"], "token_id": record["token_id"],
+                    "token_text": record["token_text"], "token_bytes": record["token_bytes"],
+                    "tokenizer": s.tokenizer, "prompt_length": len(run.prompt_ids),
+                    "part": record["part"], "tool_call": _call_of(run, step)}
         out = explain(self.decision(step), run.tokenizer.label, u=record["u"],
                       token=record["token_id"], top_n=top_n)
         out.update(step=step, steps=len(run.records), phase=record["phase"],
                    entropy=record["entropy"], entropy_raw=record["entropy_raw"],
-                   penalty=float(s.repetition_penalty), eos_blocked=s.eos_blocked(step),
+                   penalty=float(s.repetition_penalty),
+                   eos_blocked=s.eos_blocked(made_before(run, step)),
                    prompt_length=len(run.prompt_ids),
                    fed=None if step == 0 else run.tokenizer.label(run.output_ids[step - 1]),
                    token_bytes=record["token_bytes"], stop_at=record.get("stop_at"),
@@ -182,3 +200,15 @@ class Replay:
                    # the recomputation must give the probability the run recorded
                    matches_record=bool(abs(out["prob"] - record["prob"]) <= 1e-9))
         return out
+
+
+def _call_of(run, step: int):
+    """The tool call whose result a tool step belongs to (calls and results alternate)."""
+    closes = [r for r in run.records[:step + 1] if r["source"] == "model"
+              and r["part"] == "call" and r["token_text"] == tasks.END_CALL]
+    return run.tool_calls[len(closes) - 1] if closes else None
+
+
+def made_before(run, step: int) -> int:
+    """How many tokens the model chose before `step` (the steps a tool appended do not count)."""
+    return sum(1 for r in run.records[:step] if r["source"] == "model")

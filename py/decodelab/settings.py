@@ -35,6 +35,7 @@ class Settings:
     stop: tuple = field(default_factory=tuple)
     include_stop: bool = False
     ignore_eos: bool = False
+    tools: str = "on"
     cache_check: bool = True
 
     @property
@@ -77,6 +78,10 @@ def validate(raw: dict, datasets=None) -> Settings:
                 values[name] = check(name, raw[name], **limits.get(name, {}))
             except FieldError as e:
                 errors.append(e)
+    # the tasks data exists as BPE tokens only (its markers are special tokens): there, the
+    # tokenizer need not be named
+    if values.get("dataset") == "tasks" and "tokenizer" not in raw:
+        values["tokenizer"] = "bpe"
     lo, hi = values.get("min_new_tokens", 0), values.get("max_new_tokens", Settings.max_new_tokens)
     if "min_new_tokens" in values and lo > hi:
         errors.append(FieldError("min_new_tokens", f"Min new tokens must be from 0 to Max new "

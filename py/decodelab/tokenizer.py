@@ -45,6 +45,11 @@ class CharTokenizer:
     def decode(self, ids) -> str:
         return "".join(self._labels[i] for i in ids if i != EOS)
 
+    encode_marked = encode  # corpus text: characters have no special tokens
+
+    def is_special(self, token_id: int) -> bool:
+        return False
+
     def label(self, token_id: int) -> str:
         return self._labels[token_id]
 
@@ -68,7 +73,7 @@ def from_arrays(z):
     if "merges" in z.files:
         from decodelab.bpe import BPE
 
-        return BPE(z["merges"])
+        return BPE(z["merges"], z["specials"].tolist() if "specials" in z.files else ())
     return CharTokenizer(str(z["chars"]))
 
 

@@ -45,6 +45,8 @@ class TrainConfig:
     beta2: float = 0.99
     grad_clip: float = 1.0  # global gradient norm
     dropout: float = 0.0  # on the residual branches, training only
+    aligned: bool = False  # windows start where a sequence starts (at an EOS), not anywhere
+    loss_after: str = ""  # a special token: only targets after it (to the sequence's end) count
     eval_every: int = 50
     eval_rows: int = 64  # validation rows scored for each point of the curve
 
@@ -83,16 +85,40 @@ def token_stream(sequences, tokenizer: CharTokenizer) -> np.ndarray:
     """EOS s1 EOS s2 ... EOS as one int array (N,)."""
     ids = [EOS]
     for s in sequences:
-        ids += tokenizer.encode(s) + [EOS]
+        ids += tokenizer.encode_marked(s) + [EOS]
     return np.asarray(ids, np.int64)
 
 
-def sample_batch(stream, rng, batch: int, block: int):
-    """B windows of block + 1 tokens at random offsets -> inputs (B, T) and targets (B, T)."""
+def sample_batch(stream, rng, batch: int, block: int, offsets=None):
+    """B windows of block + 1 tokens at random offsets -> inputs (B, T), targets (B, T) and
+    the inputs' places in the stream (B, T). offsets: the allowed start offsets (each
+    < N - block), or None for any."""
     block = min(block, len(stream) - 1)
-    starts = rng.integers(0, len(stream) - block, size=batch)  # (B,)
+    if offsets is None:
+        starts = rng.integers(0, len(stream) - block, size=batch)  # (B,)
+    else:
+        starts = offsets[rng.integers(0, len(offsets), size=batch)]  # (B,)
+    at = starts[:, None] + np.arange(block)  # (B, T) where each input is in the stream
     rows = stream[starts[:, None] + np.arange(block + 1)]  # (B, T+1)
-    return rows[:, :-1], rows[:, 1:]
+    return rows[:, :-1], rows[:, 1:], at
+
+
+def target_weights(stream, tokenizer, after: str) -> np.ndarray:
+    """(N,) 1 where a token counts as a target, else 0: every token, or with `after` (a special
+    token) only those after it in their sequence, up to and including the EOS that ends it. A
+    question's own text is then context only: the model learns to answer, not to ask."""
+    if not after:
+        return np.ones(len(stream), np.float32)
+    marker = tokenizer.special_ids[after]
+    counted = np.zeros(len(stream), np.float32)
+    on = False
+    for i, t in enumerate(stream.tolist()):
+        counted[i] = on
+        if t == marker:
+            on = True
+        elif t == EOS:
+            on = False
+    return counted
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:
@@ -154,11 +180,15 @@ def train_model(corpus, config: Config = None, train: TrainConfig = None, seed: 
     val_rows = _curve_rows(corpus.val, tokenizer, cfg, tc.eval_rows, seed)
     params = init_params(cfg, seed)
     opt, rng = AdamW(params, tc), np.random.default_rng(seed)
+    block = min(tc.block_size or cfg.context_size, len(stream) - 1)
+    # aligned: a window always holds a whole sequence from its start (a question with its
+    # answer), never the tail of one whose beginning was cut off
+    offsets = np.flatnonzero(stream[:len(stream) - block] == EOS) if tc.aligned else None
+    counted = target_weights(stream, tokenizer, tc.loss_after)  # (N,) float32
     curve, losses, began = {"step": [], "train": [], "val": []}, [], time.perf_counter()
     for step in range(tc.steps):
-        x, y = sample_batch(stream, rng, tc.batch_size, tc.block_size or cfg.context_size)
-        loss, grads = loss_and_grads(params, cfg, x, y, np.ones(y.shape, np.float32),
-                                     tc.dropout, rng)
+        x, y, at = sample_batch(stream, rng, tc.batch_size, block, offsets)
+        loss, grads = loss_and_grads(params, cfg, x, y, counted[at + 1], tc.dropout, rng)
         clip_gradients(grads, tc.grad_clip)
         opt.step(params, grads, lr_at(step, tc))
         losses.append(loss)
