@@ -133,8 +133,39 @@ def corpus_artifact(name: str) -> Artifact:
                      "code": source_digests([TOOLS_DIR / "corpora.py"])})
 
 
+# Corpora the package generates itself (from a seed, no download): name -> module. Running
+# `python -m <module> corpus --out FOLDER` writes <name>.txt and <name>.json there.
+GENERATED = {"tasks": "decodelab.tasks"}
+
+
+def generated_artifact(name: str) -> Artifact:
+    module = GENERATED[name]
+    return Artifact(f"corpus {name}", [DATA_DIR / f"{name}.txt", DATA_DIR / f"{name}.json"],
+                    {"recipe": "generated corpus", "args": ["-m", module, "corpus"],
+                     "code": source_digests(module_files(PACKAGE_DIR, (module,
+                                                                       "decodelab.corpus")))})
+
+
+def package_env() -> dict:
+    """The environment a build step runs the package in (py/ first on PYTHONPATH)."""
+    paths = [str(PY_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+
+
 def build_corpora(cache: UserCache, stamps: Stamps) -> dict[str, Path]:
     made = {}
+    for name in GENERATED:
+        artifact = generated_artifact(name)
+        how = restore(artifact, stamps, cache)
+        if how is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                cmd = [sys.executable, *artifact.inputs["args"], "--out", tmp]
+                if subprocess.run(cmd, cwd=ROOT, env=package_env()).returncode != 0:
+                    raise BuildError(f"generating the {artifact.name} failed (see above)")
+                store(artifact, Path(tmp), stamps, cache)
+            how = "generated"
+        report(artifact, how)
+        made[name] = artifact.outputs[0]
     for name in corpora.SOURCES:
         artifact = corpus_artifact(name)
         how = restore(artifact, stamps, cache)
@@ -158,8 +189,9 @@ TRAIN_MODULES = {
 # (kind, dataset, tokenizer): "chars", or "bpe" for a model on the tokens of TOKENIZERS'
 # merges. Longest first, so two cores finish soonest.
 MODELS = (("transformer", "prose", "bpe"), ("transformer", "prose", "chars"),
-          ("transformer", "names", "chars"), ("bigram", "names", "chars"),
-          ("bigram", "prose", "chars"), ("bigram", "prose", "bpe"))
+          ("transformer", "tasks", "bpe"), ("transformer", "names", "chars"),
+          ("bigram", "names", "chars"), ("bigram", "prose", "chars"), ("bigram", "prose", "bpe"),
+          ("bigram", "tasks", "bpe"))
 
 
 def model_name(kind: str, dataset: str, tokenizer: str) -> str:
@@ -198,9 +230,7 @@ def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps
     if todo:
         say(f"artifacts: training {', '.join(job[0].name for job in todo)} "
             f"({min(len(todo), os.cpu_count() or 1)} at a time)")
-        paths = [str(PY_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   PYTHONPATH=os.pathsep.join(paths))
+        env = dict(package_env(), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         with tempfile.TemporaryDirectory() as tmp, \
                 ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             def train(artifact, kind, dataset, tokenizer):
@@ -225,32 +255,41 @@ def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps
     return [MODELS_DIR / f"{model_name(*m)}.npz" for m in MODELS]
 
 
-# The BPE tokenizers learned at build time: (dataset,), each from its corpus's training split.
-TOKENIZERS = ("prose",)
+# The BPE tokenizers made at build time, in order: dataset -> None for merges learned from the
+# corpus's training split, or the dataset whose merges it reuses with the special tokens of
+# `decodelab.tasks` added (the tasks data reads the prose's tokens plus its six markers).
+TOKENIZERS = {"prose": None, "tasks": "prose"}
 TOKENIZER_MODULES = ("decodelab.bpe", "decodelab.corpus")
 
 
 def tokenizer_artifact(dataset: str, data: Path) -> Artifact:
-    code = module_files(PACKAGE_DIR, TOKENIZER_MODULES)
+    base = TOKENIZERS[dataset]
+    if base is None:
+        code = module_files(PACKAGE_DIR, TOKENIZER_MODULES)
+        inputs = {"recipe": "tokenizer", "args": ["-m", "decodelab.bpe", "--dataset", dataset],
+                  "data": sha256_file(data)}
+    else:
+        code = module_files(PACKAGE_DIR, ("decodelab.tasks", "decodelab.bpe"))
+        inputs = {"recipe": "tokenizer with special tokens",
+                  "args": ["-m", "decodelab.tasks", "tokenizer"],
+                  "base": sha256_file(MODELS_DIR / f"bpe-{base}.npz")}
     return Artifact(f"tokenizer bpe-{dataset}", [MODELS_DIR / f"bpe-{dataset}.npz"],
-                    {"recipe": "tokenizer", "args": ["-m", "decodelab.bpe", "--dataset", dataset],
-                     "data": sha256_file(data), "code": source_digests(code)})
+                    {**inputs, "code": source_digests(code)})
 
 
 def train_tokenizers(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps) -> list[Path]:
     """The BPE merges of each dataset in TOKENIZERS (a few seconds each)."""
     made = []
-    for dataset in TOKENIZERS:
+    for dataset, base in TOKENIZERS.items():
         artifact = tokenizer_artifact(dataset, corpus_files[dataset])
         how = restore(artifact, stamps, cache)
         if how is None:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / artifact.outputs[0].name
-                env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-                    [str(PY_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
-                cmd = [sys.executable, *artifact.inputs["args"], "--data", str(corpus_files[dataset]),
-                       "--out", str(out)]
-                if subprocess.run(cmd, cwd=ROOT, env=env).returncode != 0:
+                source = ["--data", str(corpus_files[dataset])] if base is None else \
+                    ["--merges", str(MODELS_DIR / f"bpe-{base}.npz")]
+                cmd = [sys.executable, *artifact.inputs["args"], *source, "--out", str(out)]
+                if subprocess.run(cmd, cwd=ROOT, env=package_env()).returncode != 0:
                     raise BuildError(f"learning the {artifact.name} failed (see the output above)")
                 store(artifact, Path(tmp), stamps, cache)
             how = "learned"

@@ -177,6 +177,8 @@ def measure(quick: bool = False) -> dict:
             browser_t = browser_transformer(page, t_runs)
             browser_tok = tokenize_times(
                 lambda req: page.evaluate("r => window.decodelab.benchTokenize(r)", req), repeats)
+            tools_req = {"questions": 4 if quick else 24}  # 24: the page's default size
+            browser_tools = page.evaluate("r => window.decodelab.benchTools(r)", tools_req)
             page_seconds = page_run_seconds(page, steps)
             responsiveness = main_thread_during_runs(page, steps)
             page.context.close()
@@ -188,6 +190,7 @@ def measure(quick: bool = False) -> dict:
     from tests.conftest import api
 
     native_tok = tokenize_times(lambda req: api("bench_tokenize", req), repeats)
+    native_tools = api("bench_tools", tools_req)
     phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "warmup_ms", "total_ms", "page_ready_ms")
     return {
         "main_thread": responsiveness, "page_weight": page_weight(ROOT / "static"),
@@ -200,6 +203,7 @@ def measure(quick: bool = False) -> dict:
         "page_end_to_end": {"steps": steps, "seconds": page_seconds,
                             "steps_per_second": steps / page_seconds},
         "bpe_encode_10kb": {"browser": browser_tok, "native": native_tok},
+        "tools": {"browser": browser_tools, "native": native_tools},
         "transformer_tokens_per_second": {
             name: {"browser": browser_t[name], "native": native_t[name],
                    "native_over_browser": native_t[name] / browser_t[name],
@@ -236,8 +240,34 @@ def table(r: dict) -> str:
                   f"({b['browser']['tokens']:,} tokens), ms: browser {b['browser']['cold_ms']:.1f} "
                   f"cold, {b['browser']['warm_ms']:.1f} warm; native {b['native']['cold_ms']:.1f} "
                   f"cold, {b['native']['warm_ms']:.1f} warm."]
+    lines += tool_lines(r["tools"])
     lines += hardening_lines(r)
     return "\n".join(lines)
+
+
+def tool_lines(t: dict) -> list:
+    """Resuming after a tool result, a shared prefill, and the accuracy experiment's pace."""
+    b, n = t["browser"], t["native"]
+    lines = ["", "| tool calls | browser | native |", "| --- | ---: | ---: |"]
+    for key, what in (("resume_tasks", "tasks model"), ("resume_100", "prose BPE model")):
+        rb, rn = b[key], n[key]
+        lines.append(f"| resume: {rb['appended']} appended tokens after {rb['context']} of "
+                     f"context ({what}), ms | {rb['resume_ms']:.2f} | {rn['resume_ms']:.2f} |")
+        lines.append(f"| full recomputation of the same {rb['context'] + rb['appended']} tokens, "
+                     f"ms | {rb['full_ms']:.2f} | {rn['full_ms']:.2f} |")
+        lines.append(f"| resume is faster by | {rb['speedup']:.1f}x | {rn['speedup']:.1f}x |")
+    pb, pn = b["prefix"], n["prefix"]
+    lines.append(f"| {pb['samples']} samples of one question, own prefill each, s | "
+                 f"{pb['own_prefill_s']:.3f} | {pn['own_prefill_s']:.3f} |")
+    lines.append(f"| the same from one shared prefill, s (traces identical: "
+                 f"{pb['same'] and pn['same']}) | {pb['shared_prefill_s']:.3f} | "
+                 f"{pn['shared_prefill_s']:.3f} |")
+    eb, en = b["experiment"], n["experiment"]
+    lines.append(f"| accuracy experiment, default size ({eb['runs']} runs), s | "
+                 f"{eb['seconds']:.1f} | {en['seconds']:.1f} |")
+    lines.append(f"| questions (runs) per second | {eb['runs_per_second']:.1f} | "
+                 f"{en['runs_per_second']:.1f} |")
+    return lines
 
 
 # --- the page's weight and its main thread while it streams (hardening) -----------------------

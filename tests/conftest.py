@@ -27,7 +27,9 @@ def artifacts():
              [ARTIFACTS / "models" / f"{m}-{d}.npz" for d in ("names", "prose")
               for m in ("bigram", "transformer")] + \
         [ARTIFACTS / "models" / "bpe-prose.npz"]
-    needed += [ARTIFACTS / "models" / f"{m}-prose-bpe.npz" for m in ("bigram", "transformer")]
+    needed += [ARTIFACTS / "models" / f"{m}-{d}-bpe.npz" for m in ("bigram", "transformer")
+               for d in ("prose", "tasks")]
+    needed += [ARTIFACTS / "data" / "tasks.txt", ARTIFACTS / "models" / "bpe-tasks.npz"]
     if not all(p.exists() for p in needed):
         subprocess.run([sys.executable, str(ROOT / "build.py"), "artifacts"], check=True)
     return ARTIFACTS

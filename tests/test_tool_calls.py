@@ -64,7 +64,7 @@ def run(script, **settings):
 
 
 def tool_ids(reply):
-    return [M[tasks.RESULT]] + TOK.encode(" " + reply) + [M[tasks.END_RESULT]]
+    return [M[tasks.RESULT]] + TOK.encode(reply) + [M[tasks.END_RESULT]]
 
 
 def test_the_prompt_is_the_question_in_its_template_and_markup_in_it_stays_text():
@@ -136,7 +136,7 @@ def test_a_hostile_call_gets_its_error_as_the_result_and_the_run_goes_on():
     entry = trace["tool_calls"][0]
     assert entry["result"] is None and "unknown name '__import__'" in entry["error"]
     appended = [e for e in log if e[0] == "append"][0][1]
-    assert TOK.decode(appended) == " error: " + entry["error"]
+    assert TOK.decode(appended) == "error: " + entry["error"]
     assert trace["text"] == "ok" and trace["finish_reason"] == "stop"
 
 

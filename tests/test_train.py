@@ -67,8 +67,8 @@ def test_stream_and_batches_are_seeded_and_shifted_by_one():
     stream = train.token_stream(["ab", "b"], tok)
     assert stream.tolist() == [EOS, 1, 2, EOS, 2, EOS]
     big = train.token_stream(NAMES, CharTokenizer("".join(NAMES)))
-    x1, y1, _ = train.sample_batch(big, np.random.default_rng(4), 5, 7)
-    x2, y2, _ = train.sample_batch(big, np.random.default_rng(4), 5, 7)
+    x1, y1 = train.sample_batch(big, np.random.default_rng(4), 5, 7)
+    x2, y2 = train.sample_batch(big, np.random.default_rng(4), 5, 7)
     assert x1.shape == (5, 7) and np.array_equal(x1, x2) and np.array_equal(y1, y2)
     assert np.array_equal(x1[:, 1:], y1[:, :-1])
 

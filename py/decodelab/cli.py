@@ -2,6 +2,8 @@
 
     probs        the decoding rules on logits or probabilities you type
     generate     a run with a trained model (--json prints the full trace)
+    ask          an arithmetic question to the tasks model, with its calculator
+    experiment   the tasks model's accuracy on held-out questions against temperature
     kv-memory    KV-cache bytes for a model shape
     cache-check  cached against recomputed logits, step by step
     eval         validation negative log-likelihood of a model on its dataset
@@ -85,6 +87,23 @@ CHECK = ("model", "dataset", "tokenizer", "prompt", "steps", "seed", "dtype")
 MEMORY = ("layers", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequences")
 
 
+def cmd_ask(args) -> dict:
+    from decodelab.ask import ASK_SETTINGS, ask
+
+    out = ask(library(args), given(args, ("question",) + ASK_SETTINGS))
+    if not args.json:
+        out.pop("trace")
+    return out
+
+
+def cmd_experiment(args) -> dict:
+    from decodelab.accuracy import FIELDS, SETTINGS, AccuracyExperiment
+
+    req = given(args, FIELDS)
+    req["settings"] = given(args, SETTINGS)
+    return AccuracyExperiment(library(args), req).run().result()
+
+
 def cmd_kv_memory(args) -> dict:
     from decodelab.kvcache import kv_cache_bytes
 
@@ -151,6 +170,13 @@ COMMANDS = {
     "probs": ("apply the decoding rules to numbers you type", ("logits", "probs") + RULES, (),
               {}, cmd_probs),
     "generate": ("generate with a trained model", SETTING_NAMES, ("seed",), {}, cmd_generate),
+    "ask": ("ask the tasks model an arithmetic question (it may call a calculator)",
+            ("question", "model", "seed", "temperature", "greedy", "top_k", "top_p", "min_p",
+             "tools", "max_new_tokens"), ("question",), {}, cmd_ask),
+    "experiment": ("accuracy of the tasks model on held-out questions against temperature",
+                   ("temperatures", "questions", "samples_per_question", "model", "seed",
+                    "top_k", "top_p", "min_p", "tools", "max_new_tokens"), (),
+                   {}, cmd_experiment),
     "kv-memory": ("KV-cache bytes for a model shape", MEMORY, MEMORY[:-1], {}, cmd_kv_memory),
     "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
                     ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
@@ -172,7 +198,12 @@ def build_parser() -> Parser:
         add_fields(p, names, required, defaults)
         if name == "generate":
             p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
-        if name in ("generate", "cache-check", "eval", "tokenize", "detokenize"):
+        if name == "ask":
+            p.add_argument("--json", action="store_true", help="include the whole trace")
+        if name == "experiment":
+            p.add_argument("--json", action="store_true", help="JSON (the only output form)")
+        if name in ("generate", "ask", "experiment", "cache-check", "eval", "tokenize",
+                    "detokenize"):
             p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "
                                             "package's own data, or a checkout's artifacts/)")
     return parser
@@ -205,6 +236,15 @@ def main(argv=None) -> int:
         first = e.errors[0] if isinstance(e, FieldErrors) else e
         print(f"{prog}: {option(first.field)}: {first.message}", file=sys.stderr)
         return 2
+    if args.command == "generate" and not args.json and out.markers:  # a question and its answer
+        print(args.prompt)
+        for c in out.tool_calls:
+            said = c["result"] if c["error"] is None else f"error: {c['error']}"
+            print(f"  calculator({c['call']}) = {said if c['by'] else '(not run)'}")
+        print(out.text)
+        print(f"[finish_reason={out.finish_reason} stop_reason={out.stop_reason}]",
+              file=sys.stderr)
+        return 0
     if args.command == "generate" and not args.json:
         print(args.prompt + out.text if args.prompt else out.text)
         print(f"[finish_reason={out.finish_reason} stop_reason={out.stop_reason}]",

@@ -161,6 +161,16 @@ class UncachedSession:
         return self.model.full_logits(self.tokens, self.dtype)
 
 
+    def append(self, ids) -> np.ndarray:
+        T = self.model.context_size
+        tokens = self.tokens + [int(i) for i in ids]
+        start = window_start(len(tokens), T)
+        self.shifted = start > 0
+        self.shifts += start > 0
+        self.tokens = tokens[start:]
+        return self.model.full_logits(self.tokens, self.dtype)
+
+
 class Uncached:
     """A transformer seen through the shared model interface, minus its cache."""
 
@@ -196,3 +206,47 @@ def time_generation(model, settings) -> dict:
             "context_from": min(contexts, default=0), "context_to": max(contexts, default=0),
             "text": run.text}
 
+
+def time_resume(model, context_ids, appended_ids, repeats: int = 5) -> dict:
+    """Resuming after a tool result: the appended tokens fed after a cache that holds the
+    context (session.append) against a full recomputation of the same text without one (a
+    fresh session's prefill of all of it). Medians over `repeats`, in ms; both give the same
+    logits (the largest difference is reported)."""
+    base = model.session()
+    base.prefill(context_ids)
+    resume, full, diff = [], [], 0.0
+    for _ in range(repeats):
+        s = base.fork()
+        t0 = time.perf_counter()
+        a = s.append(appended_ids)
+        t1 = time.perf_counter()
+        fresh = model.session()
+        b = fresh.prefill(list(context_ids) + list(appended_ids))
+        t2 = time.perf_counter()
+        resume.append(t1 - t0)
+        full.append(t2 - t1)
+        diff = max(diff, float(np.abs(a - b).max()))
+    r, f = sorted(resume)[len(resume) // 2] * 1e3, sorted(full)[len(full) // 2] * 1e3
+    return {"context": len(context_ids) + 1, "appended": len(appended_ids), "resume_ms": r,
+            "full_ms": f, "speedup": f / r, "max_abs_diff": diff}
+
+
+def time_prefix_sharing(model, settings, samples: int) -> dict:
+    """`samples` runs of one prompt (seeds seed, seed + 1, ...): each with its own prefill,
+    and all from one shared prefill (generate.Prefix). Seconds for each way, and whether every
+    run's trace came out the same both ways."""
+    import dataclasses
+
+    from decodelab.generate import Generation, Prefix
+
+    runs = [dataclasses.replace(settings, seed=settings.seed + j) for j in range(samples)]
+    t0 = time.perf_counter()
+    own = [Generation(model, s).run().trace() for s in runs]
+    t1 = time.perf_counter()
+    first = Generation(model, runs[0])  # the prompt's ids, as a run makes them
+    prefix = Prefix(model, first.prompt_ids)
+    shared = [Generation(model, s, prefix=prefix).run().trace() for s in runs]
+    t2 = time.perf_counter()
+    return {"samples": samples, "own_prefill_s": t1 - t0, "shared_prefill_s": t2 - t1,
+            "saving": 1 - (t2 - t1) / (t1 - t0), "same": own == shared,
+            "prompt_tokens": len(first.prompt_ids)}

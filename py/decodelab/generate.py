@@ -164,7 +164,7 @@ class Generation:
                 last = self.tool_calls[-1] if self.tool_calls else None
                 if self.part == "answer" and last and last["by"] == "model":
                     # guess: the result the model wrote itself, kept with its call
-                    last["result"] = self.result_bytes.decode("utf-8", errors="replace")
+                    last["result"] = self.result_bytes.decode("utf-8", errors="replace").strip()
             record["piece"] = self.part_utf8.decode(raw)
             return ""
         raw = self.tokenizer.token_bytes(token)

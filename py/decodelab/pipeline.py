@@ -195,6 +195,7 @@ class Replay:
                    eos_blocked=s.eos_blocked(made_before(run, step)),
                    prompt_length=len(run.prompt_ids),
                    fed=None if step == 0 else run.tokenizer.label(run.output_ids[step - 1]),
+                   after_tool=_appended_before(run, step),
                    token_bytes=record["token_bytes"], stop_at=record.get("stop_at"),
                    tokenizer=s.tokenizer,
                    # the recomputation must give the probability the run recorded
@@ -212,3 +213,12 @@ def _call_of(run, step: int):
 def made_before(run, step: int) -> int:
     """How many tokens the model chose before `step` (the steps a tool appended do not count)."""
     return sum(1 for r in run.records[:step] if r["source"] == "model")
+
+
+def _appended_before(run, step: int) -> int:
+    """How many tokens were appended in one pass just before `step` (a tool's result together
+    with the call's closing token), or 0 after an ordinary decode."""
+    n = 0
+    while step - 1 - n >= 0 and run.records[step - 1 - n]["source"] == "tool":
+        n += 1
+    return n + 1 if n else 0

@@ -3,12 +3,7 @@
 Every example is a question, then an answer that calls the calculator (`tools`), reads its
 result and states it:
 
-    <|question|>What is 12 plus 7?<|answer|><|call|> 12 + 7<|/call|><|result|> 19<|/result|>The answer is 19.
-
-Every number comes after a space: in the question, in the call, in the calculator's reply and
-in the answer. BPE cuts text into pieces with their leading space (" 123" is one piece, split
-as " 1" "2" "3"; "123" is another, "1" "2" "3"), so this way a number is the same tokens
-wherever it appears, and the model copies it token for token.
+    <|question|>What is 12 plus 7?<|answer|><|call|>12+7<|/call|><|result|>19<|/result|>The answer is 19.
 
 The six markers are special tokens: single ids after the BPE's merges (`bpe.BPE.specials`). A
 person's text never turns into one (`BPE.encode` does not make them), so a question that
@@ -71,10 +66,10 @@ def make_examples(seed: int = SEED, n: int = N_EXAMPLES) -> list:
 
 def example(op: str, a: int, b: int, phrasing: str) -> dict:
     sign, fn = OPS[op]
-    call, result = f" {a} {sign} {b}", str(fn(a, b))
+    call, result = f"{a}{sign}{b}", str(fn(a, b))
     question = phrasing.format(a=a, b=b)
-    line = (f"{QUESTION}{question}{ANSWER}{CALL}{call}{END_CALL}{RESULT}{reply_text(result)}"
-            f"{END_RESULT}" + FINAL.format(r=result))
+    line = (f"{QUESTION}{question}{ANSWER}{CALL}{call}{END_CALL}{RESULT}{result}{END_RESULT}"
+            + FINAL.format(r=result))
     return {"op": op, "a": a, "b": b, "question": question, "call": call, "result": result,
             "line": line}
 
@@ -133,19 +128,13 @@ def question_ids(tokenizer, question: str, field: str = "prompt") -> list:
     return [ids[QUESTION]] + encode(tokenizer, field, question) + [ids[ANSWER]]
 
 
-def reply_text(reply: str) -> str:
-    """The tool's reply as it goes between the result markers: after a space, like every number
-    in this data."""
-    return " " + reply
-
-
 def result_ids(tokenizer, reply) -> list:
     """What the runtime appends after a call: <|result|> + the reply's tokens + <|/result|>.
     reply None: only the opening marker (the model must write the result itself)."""
     ids = tokenizer.special_ids
     if reply is None:
         return [ids[RESULT]]
-    return [ids[RESULT]] + tokenizer.encode(reply_text(reply)) + [ids[END_RESULT]]
+    return [ids[RESULT]] + tokenizer.encode(reply) + [ids[END_RESULT]]
 
 
 def provenance(lines: list) -> dict:

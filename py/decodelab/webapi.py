@@ -18,7 +18,9 @@ import time
 
 import numpy as np
 
-from decodelab import __version__, healing, metrics
+from decodelab import __version__, healing, metrics, tasks
+from decodelab.accuracy import DEFAULTS as ACCURACY_DEFAULTS
+from decodelab.accuracy import AccuracyExperiment
 from decodelab.assets import Library
 from decodelab.bpe import FIRST_MERGE
 from decodelab.corpus import corpus_from_text
@@ -36,6 +38,9 @@ from decodelab.settings import Settings, validate
 MODEL_LABELS = {"bigram": "Bigram (counts)", "transformer": "Transformer (KV cache)"}
 COMPARE_MAX_TOKENS = 500  # the side-by-side run is not cancellable: keep it short
 MAX_BUDGET_MS = 500  # the longest batch a page may ask for
+
+REUSE_QUESTION = "What is 12 plus 7?"  # the reuse check's question, and what follows it
+REUSE_APPENDED = "12+7"
 
 # A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
 # quick baseline compiler and recompiles each function that gets hot with the optimizing one, on
@@ -61,6 +66,7 @@ class Session:
         self.restoring = None  # (run, steps): a run being made again (restore_start)
         self.replay = None  # pipeline.Replay of the latest run, for the lesson
         self.experiment = None  # the experiment in progress (metrics.Experiment)
+        self.accuracy = None  # the accuracy experiment in progress (accuracy.AccuracyExperiment)
         self.prompt_logits = None  # ((model, dataset, prompt), logits): the preview's last prefill
 
     def datasets(self) -> tuple:
@@ -127,17 +133,27 @@ def _transformer_info(library, name: str, tokenizer: str = "chars"):
 
 def _dataset_info(library, name: str) -> dict:
     corpus = library.corpus(name)
-    model = library.model("bigram", name)
+    tokenizer = library.tokenizers(name)[0]  # the dataset's own (chars, or BPE for tasks)
+    model = library.model("bigram", name, tokenizer)
     prov = library.provenance(name)
     return {"name": name, "label": prov.get("title", name),
             "description": prov.get("description", ""), "licence": prov.get("licence", ""),
             "source": prov.get("source", ""),
-            "models": [k for k in MODELS if library.has_model(k, name)],
-            "transformer": _transformer_info(library, name),
-            "vocab": model.tokenizer.labels(), "vocab_words": model.tokenizer.describe(),
+            "models": [k for k in MODELS if library.has_model(k, name, tokenizer)],
+            "transformer": _transformer_info(library, name, tokenizer),
+            # the characters a character model knows (a BPE-only dataset has none to list)
+            "vocab": model.tokenizer.labels() if model.tokenizer.name == "chars" else [],
+            "vocab_words": model.tokenizer.describe(),
             "n_train": len(corpus.train),
-            "n_val": len(corpus.val), "val_nll": model.nll(corpus.val) if corpus.val else None,
+            # the held-out loss the page shows for a character model (a BPE one's is in "bpe")
+            "n_val": len(corpus.val),
+            "val_nll": model.nll(corpus.val) if corpus.val and tokenizer == "chars" else None,
             "examples": corpus.train[:5],
+            "tokenizers": library.tokenizers(name),
+            # a model that calls tools (the tasks data), and a question to start it with
+            "tools": tasks.has_template(model.tokenizer),
+            "sample_question": tasks.parse_line(corpus.val[0])["question"]
+            if tasks.has_template(model.tokenizer) and corpus.val else None,
             "bpe": _bpe_info(library, name)}
 
 
@@ -149,8 +165,11 @@ def _bpe_info(library, name: str):
     corpus = library.corpus(name)
     bigram = library.model("bigram", name, "bpe") if library.has_model("bigram", name, "bpe") \
         else None
+    # per token; not for the tasks data, whose held-out questions are for the accuracy
+    # experiment (and scoring them all at start-up would cost the page a second)
+    scored = bigram and corpus.val and not tasks.has_template(tokens)
     return {"models": [k for k in MODELS if library.has_model(k, name, "bpe")],
-            "val_nll": bigram.nll(corpus.val) if bigram and corpus.val else None,  # per token
+            "val_nll": bigram.nll(corpus.val) if scored else None,
             "vocab_size": tokens.vocab_size, "transformer": _transformer_info(library, name, "bpe"),
             "first_merges": [tokens.label(i) for i in range(FIRST_MERGE, min(FIRST_MERGE + 48,
                                                                              tokens.vocab_size))]}
@@ -170,6 +189,7 @@ def _setup(session: Session, req: dict) -> dict:
             "datasets": {n: _dataset_info(library, n) for n in library.datasets()},
             "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),
             "top_n": TOP_N,  # the likeliest candidates each step record lists
+            "accuracy_defaults": ACCURACY_DEFAULTS,  # the accuracy experiment's own defaults
             # what the live cache check of a run is judged against (the page draws it)
             "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name]}
 
@@ -387,6 +407,57 @@ def _experiment_advance(session: Session, req: dict) -> dict:
     return out
 
 
+@endpoint
+def _accuracy_start(session: Session, req: dict) -> dict:
+    """Check an accuracy experiment request and plan its runs; accuracy_advance does them."""
+    session.accuracy = None  # a refused request leaves no half-planned experiment behind
+    session.accuracy = AccuracyExperiment(session.library, req)
+    return {"done": False, "progress": session.accuracy.progress()}
+
+
+@endpoint
+def _accuracy_advance(session: Session, req: dict) -> dict:
+    """{"budget_ms"} -> runs for about that long (at least one); the result comes with the
+    last batch."""
+    exp = session.accuracy
+    if exp is None:
+        raise FieldError("request", "No accuracy experiment has been started.")
+    exp.advance(_budget(req) - time.perf_counter())
+    out = {"done": exp.done, "progress": exp.progress()}
+    if exp.done:
+        out["result"] = exp.result()
+    return out
+
+
+@endpoint
+def _reuse_check(session: Session, req: dict) -> dict:
+    """What a cache is not: the tasks model's cache of a question, reused after appending (the
+    start of its answer) and after changing one digit of the question; each against a full
+    recomputation (inference.reuse_check)."""
+    from decodelab.inference import reuse_check
+
+    question = check("question", req.get("question", REUSE_QUESTION))
+    library = session.library
+    if "tasks" not in library.datasets() or not library.has_model("transformer", "tasks", "bpe"):
+        raise FieldError("dataset", "This site was built without the tasks model.")
+    model = library.model("transformer", "tasks", "bpe")
+    tok = model.tokenizer
+    prompt = tasks.question_ids(tok, question, field="question")
+    digits = [i for i, t in enumerate(prompt) if tok.label(t).strip().isdigit()]
+    if not digits:
+        raise FieldError("question", "Question: it needs a number, to change one digit of it.")
+    at = digits[0]
+    old = tok.label(prompt[at])
+    new_text = old.replace(old.strip()[0], "9" if old.strip()[0] != "9" else "8", 1)
+    appended = [tok.special_ids[tasks.CALL]] + tok.encode(REUSE_APPENDED)
+    out = reuse_check(model, prompt, appended, at, tok.encode(new_text)[0])
+    labels = [tok.label(i) for i in prompt]
+    out.update(question=question, tokens=labels, appended_tokens=[tok.label(i) for i in appended],
+               edited_question=tok.decode(prompt[1:at] + tok.encode(new_text) + prompt[at + 1:-1]),
+               old_text=old, new_text=new_text)
+    return out
+
+
 # --- the KV cache: batch view, break it on purpose, memory and cost, both models side by side --
 
 def _lab_model(session: Session, req: dict):
@@ -537,6 +608,37 @@ def _compare(session: Session, req: dict) -> dict:
                                                f"{run.settings.max_new_tokens}.")
         runs[kind] = _summary(run.run())
     return {"settings": run.settings.to_json(), "runs": runs}
+
+
+@endpoint
+def _bench_tools(session: Session, req: dict) -> dict:
+    """The benchmark's tool rows, the same function natively and here: resuming after a tool
+    result against a full recomputation (on the tasks model at a question's length, and on the
+    prose BPE model from 100 tokens of context), one question's samples with and without a
+    shared prefill, and the accuracy experiment's questions per second."""
+    from decodelab import costs
+
+    library = session.library
+    tasks_model = library.model("transformer", "tasks", "bpe")
+    tok = tasks_model.tokenizer
+    question = tasks.question_ids(tok, REUSE_QUESTION)
+    call = [tok.special_ids[tasks.CALL]] + tok.encode(REUSE_APPENDED)
+    appended = [tok.special_ids[tasks.END_CALL]] + tasks.result_ids(tok, "19")  # as a run does
+    prose = library.model("transformer", "prose", "bpe")
+    text = library.corpus("prose").val
+    long = prose.tokenizer.encode(" ".join(text))[:99]  # with the start token: 100 of context
+    out = {"resume_tasks": costs.time_resume(tasks_model, question + call, appended),
+           "resume_100": costs.time_resume(prose, long, prose.tokenizer.encode(" 19 is the")),
+           "prefix": costs.time_prefix_sharing(tasks_model, validate({
+               "model": "transformer", "dataset": "tasks", "prompt": REUSE_QUESTION,
+               "temperature": 1.0, "max_new_tokens": 30, "cache_check": False}), 8)}
+    exp = AccuracyExperiment(library, {"questions": read(req, ["questions"])["questions"]})
+    t0 = time.perf_counter()
+    exp.run()
+    seconds = time.perf_counter() - t0
+    out["experiment"] = {"runs": exp.total, "seconds": seconds, "runs_per_second": exp.total /
+                         seconds, "steps": exp.steps}
+    return out
 
 
 @endpoint

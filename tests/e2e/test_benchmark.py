@@ -35,6 +35,13 @@ def test_quick_benchmark_prints_every_row(site_root):
         enc = result["bpe_encode_10kb"][side]
         assert 9_000 < enc["bytes"] <= 10_000 and 0 < enc["tokens"] < enc["bytes"]
         assert enc["cold_ms"] > 0 and enc["warm_ms"] > 0
+    assert "| resume is faster by |" in text and "questions (runs) per second" in text
+    for side in ("browser", "native"):
+        tools = result["tools"][side]
+        for key in ("resume_tasks", "resume_100"):  # both ways give the same logits
+            assert tools[key]["max_abs_diff"] < 1e-9 and tools[key]["resume_ms"] > 0
+        assert tools["resume_100"]["context"] == 100
+        assert tools["prefix"]["same"] and tools["experiment"]["runs_per_second"] > 0
     weight = result["page_weight"]
     assert weight["total"]["raw"] == sum(p.stat().st_size for p in site_root.rglob("*") if p.is_file())
     assert 0 < weight["total"]["gzip"] < weight["total"]["raw"]
