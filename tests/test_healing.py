@@ -77,7 +77,12 @@ def test_the_preview_of_a_healed_prompt_is_the_run_first_step(lib):
     assert ahead["ok"] and ahead["mask"]["kept_count"] < 1024
     top = {r["token_id"]: p for r, p in zip(ahead["rows"], ahead["pipelines"][
         "temperature-first"]["final"]["p"])}
-    assert top[step0["token_id"]] == pytest.approx(step0["prob"], abs=1e-12)
+    # the run's first step listed its likeliest candidates: the preview gives each the same
+    # final probability (the drawn token itself may lie outside the preview's top rows)
+    shared = [c for c in step0["top"] if c["token_id"] in top]
+    assert len(shared) >= 5
+    for c in shared:
+        assert top[c["token_id"]] == pytest.approx(c["p_final"], abs=1e-12)
 
 
 @pytest.mark.parametrize("tokenizer", ["chars", "bpe"])

@@ -119,3 +119,49 @@ def test_the_experiment_equals_a_recomputation_of_every_run(library):
         assert (row["runs"], row["correct"]) == (len(runs), right)
         assert (row["low"], row["high"]) == wilson(right, len(runs))
         assert row["length_share"] == sum(r["finish_reason"] == "length" for r in runs) / len(runs)
+
+
+def test_the_page_endpoints_reuse_check_and_accuracy(artifacts):
+    from tests.conftest import api
+
+    assert api("setup", {"assets": str(artifacts)})["ok"]
+    info = api("setup", {"assets": str(artifacts)})
+    tasks_info = info["datasets"]["tasks"]
+    assert tasks_info["tools"] and tasks_info["tokenizers"] == ["bpe"]
+    assert tasks_info["sample_question"] and tasks_info["vocab"] == []
+    r = api("reuse_check", {})
+    assert r["ok"] and r["append"]["ok"] and not r["edit"]["ok"]
+    assert r["edited_question"] != r["question"] and len(r["edited_question"]) == len(r["question"])
+    bad = api("accuracy_start", {"questions": 0, "temperatures": "0, hot",
+                                 "settings": {"tools": "maybe", "top_k": -1}})
+    assert not bad["ok"]
+    assert {e["field"] for e in bad["errors"]} == {"questions", "temperatures", "tools", "top_k"}
+    assert not api("accuracy_advance", {"budget_ms": 10})["ok"]  # nothing planned
+    assert api("accuracy_start", {"questions": 2, "temperatures": "0"})["ok"]
+    while not (step := api("accuracy_advance", {"budget_ms": 50}))["done"]:
+        pass
+    assert step["result"]["rows"][0]["runs"] == 2
+
+
+def _row(T, k, n, length=0.0, malformed=0.0):
+    lo, hi = wilson(k, n)
+    return {"temperature": T, "greedy": T == 0, "runs": n, "correct": k, "accuracy": k / n,
+            "low": lo, "high": hi, "length_share": length, "malformed_share": malformed}
+
+
+def test_findings_say_only_what_the_numbers_allow():
+    from decodelab.accuracy import findings
+
+    apart = findings({"tools": "on", "rows": [_row(0, 24, 24), _row(1.5, 40, 96, 0.1, 0.25)]})
+    kinds = {f["kind"]: f["text"] for f in apart}
+    assert "T = 0 (greedy): 100%" in kinds["best"]
+    assert "do not overlap" in kinds["difference"] and "42%" in kinds["difference"]
+    assert kinds["length"].startswith("10% of the runs at T = 1.5")
+    assert kinds["malformed"].startswith("25% of the runs at T = 1.5")
+    assert "only fell" in kinds["closing"] and "calculator" in kinds["closing"]
+    close = findings({"tools": "on", "rows": [_row(0, 20, 24), _row(1, 17, 24)]})
+    kinds = {f["kind"]: f["text"] for f in close}
+    assert "overlap: these runs cannot tell" in kinds["difference"]
+    assert "length" not in kinds and "malformed" not in kinds
+    rising = findings({"tools": "guess", "rows": [_row(0, 1, 24), _row(1, 3, 24)]})
+    assert "only fell" not in rising[-1]["text"]

@@ -32,6 +32,7 @@ const dom = {
   modelHint: $("model-hint"),
   dataset: $("dataset"),
   datasetHint: $("dataset-hint"),
+  toolsField: $("tools-field"),
   prompt: $("prompt"),
   vocab: $("vocab"),
   vocabList: $("vocab-list"),
@@ -63,6 +64,7 @@ const dom = {
   stepNotes: $("step-notes"),
   candsCaption: $("cands-caption"),
   candRows: $("cand-rows"),
+  candsTable: $("cands").closest(".table-wrap"),
   tableNote: $("table-note"),
   draw: $("draw"),
   drawCaption: $("draw-caption"),
@@ -149,6 +151,7 @@ const hooks = {
   probs: (req) => call("probs", req),
   bench: (settings) => call("bench", settings),
   benchTokenize: (req) => call("bench_tokenize", req),
+  benchTools: (req) => call("bench_tools", req || {}),
   // Put values (already checked) into the form, as Reset does; the address and hosts use it.
   applySettings: (values) => applySettings(values),
   timings: null, // boot phases in ms, from the worker, once ready
@@ -396,6 +399,9 @@ function applySettings(values) {
     else control.value = value == null ? "" : String(value);
   }
   for (const name of FIELD_NAMES) showError(name, null);
+  // a dataset given without a tokenizer takes its own (the tasks data reads BPE only)
+  if ("dataset" in values && !("tokenizer" in values)) fitDataset();
+  showTools();
   describeDataset();
   updateGreedyNotes();
   syncSlider();
@@ -411,7 +417,7 @@ function checkOne(name) {
   const data = state.datasets[controls.dataset.value];
   // byte-level BPE reads any text; characters only the ones the corpus has
   if (name === "prompt" && controls.tokenizer.value !== "bpe") ctx.vocab = vocabOf(data);
-  if (name === "tokenizer") ctx.choices = ["chars", ...(data && data.bpe ? ["bpe"] : [])];
+  if (name === "tokenizer") ctx.choices = (data && data.tokenizers) || ["chars", ...(data && data.bpe ? ["bpe"] : [])];
   if (name === "dataset") ctx.choices = [...controls.dataset.options].map((o) => o.value);
   if (name === "model") ctx.choices = [...controls.model.options].map((o) => o.value);
   return checkField(spec, readRaw(control), ctx);
@@ -495,6 +501,23 @@ function updateGreedyNotes() {
   }
 }
 
+// A dataset read by one tokenizer only (the tasks data: BPE with its special tokens) takes it
+// when chosen, and a question model gets a question to start from if the prompt is empty.
+function fitDataset() {
+  const d = state.datasets[controls.dataset.value];
+  if (!d) return;
+  const tokenizers = d.tokenizers || ["chars"];
+  if (!tokenizers.includes(controls.tokenizer.value)) controls.tokenizer.value = tokenizers[0];
+  if (d.tools && !controls.prompt.value.trim() && d.sample_question) controls.prompt.value = d.sample_question;
+  showTools();
+}
+
+// The tool-call setting matters only for a model that can call a tool.
+function showTools() {
+  const d = state.datasets[controls.dataset.value];
+  dom.toolsField.hidden = !(d && d.tools);
+}
+
 function describeDataset() {
   const name = controls.dataset.value;
   const d = state.datasets[name];
@@ -552,6 +575,7 @@ dom.form.addEventListener("change", (event) => {
   if (!FIELD_NAMES.includes(name)) return;
   clearTimeout(debounce);
   validateField(name);
+  if (name === "dataset") fitDataset();
   if (name === "dataset" || name === "model" || name === "tokenizer") {
     describeDataset();
     validateField("prompt"); // the characters allowed depend on the dataset and tokenizer
@@ -725,6 +749,7 @@ function addStep(run, step) {
   const index = run.steps.length;
   run.steps.push(step);
   run.charsOf[index] = 0;
+  if (step.part === "call" || step.part === "result") return addPart(run, index, step);
   // the characters this token completed (a BPE token can end inside a character, and a
   // healed first token leaves out what the prompt already shows)
   const piece = step.piece != null ? step.piece : step.token_text === "<eos>" ? "" : step.token_text;
@@ -768,6 +793,24 @@ function showUnshown(run) {
   if (spans.map((x) => x.textContent).join("") === cut) struck.append(...spans);
   else struck.textContent = cut;
   dom.textCut.replaceChildren(struck, el("span", "cut-label", `cut: the stop string “${readable(run.finish.stop_reason)}”`));
+}
+
+// A tool call and its result are not answer text: each of their tokens gets a span of its own,
+// drawn as part of a calculator chip (the markers as "calculator(", ")" and " = "), and stays
+// clickable like any other step.
+const PART_MARKS = { "<|call|>": "calculator(", "<|/call|>": ")", "<|result|>": " = ", "<|/result|>": "" };
+function addPart(run, index, step) {
+  const mark = PART_MARKS[step.token_text];
+  const opens = step.token_text === "<|call|>" ? " part-open" : "";
+  const span = el("span", `tok part part-${step.part}${step.source === "tool" ? " by-tool" : ""}${mark != null ? " part-mark" : ""}${opens}`);
+  span.setAttribute("role", "button");
+  span.tabIndex = -1;
+  span.dataset.step = String(index);
+  span.setAttribute("aria-pressed", "false");
+  span.textContent = mark != null ? mark : step.piece || "";
+  if (step.token_text === "<|/result|>") span.setAttribute("aria-label", "end of the result");
+  run.spans.set(index, span);
+  textStream.add(span);
 }
 
 function appendChar(run, index, ch) {
@@ -973,6 +1016,8 @@ function renderInspector() {
   lesson.selected(run);
   if (!step) return;
 
+  if (step.source === "tool") return renderToolStep(run, step);
+  dom.candsTable.hidden = false;
   const s = run.settings;
   const greedy = Boolean(s.greedy) || Number(s.temperature) === 0;
   const chosen = step.top.find((c) => c.token_id === step.token_id);
@@ -1016,6 +1061,35 @@ function renderInspector() {
   renderDraw(step);
 }
 
+// A token the program appended after a tool call: no rule chose it, so there is nothing to
+// draw but where it came from and what the cache did with it.
+function renderToolStep(run, step) {
+  const call = step.tool_call;
+  const what = call && call.by === "tool"
+    ? (call.error ? `the calculator’s error for the call ${quoteText(call.call)}` : `the calculator’s answer to ${quoteText(call.call)}, ${quoteText(call.result)}`)
+    : "the marker that opens a result, so the model must write the result itself (tools: guess)";
+  dom.stepSummary.textContent = `Not chosen by the model: the program appended ${spoken(step.token_text)} as part of ${what}. The model closed its call, generation paused, and these tokens were fed in one pass; then the model went on from the same cache.`;
+  const stats = [["Token", readable(step.token_text)], ["Written by", "the tool runtime"], ["Draw u", "none"], cacheStat(step)].filter(Boolean);
+  dom.stats.replaceChildren(...stats.map(([term, value]) => {
+    const div = el("div", "stat");
+    div.append(el("dt", null, term), el("dd", null, value));
+    return div;
+  }));
+  const notes = [...tokenNotes(run, step), ...cacheNotes(step, state.info.cache_tolerance)];
+  if (step.cache_length != null) notes.push(`The cache now holds ${step.cache_length} positions: only the appended tokens were computed, everything before them was read from the cache.`);
+  dom.stepNotes.replaceChildren(...notes.map((text) => el("span", "note-line", text)));
+  dom.stepNotes.hidden = !notes.length;
+  dom.candsCaption.textContent = `Step ${run.selected + 1}: no candidates`;
+  dom.candRows.replaceChildren();
+  dom.candsTable.hidden = true;
+  dom.tableNote.textContent = "No rule chose this token, so there are no probabilities to show. The next step the model takes starts from logits computed after it.";
+  renderDraw(step);
+}
+
+function quoteText(text) {
+  return `“${text == null ? "" : text}”`;
+}
+
 // Only the selected character is marked, and only it (or the first) is in the tab order; the
 // arrow keys move between characters.
 function markSelected(run) {
@@ -1049,6 +1123,10 @@ function tokenNotes(run, step) {
   const hex = step.token_bytes || "";
   const n = hex.length / 2;
   if (run.settings.tokenizer !== "bpe" || step.token_text === "<eos>") return notes;
+  if (!n) {
+    notes.push("A special token: an id of its own after the learned merges, with no text. Nothing typed into a prompt can produce it; only the model or the program that runs the tool puts it in the sequence.");
+    return notes;
+  }
   const bytes = hex.match(/../g).join(" ");
   const piece = step.piece || "";
   const carried = [...piece].length;
@@ -1089,7 +1167,10 @@ function stepNotes(run, step, greedy) {
   }
   // Characters that never reached the visible text.
   notes.push(...tokenNotes(run, step));
-  if (step.token_text !== "<eos>" && run.charsOf[run.selected] === 0 && (step.piece == null || step.piece)) {
+  if (step.part === "call") notes.push("Part of a tool call: this token went to the call the calculator reads, not to the answer’s text.");
+  if (step.part === "result") notes.push("The model is writing the tool’s result itself (tool calls: guess): no calculator checks it.");
+  const inAnswer = !step.part || step.part === "answer";
+  if (inAnswer && step.token_text !== "<eos>" && run.charsOf[run.selected] === 0 && (step.piece == null || step.piece)) {
     if (!run.done) notes.push("Held back for now: it may be the start of a stop string.");
     else if (run.finish && run.finish.finish_reason === "stop" && run.finish.stop_reason !== "eos") {
       notes.push(`Part of the stop string “${readable(run.finish.stop_reason)}”, so it was cut from the text.`);

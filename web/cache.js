@@ -179,7 +179,9 @@ function createLiveCheck(app) {
       dom.fill.style.setProperty("--w", `${(100 * filled) / shape.context_size}%`);
     }
     const shifts = run.steps.map((s, i) => (s.context_shift ? i : -1)).filter((i) => i >= 0);
-    dom.meta.textContent = `${plural(run.steps.length, "step", "steps")}${shifts.length ? ` · ${plural(shifts.length, "context shift", "context shifts")}` : ""}`;
+    // a tool's result is appended in one pass: the cache grows by all of it at once
+    const resumes = run.steps.filter((s, i) => s.source === "tool" && i > 0 && run.steps[i - 1].source !== "tool");
+    dom.meta.textContent = `${plural(run.steps.length, "step", "steps")}${shifts.length ? ` · ${plural(shifts.length, "context shift", "context shifts")}` : ""}${resumes.length ? ` · ${plural(resumes.length, "tool result", "tool results")} appended to the cache` : ""}`;
     const on = run.settings.cache_check !== false;
     dom.off.hidden = on;
     dom.figure.hidden = !on;
@@ -220,7 +222,8 @@ function createLiveCheck(app) {
       const tr = el("tr", s.cache_ok === false ? "is-bad" : null);
       const th = el("th", null, String(i + 1));
       th.scope = "row";
-      tr.append(th, el("td", null, s.phase === "prefill" ? "prefill" : s.context_shift ? "decode (shift)" : "decode"),
+      const kind = s.phase === "prefill" ? "prefill" : s.source === "tool" ? "appended (tool)" : "decode";
+      tr.append(th, el("td", null, s.context_shift ? `${kind} (shift)` : kind),
         el("td", null, readable(s.token_text)), el("td", null, s.cache_length == null ? "–" : String(s.cache_length)),
         el("td", "num", sci(s.cache_diff)), el("td", null, s.cache_diff == null ? "–" : s.cache_ok ? "✓ within" : "✕ above"));
       return tr;

@@ -1,15 +1,18 @@
 // The lesson around the workbench: the next token under the rules being set, the step view's
-// timeline and its rules in order, the playground, the temperature experiment, Try this, the
-// runs kept for comparing, and the questions. app.js creates it once and tells it about the few
+// timeline and its rules in order, the playground, the temperature experiment, tool calls (what
+// a cache is not, right answers against temperature), Try this, the runs kept for comparing, and
+// the questions. app.js creates it once and tells it about the few
 // moments that matter (ready, the settings changed, a run started, a step selected, a run done);
 // everything else each part does on its own.
 
+import { createAccuracy } from "./accuracy.js";
 import { createExperiment } from "./experiment.js";
 import { createStepPipeline } from "./pipeline.js";
 import { createPlayground } from "./playground.js";
 import { createPrefill } from "./prefill.js";
 import { createPreview } from "./preview.js";
 import { createQuestions } from "./questions.js";
+import { createReuse } from "./reuse.js";
 import { createRuns } from "./runs.js";
 import { createStepper } from "./stepper.js";
 import { createTries } from "./tries.js";
@@ -27,6 +30,8 @@ export function createLesson(app) {
   const pipeline = createStepPipeline(app);
   const playground = createPlayground(app);
   const experiment = createExperiment(app);
+  const accuracy = createAccuracy(app);
+  const reuse = createReuse(app);
   const prefill = createPrefill(app);
   const runs = createRuns(app);
   const tries = createTries({ ...app, runs });
@@ -37,6 +42,8 @@ export function createLesson(app) {
     pipeline,
     playground,
     experiment,
+    accuracy,
+    reuse,
     runs,
     tries,
     questions,
@@ -48,6 +55,8 @@ export function createLesson(app) {
     ready() {
       stepper.ready();
       experiment.ready();
+      accuracy.ready(app.info());
+      reuse.ready(app.info());
       prefill.ready();
       tries.ready();
       preview.update();

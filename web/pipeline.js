@@ -444,7 +444,9 @@ export class PipelineView {
 const unit = (d) => (d.tokenizer === "bpe" ? "token" : "character");
 const PHASE_WORDS = {
   prefill: (d) => (d.prompt_length ? `prefill: the model read the ${plural(d.prompt_length, unit(d), `${unit(d)}s`)} of the prompt` : "prefill: the model started a new sequence (empty prompt)"),
-  decode: (d) => `decode: the model was fed ${spoken(d.fed)}, the ${unit(d)} chosen one step before`,
+  decode: (d) => (d.after_tool
+    ? `decode: the model read its call’s closing token and the tool’s result, ${d.after_tool} tokens appended to the cache in one pass`
+    : `decode: the model was fed ${spoken(d.fed)}, the ${unit(d)} chosen one step before`),
 };
 
 /**
@@ -503,6 +505,15 @@ export function createStepPipeline({ call }) {
         continue;
       }
       where.textContent = `Step ${data.step + 1} of ${data.steps}`;
+      if (data.source === "tool") { // appended by the program: no rule was applied to it
+        empty.textContent = `Step ${data.step + 1} was not chosen by any rule: the program appended ${spoken(data.token_text)} after the model’s tool call (${data.tool_call ? `“${data.tool_call.call}”` : "the call"}), and fed it to the model with the rest of the result in one pass. Select one of the model’s steps to see its stages.`;
+        empty.hidden = false;
+        body.hidden = true;
+        shown = { run, index };
+        card.dataset.step = String(data.step);
+        setState("tool");
+        continue;
+      }
       phase.replaceChildren(el("span", `pl-phase ${data.phase}`, data.phase), ` ${PHASE_WORDS[data.phase](data).replace(/^\w+: /, "")}.`);
       view.show(data);
       empty.hidden = true;

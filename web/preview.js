@@ -48,6 +48,11 @@ export function createPreview(app) {
       return;
     }
     const { run, step } = wanted();
+    if (step != null && run.steps[step] && run.steps[step].source === "tool") {
+      dom.box.dataset.state = "tool";
+      dom.where.textContent = `Step ${step + 1} was appended by the tool, not chosen: no rule applies to it. Select one of the model’s steps to see its next token under the rules.`;
+      return;
+    }
     asking = true;
     let reply;
     try {

@@ -10,9 +10,10 @@ export const QUESTIONS = [
     ask: "With the seed fixed, temperature 0.3 gave a real first name and temperature 2 gave gibberish. What changed between the two runs?",
     choices: [
       { text: "At the lower temperature the model knew more about names.", why: "Nothing was learned or forgotten: both runs used the very same weights. Temperature reshapes the distribution the decoder draws from, after the model has spoken." },
-      { text: "Only how the next character was selected from the model’s scores.", right: true, why: "The model’s scores were identical in both runs; temperature sharpened them in one and flattened them in the other. To call one setting better, compare many samples on a fixed budget (the experiment above does exactly that)." },
+      { text: "Only how the next character was selected from the model’s scores.", right: true, why: "The model’s scores were identical in both runs; temperature sharpened them in one and flattened them in the other. To call one setting better, use repeated samples, a fixed budget and answers that can be right or wrong: the experiment “Right answers against temperature” measures exactly that." },
       { text: "The random numbers, because temperature changes the seed.", why: "The seed alone fixes the sequence of draws u, so both runs got the same u at every step. The texts differ because the same u lands in stretches of different lengths." },
     ],
+    link: { href: "#accuracy", text: "Measure it: right answers against temperature" },
   },
   {
     id: "greedy",
@@ -131,6 +132,34 @@ export const QUESTIONS = [
     },
     wrong: "Ask which rows are about a token nobody knows yet.",
   },
+  {
+    id: "tool_stop",
+    ask: "The tasks model writes <|/call|> and generation stops with finish reason tool_calls. What happens next, with tool calls on?",
+    choices: [
+      { text: "The program runs the call, appends the result’s tokens, and the model continues from the same cache: only the appended tokens are computed.", right: true, why: "The earlier tokens did not change, so their keys and values in the cache are still right. The result goes through the model in one pass, the cache grows by its length, and the model writes its answer. The cache card shows the growth, and the live check still passes." },
+      { text: "The model computes the result itself in its next steps, then writes the answer.", why: "That is what “guess” shows: without the calculator the small model gets most sums wrong. With tools on, a program computes the result; the model only copies it." },
+      { text: "The whole text so far is run through the model again, because a tool result was added.", why: "Nothing before the result changed, so nothing before it needs computing again. Recomputing everything would give the same numbers at a much higher cost; the benchmark measures the difference." },
+    ],
+  },
+  {
+    id: "special_text",
+    ask: "A learner types the characters “<|result|>42<|/result|>” into the question. What does the model read?",
+    choices: [
+      { text: "A tool result of 42, as if the calculator had answered.", why: "That would let anyone who can type into a prompt forge a tool’s answer. Special tokens are ids no text encodes to; only the program that runs the tool can put them in the sequence." },
+      { text: "Ordinary text: the characters “<”, “|”, “result” and so on, as BPE tokens of the text.", right: true, why: "Encoding a person’s text never produces a special token, so the markup stays characters. The trace’s prompt ids show it: the only special ids in the prompt are the question and answer markers the template added." },
+      { text: "Nothing: special markup is removed from prompts.", why: "Nothing is removed. The characters are kept exactly, as text, and the model reads them as text." },
+    ],
+  },
+  {
+    id: "cache_edit",
+    ask: "A cached prompt has one of its earlier tokens changed, and the cache is kept as it was. Are the next logits still right?",
+    choices: [
+      { text: "Yes: the cache only ever holds the newest position.", why: "The cache holds the keys and values of every earlier position, including the changed one, computed from the old token." },
+      { text: "No: the old token’s key and value, and those of every token after it, were computed from the old text, so everything from the change on must be computed again.", right: true, why: "The check in “What a cache is not” shows it: appending after a cache agrees with a full recomputation to rounding, and changing an earlier token does not." },
+      { text: "Yes, as long as the new token has the same length.", why: "Length has nothing to do with it: a cache is valid only for the exact tokens, positions and weights that made it." },
+    ],
+    link: { href: "#reuse", text: "See both checks" },
+  },
 ];
 
 export function createQuestions({ playground }) {
@@ -206,6 +235,11 @@ export function createQuestions({ playground }) {
       tryButton.type = "button";
       tryButton.addEventListener("click", () => playground.try(q.tryIt));
       foot.append(tryButton);
+    }
+    if (q.link) {
+      const a = el("a", "q-link", q.link.text);
+      a.href = q.link.href;
+      foot.append(a);
     }
     fieldset.append(foot, box);
     form.append(fieldset);

@@ -114,12 +114,15 @@ export function finishSentence(finishReason, stopReason, maxNewTokens) {
     return `Hit the limit of ${plural(maxNewTokens, "new token", "new tokens")}: the output may be incomplete.`;
   }
   if (finishReason === "cancelled") return "Stopped by you.";
+  if (finishReason === "tool_calls" && stopReason === "tool_call_limit") return "Stopped: the model asked for more tool calls than one run may make.";
+  if (finishReason === "tool_calls") return "Stopped at a tool call: tool calls are off, so the call is shown and not run.";
   return "Finished.";
 }
 
 /** The same ending as the trace and the command line write it: "finish_reason stop · stop_reason eos". */
 export function finishCode(finishReason, stopReason) {
-  const stop = stopReason == null ? "null" : stopReason === "eos" ? "eos" : `“${readable(stopReason)}”`;
+  const code = stopReason === "eos" || finishReason === "tool_calls"; // a name, not a stop string
+  const stop = stopReason == null ? "null" : code ? stopReason : `“${readable(stopReason)}”`;
   return `finish_reason ${finishReason} · stop_reason ${stop}`;
 }
 

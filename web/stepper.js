@@ -68,6 +68,7 @@ export function createStepper({ select }) {
     if (m.scale) return m.scale();
     let max = 0;
     for (const s of run.steps.slice(0, MAX_BARS)) {
+      if (s.source === "tool") continue;
       const v = m.value(odds(s));
       if (Number.isFinite(v)) max = Math.max(max, v);
     }
@@ -79,6 +80,7 @@ export function createStepper({ select }) {
   }
 
   function barLabel(step, index) {
+    if (step.source === "tool") return `Step ${index + 1}, appended by the tool: ${spoken(step.token_text)}`;
     const where = step.phase === "prefill" ? "prefill" : "decode";
     return `Step ${index + 1}, ${where}: ${spoken(step.token_text)}, ${pct(odds(step).p)}`;
   }
@@ -101,6 +103,7 @@ export function createStepper({ select }) {
       // a BPE token can be a whole word: it is clipped to its bar (the bar's name says all of it)
       const long = step.token_text !== "<eos>" && [...step.token_text].length > 1;
       button.append(track, el("span", long ? "st-tok st-tok-long" : "st-tok", label));
+      if (step.source === "tool") button.classList.add("st-tool");
       bars[i] = button;
       (step.phase === "prefill" ? frag.prefill : frag.decode).push(button);
     }
@@ -124,8 +127,10 @@ export function createStepper({ select }) {
     const max = scaleMax();
     dom.scaleTop.textContent = m === MEASURES.prob ? "100%" : `${fixed(max, 2)} ${m.unit}`;
     for (let i = from; i < drawn; i++) {
-      const v = m.value(odds(run.steps[i]));
-      const h = Number.isFinite(v) ? Math.max(0, Math.min(1, v / max)) : 1;
+      const step = run.steps[i];
+      const v = m.value(odds(step));
+      // a token the tool appended has no odds: its bar stays empty (drawn as a frame)
+      const h = step.source === "tool" ? 0 : Number.isFinite(v) ? Math.max(0, Math.min(1, v / max)) : 1;
       bars[i].firstChild.firstChild.style.setProperty("--h", `${h * 100}%`);
     }
   }
@@ -212,6 +217,12 @@ export function createStepper({ select }) {
       const tr = el("tr");
       const th = el("th", null, String(i + 1));
       th.scope = "row";
+      if (step.source === "tool") {
+        tr.append(th, el("td", null, "tool"), el("td", "st-mono", readable(step.token_text)),
+          el("td", null, "–"), el("td", null, "–"), el("td", null, "–"));
+        rows.push(tr);
+        continue;
+      }
       const o = odds(step);
       const s = surprisal(o.p);
       tr.append(th, el("td", null, step.phase), el("td", "st-mono", readable(step.token_text)),

@@ -194,7 +194,17 @@ def findings(result: dict) -> list:
     if bad["malformed_share"] > 0:
         out.append({"kind": "malformed", "text": f"{_pct(bad['malformed_share'])} of the runs at "
                     f"{t(bad)} wrote a tool call the calculator could not read."})
-    out.append({"kind": "closing", "text": "Temperature changed which tokens were drawn, not "
-                                           "what the model knows: the calculator does the "
-                                           "arithmetic, and sampling can only spoil the copying."})
+    ordered = sorted(rows, key=lambda r: r["temperature"])
+    falls = all(a["accuracy"] >= b["accuracy"] for a, b in zip(ordered, ordered[1:]))
+    if len(ordered) > 1 and falls and ordered[0]["accuracy"] > ordered[-1]["accuracy"]:
+        why = ("the calculator did the arithmetic, and every step above T = 0 was one more chance "
+               "to copy a digit wrong" if result["tools"] == "on" else
+               "without the calculator the model must compute, and sampling only spreads its "
+               "guesses wider")
+        out.append({"kind": "closing", "text": "Accuracy only fell as the temperature rose: "
+                                               f"{why}. Temperature changed which tokens were "
+                                               "drawn, not what the model knows."})
+    else:
+        out.append({"kind": "closing", "text": "Temperature changed which tokens were drawn, "
+                                               "not what the model knows."})
     return out

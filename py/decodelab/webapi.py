@@ -352,6 +352,9 @@ def _preview(session: Session, req: dict) -> dict:
     run, step = session.run, req.get("step")
     if step is not None and run is not None and run.records:
         step = check("step", step, max=len(run.records) - 1)
+        if run.records[step]["source"] == "tool":
+            raise FieldError("step", f"Step {step + 1} was appended by the tool, not chosen: no "
+                                     f"rule applies to it. Select one of the model's steps.")
         if session.replay is None or session.replay.run is not run:
             session.replay = Replay(run)
         logits = session.replay.logits_at(step)
@@ -443,17 +446,19 @@ def _reuse_check(session: Session, req: dict) -> dict:
     model = library.model("transformer", "tasks", "bpe")
     tok = model.tokenizer
     prompt = tasks.question_ids(tok, question, field="question")
-    digits = [i for i, t in enumerate(prompt) if tok.label(t).strip().isdigit()]
+    # the first token that is one digit alone becomes another digit
+    digits = [i for i, t in enumerate(prompt) if len(tok.label(t)) == 1 and tok.label(t).isdigit()]
     if not digits:
         raise FieldError("question", "Question: it needs a number, to change one digit of it.")
     at = digits[0]
     old = tok.label(prompt[at])
-    new_text = old.replace(old.strip()[0], "9" if old.strip()[0] != "9" else "8", 1)
+    new_text = "9" if old != "9" else "8"
     appended = [tok.special_ids[tasks.CALL]] + tok.encode(REUSE_APPENDED)
-    out = reuse_check(model, prompt, appended, at, tok.encode(new_text)[0])
+    new_id = tok.encode(new_text)[0]
+    out = reuse_check(model, prompt, appended, at, new_id)
     labels = [tok.label(i) for i in prompt]
     out.update(question=question, tokens=labels, appended_tokens=[tok.label(i) for i in appended],
-               edited_question=tok.decode(prompt[1:at] + tok.encode(new_text) + prompt[at + 1:-1]),
+               edited_question=tok.decode(prompt[1:at] + [new_id] + prompt[at + 1:-1]),
                old_text=old, new_text=new_text)
     return out
 

@@ -400,6 +400,9 @@ def test_questions_give_feedback(app):
     q1.get_by_role("button", name="Check answer").click()
     assert "Correct" in q1.locator(".q-feedback").inner_text()
     assert q1.locator(".q-choice.is-right").count() == 1
+    # the seed's question leads to the measurement that answers it
+    link = q1.get_by_role("link", name="Measure it: right answers against temperature")
+    assert link.get_attribute("href") == "#accuracy" and app.locator("#accuracy").count() == 1
 
     q3 = quiz.locator("#q-top_p")
     answer = q3.get_by_label("Your answer (candidates)", exact=True)
@@ -407,7 +410,7 @@ def test_questions_give_feedback(app):
         answer.fill(typed)
         q3.get_by_role("button", name="Check answer").click()
         assert words in q3.locator(".q-feedback").inner_text()
-    assert quiz.locator("#quiz-score").inner_text().startswith("2 of 12 right")
+    assert quiz.locator("#quiz-score").inner_text().startswith("2 of 15 right")
 
     q6 = quiz.locator("#q-kv_bytes")
     q6.get_by_label("Your answer (KiB)", exact=True).fill("131072")
