@@ -25,12 +25,13 @@ TOKENS = BPE(bpe.train(TEXT * 3, 330))
 
 
 class Scripted:
-    """A model that makes greedy decoding emit a fixed list of token ids, then EOS."""
+    """A model that makes greedy decoding emit a fixed list of token ids, then EOS. Its sessions
+    log what they are fed: ("prefill", ids), ("decode", id), ("append", ids)."""
 
     context_size = 10_000
 
     def __init__(self, tokenizer, ids):
-        self.tokenizer, self.ids = tokenizer, list(ids)
+        self.tokenizer, self.ids, self.log = tokenizer, list(ids), []
 
     def session(self):
         return _Session(self)
@@ -40,7 +41,8 @@ class _Session:
     def __init__(self, model):
         self.model, self.i = model, 0
 
-    def _next(self):
+    def _next(self, fed):
+        self.model.log.append(fed)
         z = np.zeros(self.model.tokenizer.vocab_size)
         ids = self.model.ids
         z[ids[self.i] if self.i < len(ids) else 0] = 50.0
@@ -48,10 +50,13 @@ class _Session:
         return z
 
     def prefill(self, ids):
-        return self._next()
+        return self._next(("prefill", list(ids)))
 
     def decode(self, token_id):
-        return self._next()
+        return self._next(("decode", token_id))
+
+    def append(self, ids):
+        return self._next(("append", list(ids)))
 
 
 def stream_for(text: str, rng: random.Random) -> list:

@@ -2,7 +2,6 @@
 what the runtime appends (and that only that is fed to the model), what the budget counts, what
 the trace says, and that the markers' text in a prompt stays text."""
 
-import numpy as np
 import pytest
 
 from decodelab import bpe, tasks, tools
@@ -10,46 +9,11 @@ from decodelab.bpe import BPE
 from decodelab.fields import FieldError
 from decodelab.generate import MAX_TOOL_CALLS, Generation
 from decodelab.settings import validate
+from tests.test_token_stops import Scripted
 
 TOK = BPE(bpe.train(["What is 12 plus 7? The answer is 19.", "12+7 0-45"] * 3, 300)) \
     .with_specials(tasks.SPECIALS)
 M = TOK.special_ids
-
-
-class Scripted:
-    """Greedy decoding of it emits a fixed list of ids (then EOS). Its sessions log what they
-    are fed: ("prefill", ids), ("decode", id), ("append", ids)."""
-
-    context_size = 10_000
-
-    def __init__(self, ids):
-        self.tokenizer, self.ids, self.log = TOK, list(ids), []
-
-    def session(self):
-        return _Session(self)
-
-
-class _Session:
-    def __init__(self, model):
-        self.model, self.i = model, 0
-
-    def _next(self):
-        z = np.zeros(TOK.vocab_size)
-        z[self.model.ids[self.i] if self.i < len(self.model.ids) else 0] = 50.0
-        self.i += 1
-        return z
-
-    def prefill(self, ids):
-        self.model.log.append(("prefill", list(ids)))
-        return self._next()
-
-    def decode(self, token_id):
-        self.model.log.append(("decode", token_id))
-        return self._next()
-
-    def append(self, ids):
-        self.model.log.append(("append", list(ids)))
-        return self._next()
 
 
 def call(text):
@@ -57,7 +21,7 @@ def call(text):
 
 
 def run(script, **settings):
-    model = Scripted(script)
+    model = Scripted(TOK, script)
     raw = {"greedy": True, "tokenizer": "bpe", "prompt": "What is 12 plus 7?", **settings}
     g = Generation(model, validate(raw)).run()
     return g, g.trace(), model.log

@@ -15,11 +15,11 @@ The page runs it a few runs at a time (advance, with progress and Stop); the CLI
 
 import dataclasses
 import math
-import time
 
 from decodelab import tasks
 from decodelab.fields import MAX_SEED, FieldError, FieldErrors, read
 from decodelab.generate import Generation, Prefix
+from decodelab.metrics import Planned
 from decodelab.settings import validate
 
 Z95 = 1.959963984540054  # the normal quantile of 0.975
@@ -50,7 +50,7 @@ def held_out_questions(library, n: int) -> list:
     return [tasks.parse_line(line)["question"] for line in lines[:n]]
 
 
-class AccuracyExperiment:
+class AccuracyExperiment(Planned):
     """The runs of one experiment, done a few at a time (advance) or all at once (run)."""
 
     def __init__(self, library, req: dict):
@@ -99,10 +99,6 @@ class AccuracyExperiment:
         self.outcomes = [[] for _ in self.temperatures]  # per temperature: dicts
         self.steps = 0
 
-    @property
-    def done(self) -> bool:
-        return not self.plan
-
     def _run(self, q: int, t: int, j: int) -> dict:
         T = self.temperatures[t]
         s = dataclasses.replace(self.settings, prompt=self.questions[q], temperature=T,
@@ -119,22 +115,9 @@ class AccuracyExperiment:
                 "malformed": any(c["error"] for c in run.tool_calls),
                 "calls": len(run.tool_calls)}
 
-    def advance(self, budget_s: float = 0.05) -> None:
-        """Make runs until the time budget is used (at least one)."""
-        deadline = time.perf_counter() + budget_s
-        while self.plan:
-            q, t, j = self.plan.pop(0)
-            self.outcomes[t].append(self._run(q, t, j))
-            if time.perf_counter() >= deadline:
-                break
-
-    def run(self) -> "AccuracyExperiment":
-        while not self.done:
-            self.advance(1.0)
-        return self
-
-    def progress(self) -> dict:
-        return {"done": self.total - len(self.plan), "total": self.total, "steps": self.steps}
+    def _make(self, item) -> None:
+        q, t, j = item
+        self.outcomes[t].append(self._run(q, t, j))
 
     def result(self) -> dict:
         rows = []

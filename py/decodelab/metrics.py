@@ -180,7 +180,39 @@ def check_request(req, datasets=None):
     return settings, values["temperatures"], values["mode"], values.get("samples", 1)
 
 
-class Experiment:
+class Planned:
+    """Runs planned up front (`plan`, a list of what `_make` takes) and made a few at a time:
+    advance() until a time budget is used (at least one run), or run() them all. The page makes
+    them in batches, so it can show progress and stop between two batches."""
+
+    plan: list
+    total: int
+    steps: int
+
+    @property
+    def done(self) -> bool:
+        return not self.plan
+
+    def _make(self, item) -> None:
+        raise NotImplementedError
+
+    def advance(self, budget_s: float = 0.05) -> None:
+        deadline = time.perf_counter() + budget_s
+        while self.plan:
+            self._make(self.plan.pop(0))
+            if time.perf_counter() >= deadline:
+                break
+
+    def run(self):
+        while not self.done:
+            self.advance(1.0)
+        return self
+
+    def progress(self) -> dict:
+        return {"done": self.total - len(self.plan), "total": self.total, "steps": self.steps}
+
+
+class Experiment(Planned):
     """The runs of one experiment, done a few at a time (advance) or all at once (run)."""
 
     def __init__(self, library, req: dict):
@@ -198,36 +230,16 @@ class Experiment:
         self.seeds = [(settings.seed + j) % (MAX_SEED + 1) for j in range(samples)]
         self.plan = [(t, seed) for t in range(len(temperatures)) for seed in self.seeds]
         self.results = [[] for _ in temperatures]  # per temperature: (measures, text, finish)
+        self.total = len(temperatures) * samples
         self.steps = 0
 
-    @property
-    def done(self) -> bool:
-        return len(self.plan) == 0
-
-    @property
-    def total(self) -> int:
-        return len(self.temperatures) * self.samples
-
-    def advance(self, budget_s: float = 0.05) -> None:
-        """Run samples until the time budget is used (at least one)."""
-        deadline = time.perf_counter() + budget_s
-        while self.plan:
-            t, seed = self.plan.pop(0)
-            s = dataclasses.replace(self.settings, temperature=self.temperatures[t], seed=seed)
-            run = Generation(self.model, s).run()
-            self.steps += len(run.records)
-            self.results[t].append((sample_measures(run, self.vocabulary), run.text,
-                                    run.finish_reason))
-            if time.perf_counter() >= deadline:
-                break
-
-    def run(self) -> "Experiment":
-        while not self.done:
-            self.advance(1.0)
-        return self
-
-    def progress(self) -> dict:
-        return {"done": self.total - len(self.plan), "total": self.total, "steps": self.steps}
+    def _make(self, item) -> None:
+        t, seed = item
+        s = dataclasses.replace(self.settings, temperature=self.temperatures[t], seed=seed)
+        run = Generation(self.model, s).run()
+        self.steps += len(run.records)
+        self.results[t].append((sample_measures(run, self.vocabulary), run.text,
+                                run.finish_reason))
 
     def result(self) -> dict:
         rows = []

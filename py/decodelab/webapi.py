@@ -400,9 +400,13 @@ def _experiment_start(session: Session, req: dict) -> dict:
 def _experiment_advance(session: Session, req: dict) -> dict:
     """{"budget_ms"} -> samples run for about that long (at least one); the result comes with
     the last batch."""
-    exp = session.experiment
+    return _advance_planned(session.experiment, req, "No experiment has been started.")
+
+
+def _advance_planned(exp, req: dict, none: str) -> dict:
+    """Make an experiment's runs for about req's budget; its result comes with the last batch."""
     if exp is None:
-        raise FieldError("request", "No experiment has been started.")
+        raise FieldError("request", none)
     exp.advance(_budget(req) - time.perf_counter())
     out = {"done": exp.done, "progress": exp.progress()}
     if exp.done:
@@ -422,14 +426,7 @@ def _accuracy_start(session: Session, req: dict) -> dict:
 def _accuracy_advance(session: Session, req: dict) -> dict:
     """{"budget_ms"} -> runs for about that long (at least one); the result comes with the
     last batch."""
-    exp = session.accuracy
-    if exp is None:
-        raise FieldError("request", "No accuracy experiment has been started.")
-    exp.advance(_budget(req) - time.perf_counter())
-    out = {"done": exp.done, "progress": exp.progress()}
-    if exp.done:
-        out["result"] = exp.result()
-    return out
+    return _advance_planned(session.accuracy, req, "No accuracy experiment has been started.")
 
 
 @endpoint
