@@ -801,7 +801,7 @@ function showUnshown(run) {
 const PART_MARKS = { "<|call|>": "calculator(", "<|/call|>": ")", "<|result|>": " = ", "<|/result|>": "" };
 function addPart(run, index, step) {
   const mark = PART_MARKS[step.token_text];
-  const opens = step.token_text === "<|call|>" ? " part-open" : "";
+  const opens = step.token_text === "<|call|>" ? " part-open" : step.token_text === "<|/result|>" ? " part-close" : "";
   const span = el("span", `tok part part-${step.part}${step.source === "tool" ? " by-tool" : ""}${mark != null ? " part-mark" : ""}${opens}`);
   span.setAttribute("role", "button");
   span.tabIndex = -1;
