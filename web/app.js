@@ -170,7 +170,13 @@ if (worker.faults) hooks.injectFault = (kind) => worker.injectFault(kind); // te
 // comparing, the questions.
 const lesson = createLesson({
   call, select, collect, peek, run: () => state.run, info: () => state.info,
-  apply: (values) => applySettings({ ...state.info.defaults, ...values }),
+  apply: (values) => {
+    const merged = { ...state.info.defaults, ...values };
+    // a dataset read by one tokenizer only takes it unless one is named (as in Python)
+    const d = state.datasets[merged.dataset];
+    if (!("tokenizer" in values) && d && d.tokenizers && !d.tokenizers.includes(merged.tokenizer)) merged.tokenizer = d.tokenizers[0];
+    return applySettings(merged);
+  },
   generate: () => generateFromForm(),
   kv: () => kv,
   last: {}, // each lesson panel's latest reply from Python (tests read it)
