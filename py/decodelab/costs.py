@@ -207,7 +207,7 @@ def time_generation(model, settings) -> dict:
             "text": run.text}
 
 
-def time_resume(model, context_ids, appended_ids, repeats: int = 5) -> dict:
+def time_resume(model, context_ids, appended_ids, repeats: int = 15) -> dict:
     """Resuming after a tool result: the appended tokens fed after a cache that holds the
     context (session.append) against a full recomputation of the same text without one (a
     fresh session's prefill of all of it). Medians over `repeats`, in ms; both give the same
