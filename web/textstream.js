@@ -6,7 +6,7 @@
 // the 2-core build machine), and a streaming run would keep the page from answering. So while a
 // run streams, the older spans are "sealed": set aside and replaced by one plain-text stand-in
 // showing exactly the same characters, which costs about as little as plain text. Only the
-// newest 100 to 300 characters stay live spans. A stand-in gives its spans back when they are
+// newest 60 to 200 characters stay live spans. A stand-in gives its spans back when they are
 // needed: a click or a pointer on it (the click then goes to the character under the pointer),
 // or one of its steps being selected (the step buttons, the timeline, the keyboard).
 //
@@ -17,8 +17,8 @@
 // steps arrives from the worker: the text looks just as live, and the page draws half as many
 // frames while a run streams, which leaves the processor to the worker and to the learner.
 
-const LIVE_MAX = 300; // live spans allowed while streaming before the oldest are sealed
-const LIVE_KEEP = 100; // live spans left after sealing
+const LIVE_MAX = 200; // live spans allowed while streaming before the oldest are sealed
+const LIVE_KEEP = 60; // live spans left after sealing
 const FLUSH_MS = 30; // new text reaches the document at most this often while streaming
 
 export function createTextStream(container) {
