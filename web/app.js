@@ -65,6 +65,7 @@ const dom = {
   candsCaption: $("cands-caption"),
   candRows: $("cand-rows"),
   candsTable: $("cands").closest(".table-wrap"),
+  candsLegend: $("inspector-body").querySelector(".legend"),
   tableNote: $("table-note"),
   draw: $("draw"),
   drawCaption: $("draw-caption"),
@@ -1023,7 +1024,7 @@ function renderInspector() {
   if (!step) return;
 
   if (step.source === "tool") return renderToolStep(run, step);
-  dom.candsTable.hidden = false;
+  dom.candsTable.hidden = dom.candsLegend.hidden = false;
   const s = run.settings;
   const greedy = Boolean(s.greedy) || Number(s.temperature) === 0;
   const chosen = step.top.find((c) => c.token_id === step.token_id);
@@ -1087,7 +1088,7 @@ function renderToolStep(run, step) {
   dom.stepNotes.hidden = !notes.length;
   dom.candsCaption.textContent = `Step ${run.selected + 1}: no candidates`;
   dom.candRows.replaceChildren();
-  dom.candsTable.hidden = true;
+  dom.candsTable.hidden = dom.candsLegend.hidden = true;
   dom.tableNote.textContent = "No rule chose this token, so there are no probabilities to show. The next step the model takes starts from logits computed after it.";
   renderDraw(step);
 }
