@@ -46,6 +46,14 @@ function setControl(id, value) {
   control.dispatchEvent(new Event(control.tagName === "SELECT" ? "change" : "input", { bubbles: true }));
 }
 
+// What the live cache check of a run with a tool call found, in words that follow its numbers.
+function checkSentence(steps) {
+  const checked = steps.filter((s) => s.cache_diff != null);
+  if (!checked.length) return "The cache check was off, so nothing was compared.";
+  const bad = checked.find((s) => !s.cache_ok);
+  return bad ? `The cache check failed at step ${bad.step + 1}.` : `The cache check passed at all ${checked.length} steps the model took, across the resume.`;
+}
+
 export const TRIES = [
   {
     id: "temperatures",
@@ -210,7 +218,7 @@ export const TRIES = [
       const after = tool.length ? tool[tool.length - 1].cache_length : before;
       const right = /(^|\D)911(\D|$)/.test(r.text);
       return {
-        text: `The model wrote the call “${call ? call.call : "?"}” and closed it at step ${close + 1}: there its turn ended. The calculator (a program, not the model) answered ${call && call.result != null ? `“${call.result}”` : `with an error: ${call ? call.error : "?"}`}, and its ${plural(tool.length, "token", "tokens")} were appended in one pass: the cache went from ${before} to ${after} positions, and nothing before them was computed again. Then the model went on and wrote “${r.text}”, which is ${right ? "right: 512 + 399 = 911" : "wrong: 512 + 399 = 911"}. The cache check passed at every step, across the resume.`,
+        text: `The model wrote the call “${call ? call.call : "?"}” and closed it at step ${close + 1}: there its turn ended. The calculator (a program, not the model) answered ${call && call.result != null ? `“${call.result}”` : `with an error: ${call ? call.error : "?"}`}, and its ${plural(tool.length, "token", "tokens")} were appended in one pass: the cache went from ${before} to ${after} positions, and nothing before them was computed again. Then the model went on and wrote “${r.text}”, which is ${right ? "right: 512 + 399 = 911" : "wrong: 512 + 399 = 911"}. ${checkSentence(r.steps)}`,
         evidence: [["#text-gen", r.text.slice(0, 10)], ["#cache-meta", "tool result"]],
       };
     },
