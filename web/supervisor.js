@@ -5,7 +5,8 @@
 //
 //   - a heartbeat: every second it sends {type: "ping"}; the worker answers between batches of
 //     work. A ping left unanswered for longer than the limit (a Python call that never returns,
-//     a worker that closed itself) means the worker has stopped answering;
+//     a worker that closed itself), and still unanswered one beat later, means the worker has
+//     stopped answering;
 //   - the worker's "error" event after start-up (an uncaught error that may have killed it), and
 //     a {type: "fatal"} message (the worker found Python unusable, for example out of memory).
 //
@@ -198,9 +199,16 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
       if (interrupt && booted && !waitingPing.interruptedAt) {
         waitingPing.interruptedAt = now; // the gentle way first: end the stuck Python call
         Atomics.store(interrupt, 0, 2);
-      } else if (!waitingPing.interruptedAt || now - waitingPing.interruptedAt > Math.min(GRACE_MS, limit)) {
-        lost("hang", `no answer for ${Math.round(waited / 1000)} s`);
+        return;
       }
+      if (waitingPing.interruptedAt && now - waitingPing.interruptedAt <= Math.min(GRACE_MS, limit)) return;
+      // Overdue. Decide on the next beat, not this one: when the page itself was held up (a busy
+      // machine), this beat may run before the worker's answer that already waits in the queue.
+      if (!waitingPing.overdue) {
+        waitingPing.overdue = true;
+        return;
+      }
+      lost("hang", `no answer for ${Math.round(waited / 1000)} s`);
       return;
     }
     waitingPing = { n: ++pings, at: now };
