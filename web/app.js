@@ -1000,11 +1000,14 @@ let inspectorFrame = 0;
 function scheduleInspector() {
   if (inspectorFrame) return;
   // While a run streams, the inspector updates in a task of its own, not inside the frame that
-  // also draws the new text: two short tasks instead of one long one.
+  // also draws the new text: two short tasks instead of one long one. The inspector's layout is
+  // done in that task too (it is most of the inspector's cost: a table, a strip, notes); left to
+  // the next frame, it would land on top of the text drawn there.
   const streaming = state.run && !state.run.done;
   inspectorFrame = (streaming ? setTimeout : requestAnimationFrame)(() => {
     inspectorFrame = 0;
     renderInspector();
+    if (streaming) dom.inspectorBody.getBoundingClientRect();
   });
 }
 
