@@ -131,8 +131,16 @@ function keepFocusThroughRuns() {
   const generate = $("generate");
   const stop = $("stop-button");
   let handed = false;
+  // Whether Generate had the focus when it was pressed: newer browsers drop the focus of a
+  // button as soon as it is disabled, which the run does before it says it has started.
+  let pressed = false;
+  generate.addEventListener("click", () => {
+    pressed = document.activeElement === generate;
+  }, true);
   document.addEventListener("decodelab:run-start", () => {
-    if (document.activeElement === generate && !stop.disabled) {
+    const had = pressed || document.activeElement === generate;
+    pressed = false;
+    if (had && !stop.disabled) {
       handed = true;
       stop.focus();
     }
