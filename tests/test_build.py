@@ -597,3 +597,48 @@ def test_server_silences_exactly_the_dropped_connection_errors(error, capsys):
     err = capsys.readouterr().err
     dropped = error in (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
     assert ("Exception occurred" in err) != dropped
+
+
+def test_service_worker_lists_every_other_file_with_its_digest(tmp_path):
+    template = (ROOT / "web" / "sw.js").read_text()
+    site = tmp_path / "site"
+    (site / "pyodide").mkdir(parents=True)
+    (site / "sw.js").write_text(template)
+    (site / "index.html").write_text("<!doctype html>")
+    (site / "pyodide" / "a.wasm").write_bytes(bytes(range(256)))
+    (site / "index.html.gz").write_bytes(b"precompressed copies are not listed")
+    build = sitelib.write_service_worker(site, template)
+    text = (site / "sw.js").read_text()
+    listed = json.loads(text.split("const FILES = ", 1)[1].split(";\n", 1)[0].replace(",\n]", "\n]"))
+    expected = [[name, "sha256-" + base64.b64encode(hashlib.sha256(data).digest()).decode()]
+                for name, data in (("index.html", b"<!doctype html>"),
+                                   ("pyodide/a.wasm", bytes(range(256))))]
+    assert listed == expected
+    assert f'const BUILD = "{build}";' in text
+    # the same files give the same build; one changed byte gives a new one
+    assert sitelib.write_service_worker(site, template) == build
+    (site / "pyodide" / "a.wasm").write_bytes(bytes(range(255)))
+    assert sitelib.write_service_worker(site, template) != build
+    # a template without the lines to fill in is refused, not written half-filled
+    with pytest.raises(ValueError, match="sw.js"):
+        sitelib.write_service_worker(site, "const BUILD = 1;")
+
+
+def test_precompressed_copies_are_the_files_gzipped_where_that_pays(tmp_path):
+    import gzip
+
+    (tmp_path / "sub").mkdir()
+    text = ("the cat sat on the mat. " * 400).encode()
+    noise = os.urandom(4000)  # gzip cannot shrink it: no copy
+    (tmp_path / "app.js").write_bytes(text)
+    (tmp_path / "sub" / "model.npz").write_bytes(noise)
+    total = sitelib.write_precompressed(tmp_path)
+    copy = tmp_path / "app.js.gz"
+    assert gzip.decompress(copy.read_bytes()) == text and total == copy.stat().st_size
+    assert not (tmp_path / "sub" / "model.npz.gz").exists()
+    # the same bytes again (no timestamp), and a copy is never compressed again
+    first = copy.read_bytes()
+    sitelib.write_precompressed(tmp_path)
+    assert copy.read_bytes() == first and not (tmp_path / "app.js.gz.gz").exists()
+    # the site's weight counts the files, not their copies
+    assert sum(sitelib.weight(tmp_path).values()) == len(text) + len(noise)

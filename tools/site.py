@@ -5,11 +5,14 @@
                          page's decodelab wheel, a pyodide-lock.json trimmed to those packages,
                          and integrity.json (every runtime file's sha256, checked by the worker)
     static/assets/       the corpora and models, and manifest.json with each file's sha256
+    static/sw.js         the service worker, with every file's SHA-256 (offline after a visit)
+    static/**.gz         gzipped copies of the files gzip makes smaller, for hosts that serve them
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import shutil
@@ -81,13 +84,58 @@ def assemble(dest: Path, web_dir: Path, runtime: list[Path], wheel_path: Path, l
     assets_dir.mkdir(parents=True, exist_ok=True)
     rows = copy_assets(assets, assets_dir)
     (assets_dir / "manifest.json").write_text(json.dumps({"files": rows}, indent=2) + "\n")
+    write_service_worker(dest, (web_dir / "sw.js").read_text())
+    write_precompressed(dest)
     return weight(dest)
+
+
+PRECOMPRESSED = (".gz",)  # copies beside the files, not files of the site
+
+
+def write_precompressed(site: Path, saving: float = 0.1) -> int:
+    """Beside every file that gzip makes at least `saving` smaller, its gzipped copy (name.gz,
+    level 9, no timestamp: the same bytes every build), for hosts that send a precompressed copy
+    to browsers that accept it. Returns the bytes the copies hold."""
+    total = 0
+    for path in sorted(site.rglob("*")):
+        if not path.is_file() or path.name.endswith(PRECOMPRESSED):
+            continue
+        data = path.read_bytes()
+        packed = gzip.compress(data, compresslevel=9, mtime=0)
+        if len(packed) <= len(data) * (1 - saving):
+            path.with_name(path.name + ".gz").write_bytes(packed)
+            total += len(packed)
+    return total
+
+
+SW_BUILD = "const BUILD = null; // filled in by the build"
+SW_FILES = "const FILES = []; // [path relative to this file, \"sha256-...\"], filled in by the build"
+
+
+def write_service_worker(site: Path, template: str) -> str:
+    """Write sw.js from its template (web/sw.js, which says how they are used) with every other
+    file of the site and its Subresource Integrity value, and the build's name, a digest of that
+    list. Returns the name."""
+    if SW_BUILD not in template or SW_FILES not in template:
+        raise ValueError("sw.js no longer has the lines the build fills in (tools/site.py)")
+    files = []
+    for path in sorted(site.rglob("*")):
+        name = path.relative_to(site).as_posix()
+        if path.is_file() and name != "sw.js" and not name.endswith(PRECOMPRESSED):
+            digest = hashlib.sha256(path.read_bytes()).digest()
+            files.append([name, "sha256-" + base64.b64encode(digest).decode("ascii")])
+    build = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
+    listing = ",\n".join("  " + json.dumps(row) for row in files)
+    text = template.replace(SW_BUILD, f'const BUILD = "{build}";').replace(
+        SW_FILES, f"const FILES = [\n{listing},\n];")
+    (site / "sw.js").write_text(text)
+    return build
 
 
 def weight(folder: Path) -> dict:
     sizes = {}
     for path in folder.rglob("*"):
-        if path.is_file():
+        if path.is_file() and not path.name.endswith(PRECOMPRESSED):
             top = path.relative_to(folder).parts[0]
             part = top if (folder / top).is_dir() else "page"
             sizes[part] = sizes.get(part, 0) + path.stat().st_size

@@ -13,6 +13,7 @@ import { createLesson } from "./lesson.js";
 import { cacheNotes, cacheStat, createKvLab } from "./cache.js";
 import { createTextStream } from "./textstream.js";
 import { createSupervisor } from "./supervisor.js";
+import { createOffline } from "./offline.js";
 
 // --- DOM references ---------------------------------------------------------------------------
 
@@ -163,6 +164,9 @@ const hooks = {
       sealedText: textStream.sealedCount };
   },
 };
+// Offline after the first visit (offline.js, sw.js): started once the page is ready.
+const offline = createOffline(document.getElementById("offline"));
+hooks.offline = offline.status;
 window.decodelab = hooks;
 if (worker.faults) hooks.injectFault = (kind) => worker.injectFault(kind); // tests only: ?faults=1
 
@@ -342,6 +346,7 @@ function onReady({ info, timings }) {
   dom.bootBox.classList.add("is-ready");
   setState("ready");
   readyResolve(info);
+  if (offline.status.state === "off") offline.start(); // saving the site waits for the page's start
 }
 
 function onBootError(message) {

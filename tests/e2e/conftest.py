@@ -74,9 +74,13 @@ class OfflineGuard:
             route.abort()
 
 
-def open_page(chromium, base_url, path="", viewport=None, color_scheme="light"):
+def open_page(chromium, base_url, path="", viewport=None, color_scheme="light",
+              service_workers="block"):
+    # service workers blocked unless asked for: what a test observes and routes is the network
+    # itself (the service worker has its own tests, test_offline.py)
     context = chromium.new_context(viewport=viewport or {"width": 1280, "height": 900},
-                                   color_scheme=color_scheme, accept_downloads=True)
+                                   color_scheme=color_scheme, accept_downloads=True,
+                                   service_workers=service_workers)
     guard = OfflineGuard(context, base_url)
     page = context.new_page()
     page.errors = []

@@ -75,7 +75,8 @@ def open_host(chromium, host_url, widget_url, rogue_url):
     contexts = []
 
     def opener(name, viewport=None):
-        context = chromium.new_context(viewport=viewport or {"width": 1100, "height": 900})
+        context = chromium.new_context(viewport=viewport or {"width": 1100, "height": 900},
+                                         service_workers="block")
         contexts.append(context)
         guard = SitesGuard(context, host_url, widget_url, rogue_url)
         page = context.new_page()

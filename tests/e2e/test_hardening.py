@@ -402,7 +402,7 @@ def test_faults_cannot_be_injected_without_the_switch(app):
 # --- offline and integrity --------------------------------------------------------------------
 
 def test_boot_and_run_attempt_no_request_outside_the_origin(chromium, base_url):
-    context = chromium.new_context()
+    context = chromium.new_context(service_workers="block")
     guard = OfflineGuard(context, base_url)
     seen = []
     context.on("request", lambda r: seen.append(r.url))
@@ -499,7 +499,7 @@ def test_the_page_works_under_its_policy_with_no_violation(chromium, base_url, s
 
 
 def check_page_under_policy(chromium, base_url, isolated):
-    context = chromium.new_context(accept_downloads=True)
+    context = chromium.new_context(accept_downloads=True, service_workers="block")
     OfflineGuard(context, base_url)
     context.add_init_script(CSP_WATCH)
     page = context.new_page()
@@ -600,7 +600,7 @@ def test_markup_in_host_messages_is_only_ever_text(chromium, site_root, tmp_path
         '<!doctype html><meta charset="utf-8"><title>host</title>'
         f'<iframe src="{widget}index.html?embed=true" width="1000" height="900"></iframe>')
     host_server, host = serve(tmp_path, host="127.0.0.1")
-    context = chromium.new_context()
+    context = chromium.new_context(service_workers="block")
     try:
         page = context.new_page()
         page.goto(host + "host.html")

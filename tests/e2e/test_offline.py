@@ -1,0 +1,199 @@
+"""Offline after the first visit: the service worker (web/sw.js, web/offline.js).
+
+Each test serves its own copy of the site and takes the server away to prove a visit needs no
+network; the other modules' pages have service workers blocked (conftest.open_page), so that
+what they observe and route is the network itself."""
+
+import shutil
+
+import pytest
+
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, ROOT, serve, wait_ready
+from tools.site import write_service_worker
+
+SAVED = "() => ['saved', 'update', 'failed', 'off'].includes(window.decodelab.offline.state)"
+TEMPLATE = (ROOT / "web" / "sw.js").read_text()
+
+
+@pytest.fixture
+def site_copy(site_root, tmp_path):
+    """A copy of the site in a subfolder of its server's root, and a fresh browser profile."""
+    folder = tmp_path / "courses" / "week-3" / "decodelab"
+    shutil.copytree(site_root, folder)
+    return folder
+
+
+@pytest.fixture
+def context(chromium):
+    context = chromium.new_context(service_workers="allow")
+    yield context
+    context.close()
+
+
+def visit(context, url):
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page.goto(url)
+    wait_ready(page)
+    page.wait_for_function(SAVED, timeout=BOOT_TIMEOUT_MS)
+    return page
+
+
+def offline(page):
+    return page.evaluate("() => window.decodelab.offline")
+
+
+def fetched(page, path):
+    """A file as this page gets it now (through its service worker, if it has one)."""
+    return page.evaluate("(p) => fetch(p).then((r) => r.text())", path)
+
+
+def test_the_second_visit_opens_and_runs_with_the_server_gone(context, site_copy, tmp_path):
+    server, url = serve(tmp_path)
+    url += "courses/week-3/decodelab/"
+    try:
+        page = visit(context, url)
+        first = offline(page)
+        assert first["state"] == "saved" and not first["controlled"], first
+        assert "without a network" in page.locator("#offline").inner_text()
+    finally:
+        server.shutdown()
+        server.server_close()
+    # no server at all now: the page, its worker, Python, numpy and the models come from the
+    # saved files, and the integrity checks pass on them
+    page.reload()
+    wait_ready(page)
+    page.wait_for_function(SAVED, timeout=BOOT_TIMEOUT_MS)
+    again = offline(page)
+    assert again["controlled"] and again["state"] == "saved" and again["build"] == first["build"]
+    result = page.evaluate("s => window.decodelab.generate(s)",
+                           {"seed": 3, "max_new_tokens": 20, "model": "transformer",
+                            "ignore_eos": True})
+    assert result["status"] == "done"
+    # a link with settings in its address is the same saved page
+    other = context.new_page()
+    other.goto(url + "index.html?seed=5&max_new_tokens=12")
+    wait_ready(other)
+    assert other.evaluate("() => document.querySelector('#settings [name=seed]').value") == "5"
+    assert page.errors == []
+
+
+def test_a_new_build_is_taken_whole_on_the_next_visit(context, site_copy, tmp_path):
+    server, url = serve(tmp_path)
+    url += "courses/week-3/decodelab/"
+    try:
+        page = visit(context, url)
+        old = offline(page)["build"]
+        page.close()
+        # a new build on the server: the page and one of its scripts changed
+        html = (site_copy / "index.html").read_text()
+        (site_copy / "index.html").write_text(html.replace("<title>", "<title>Week 4: ", 1))
+        (site_copy / "app.js").write_text((site_copy / "app.js").read_text() + "\n// week 4\n")
+        new = write_service_worker(site_copy, TEMPLATE)
+        assert new != old
+        # the next visit still runs the build it started with, all of it, while the new one is
+        # saved beside it
+        page = visit(context, url)
+        assert not page.title().startswith("Week 4")
+        assert not fetched(page, "app.js").endswith("// week 4\n")
+        status = offline(page)
+        assert status["controlled"] and status["state"] == "update" and status["next"] == new, status
+        assert "new version" in page.locator("#offline").inner_text()
+        page.close()
+        # the visit after that is the new build, all of it
+        page = visit(context, url)
+        assert page.title().startswith("Week 4")
+        assert fetched(page, "app.js").endswith("// week 4\n")
+        status = offline(page)
+        assert status["state"] == "saved" and status["build"] == new and status["controlled"]
+        # the old build's files are gone from the browser's storage
+        names = page.evaluate("() => caches.keys()")
+        assert [n for n in names if old in n] == [] and [n for n in names if new in n] != []
+        assert page.errors == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_file_that_fails_its_check_is_not_saved_and_the_page_works_online(context, site_copy, tmp_path):
+    # the server's copy of a file changed after the build listed it: saving fails as a whole
+    (site_copy / "favicon.svg").write_text((site_copy / "favicon.svg").read_text() + "<!-- changed -->")
+    server, url = serve(tmp_path)
+    try:
+        page = visit(context, url + "courses/week-3/decodelab/")
+        status = offline(page)
+        assert status["state"] == "failed", status
+        assert "could not be saved" in page.locator("#offline").inner_text()
+        assert page.evaluate("() => caches.keys()") == []  # nothing half-saved is kept
+        result = page.evaluate("s => window.decodelab.generate(s)", {"seed": 1, "max_new_tokens": 8})
+        assert result["status"] == "done"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def open_course(context, folder, host, widget_url, path):
+    """A course page on `host` that embeds the widget's `path` in an iframe; returns the page, its
+    server and the widget's frame, once the widget is ready and has settled on saving or not."""
+    folder.mkdir()
+    (folder / "index.html").write_text(
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>A course</title></head>'
+        f'<body><iframe src="{widget_url}{path}" title="decodelab" width="1100" height="800">'
+        '</iframe></body></html>')
+    server, url = serve(folder, host=host)
+    assert url != widget_url
+    page = context.new_page()
+    page.goto(url)
+    return page, server, widget_frame(page, widget_url)
+
+
+def widget_frame(page, widget_url):
+    page.frame_locator("iframe").locator("html[data-state=ready]").wait_for(timeout=BOOT_TIMEOUT_MS)
+    inner = next(f for f in page.frames if f.url.startswith(widget_url))
+    inner.wait_for_function(SAVED, timeout=BOOT_TIMEOUT_MS)
+    return inner
+
+
+def test_an_embed_on_a_course_page_opens_with_the_widget_server_gone(context, site_root, tmp_path):
+    # The course page and the widget on two origins of one site (as course.example.edu and
+    # widgets.example.edu are): the widget's storage is its own, so it is saved. On a course page
+    # of another site, browsers that keep third-party storage apart may refuse it (the next test).
+    widget, widget_url = serve(site_root, host="localhost")
+    try:
+        page, host, inner = open_course(context, tmp_path / "course", "localhost", widget_url,
+                                        "embed.html?panels=text&amp;lazy=none")
+        status = inner.evaluate("() => window.decodelab.offline")
+        assert status["state"] == "saved", status
+    finally:
+        widget.shutdown()
+        widget.server_close()
+    try:
+        page.reload()  # the course page is still online; the widget's server is not
+        inner = widget_frame(page, widget_url)
+        assert inner.evaluate("() => window.decodelab.offline.controlled")
+        result = inner.evaluate("s => window.decodelab.generate(s)", {"seed": 2, "max_new_tokens": 8})
+        assert result["status"] == "done"
+    finally:
+        host.shutdown()
+        host.server_close()
+
+
+def test_an_embed_on_another_site_works_whether_or_not_the_browser_lets_it_be_saved(context, site_root, tmp_path):
+    widget, widget_url = serve(site_root, host="localhost")
+    try:
+        # the course on 127.0.0.1, another site: the widget's storage is third-party storage
+        page, host, inner = open_course(context, tmp_path / "course", "127.0.0.1", widget_url,
+                                        "index.html")
+        status = inner.evaluate("() => window.decodelab.offline")
+        # Chromium's private profiles (Playwright's contexts) refuse it; a browser that allows
+        # third-party storage saves it, kept apart under this course page
+        assert status["state"] in ("off", "saved"), status
+        if status["state"] == "off":
+            assert inner.locator("#offline").inner_text() == ""
+        result = inner.evaluate("s => window.decodelab.generate(s)", {"seed": 2, "max_new_tokens": 8})
+        assert result["status"] == "done"
+        host.shutdown()
+    finally:
+        widget.shutdown()
