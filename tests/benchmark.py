@@ -142,6 +142,27 @@ def boot(page) -> dict:
     return page.evaluate("() => window.decodelab.timings")
 
 
+def boots(browser, repeats: int) -> tuple:
+    """The page's start three ways, each in a new browser profile: cold (nothing saved), warm (a
+    reload, with the site saved by its service worker) and offline (a reload with the site's
+    server gone). Returns the three lists of boot timings."""
+    cold, warm, offline = [], [], []
+    for _ in range(repeats):
+        server, url = serve(ROOT / "static")
+        page = open_page(browser, url, service_workers="allow")
+        cold.append(boot(page))
+        page.wait_for_function("() => window.decodelab.offline.state !== 'saving' "
+                               "&& window.decodelab.offline.state !== 'off'", timeout=120_000)
+        page.reload()
+        warm.append(boot(page))
+        server.shutdown()
+        server.server_close()
+        page.reload()
+        offline.append(boot(page))
+        page.context.close()
+    return cold, warm, offline
+
+
 def page_run_seconds(page, steps: int) -> float:
     """Generate through the page (worker batches, postMessage, rendering) until done."""
     settings = {"dataset": "names", "seed": 1, "ignore_eos": True, "max_new_tokens": steps}
@@ -163,13 +184,7 @@ def measure(quick: bool = False) -> dict:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            cold, warm = [], []
-            for _ in range(repeats):
-                page = open_page(browser, url)  # a new context: an empty cache
-                cold.append(boot(page))
-                page.reload()
-                warm.append(boot(page))
-                page.context.close()
+            cold, warm, offline = boots(browser, repeats)
             page = open_page(browser, url)
             boot(page)
             browser_rate = browser_rates(page, steps, repeats)
@@ -197,6 +212,7 @@ def measure(quick: bool = False) -> dict:
         "quick": quick, "repeats": repeats, "steps": steps,
         "boot_cold_ms": {k: median_of(cold, k) for k in phases},
         "boot_warm_ms": {k: median_of(warm, k) for k in phases},
+        "boot_offline_ms": {k: median_of(offline, k) for k in phases},
         "steps_per_second": {name: {"browser": browser_rate[name], "native": native_rate[name],
                                     "native_over_browser": native_rate[name] / browser_rate[name]}
                              for name in RUNS},
@@ -214,9 +230,13 @@ def measure(quick: bool = False) -> dict:
 def table(r: dict) -> str:
     lines = [f"decodelab benchmark ({'quick' if r['quick'] else 'full'}: median of {r['repeats']},"
              f" {r['steps']} steps per run)", "",
-             "| boot phase (ms) | cold | warm |", "| --- | ---: | ---: |"]
+             "| boot phase (ms) | cold | warm | offline |", "| --- | ---: | ---: | ---: |"]
     for k in r["boot_cold_ms"]:
-        lines.append(f"| {k[:-3]} | {r['boot_cold_ms'][k]:.0f} | {r['boot_warm_ms'][k]:.0f} |")
+        lines.append(f"| {k[:-3]} | {r['boot_cold_ms'][k]:.0f} | {r['boot_warm_ms'][k]:.0f} | "
+                     f"{r['boot_offline_ms'][k]:.0f} |")
+    lines.append(f"| warm / cold (page ready) | | "
+                 f"{r['boot_warm_ms']['page_ready_ms'] / r['boot_cold_ms']['page_ready_ms']:.0%} | "
+                 f"{r['boot_offline_ms']['page_ready_ms'] / r['boot_cold_ms']['page_ready_ms']:.0%} |")
     lines += ["", "| run (steps/s, full step records) | browser | native | native / browser |",
               "| --- | ---: | ---: | ---: |"]
     for name, v in r["steps_per_second"].items():
@@ -273,19 +293,19 @@ def tool_lines(t: dict) -> list:
 # --- the page's weight and its main thread while it streams (hardening) -----------------------
 
 def page_weight(root: Path) -> dict:
-    """Bytes of the built site, raw and gzipped (level 6, what static hosts typically send),
-    by part: the Python runtime and wheels (pyodide/), the lesson data (assets/), the page."""
-    import gzip
-
+    """Bytes of the built site by part (the Python runtime and wheels in pyodide/, the lesson
+    data in assets/, the page): raw, and as served compressed by a host that sends the build's
+    gzipped copies (name.gz) where there is one and the file itself otherwise."""
     parts = {}
     for path in sorted(root.rglob("*")):
-        if not path.is_file():
+        if not path.is_file() or path.name.endswith(".gz"):
             continue
         top = path.relative_to(root).parts[0]
         part = top if (root / top).is_dir() else "page"
-        data = path.read_bytes()
+        size = path.stat().st_size
+        copy = path.with_name(path.name + ".gz")
         raw, packed = parts.get(part, (0, 0))
-        parts[part] = (raw + len(data), packed + len(gzip.compress(data, compresslevel=6, mtime=0)))
+        parts[part] = (raw + size, packed + (copy.stat().st_size if copy.exists() else size))
     total = (sum(r for r, _ in parts.values()), sum(g for _, g in parts.values()))
     return {**{k: {"raw": r, "gzip": g} for k, (r, g) in parts.items()},
             "total": {"raw": total[0], "gzip": total[1]}}
