@@ -39,7 +39,7 @@ export function accuracyChart(rows) {
 }
 
 function table(result) {
-  const t = el("table", "xp-table");
+  const t = el("table", "data-table xp-table");
   t.append(el("caption", null, `${plural(result.questions, "held-out question", "held-out questions")}, ${plural(result.samples, "sample", "samples")} each (one at T = 0), at most ${result.budget} new tokens per run`));
   const tbody = el("tbody");
   const addRow = (label, cells) => {

@@ -395,7 +395,7 @@ function createBreakIt(app) {
     const details = el("details", "kv-table");
     details.append(el("summary", null, "The check as a table"));
     const wrap = el("div", "table-wrap");
-    const table = el("table", "kv-data");
+    const table = el("table", "data-table kv-data");
     table.append(el("caption", null, `Largest |cached − recomputed| logit at each step, tolerance ${sci(c.tolerance)}`));
     const thead = tableHead(["Step", "|difference|", "Verdict"]);
     const tbody = el("tbody");

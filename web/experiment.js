@@ -92,7 +92,7 @@ function cellText(key, m, mode) {
 
 function table(result) {
   const { rows, measures, mode } = result;
-  const t = el("table", "xp-table");
+  const t = el("table", "data-table xp-table");
   t.append(el("caption", null, mode === "repeated"
     ? `Mean ± spread (standard deviation) over ${plural(result.samples, "sample", "samples")} per temperature`
     : "One sample per temperature, same seed"));

@@ -278,7 +278,7 @@ function buildDraw(data, prefix) {
   const details = el("details", "pl-intervals");
   details.append(el("summary", null, "The intervals as a table"));
   const wrap = el("div", "table-wrap");
-  const table = el("table", "pl-itable");
+  const table = el("table", "data-table pl-itable");
   table.append(el("caption", null, `Each kept candidate’s stretch of [0, 1); u = ${fixed(draw.u, 4)}`));
   const thead = tableHead(["Candidate", "From", "To", "Holds u?"]);
   const tbody = el("tbody");
@@ -313,7 +313,7 @@ function buildOrders(data, shown, onPick, prefix, used) {
   } else {
     says.textContent = `Both orders keep the same ${plural(tf.kept_count, "candidate", "candidates")} here, so they give the same result. ${used.sentence} ${data.order}.`;
   }
-  const group = el("fieldset", "pl-toggle");
+  const group = el("fieldset", "pl-toggle row");
   group.append(el("legend", null, "Show the stages of"));
   for (const order of ["temperature-first", "filter-first"]) {
     const id = `${prefix}-order-${order}`;
@@ -338,7 +338,7 @@ function buildOrders(data, shown, onPick, prefix, used) {
     const note = el("p", "pl-orders-note");
     if (differing.length) {
       const wrap = el("div", "table-wrap");
-      const table = el("table", "pl-compare");
+      const table = el("table", "data-table pl-compare");
       table.append(el("caption", null, "Where they disagree: final probabilities"));
       const thead = tableHead(["Candidate", "temperature-first", "filter-first"]);
       const tbody = el("tbody");

@@ -143,7 +143,7 @@ export function createPlayground({ call }) {
       sweepBox.replaceChildren();
       return;
     }
-    const table = el("table", "pg-sweep-table");
+    const table = el("table", "data-table pg-sweep-table");
     table.append(el("caption", null, "The final probabilities at each temperature (with the filters above)"));
     const thead = tableHead(["Candidate", ...data.sweep.map((s) => (s.greedy ? "T = 0 (greedy)" : `T = ${Number(s.temperature)}`))]);
     const tbody = el("tbody");
