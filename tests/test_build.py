@@ -642,3 +642,25 @@ def test_precompressed_copies_are_the_files_gzipped_where_that_pays(tmp_path):
     assert copy.read_bytes() == first and not (tmp_path / "app.js.gz.gz").exists()
     # the site's weight counts the files, not their copies
     assert sum(sitelib.weight(tmp_path).values()) == len(text) + len(noise)
+
+
+def test_the_posters_weight_is_what_a_start_fetches(tmp_path):
+    (tmp_path / "pyodide").mkdir()
+    (tmp_path / "assets").mkdir()
+    for name, size in (("pyodide.asm.wasm", 3_000_000), ("numpy-2.0.2-cp312-cp312-pyodide.whl", 1_400_000),
+                       ("micropip-0.8.0-py3-none-any.whl", 900_000)):
+        (tmp_path / "pyodide" / name).write_bytes(b"x" * size)
+    sitelib.write_integrity(tmp_path / "pyodide")
+    rows = json.loads((tmp_path / "pyodide" / "integrity.json").read_text())["files"]
+    assert {r["path"]: r["startup"] for r in rows} == {  # micropip is never loaded
+        "micropip-0.8.0-py3-none-any.whl": False, "numpy-2.0.2-cp312-cp312-pyodide.whl": True,
+        "pyodide.asm.wasm": True}
+    (tmp_path / "assets" / "manifest.json").write_text(json.dumps({"files": [{"path": "m.npz", "bytes": 600_000}]}))
+    assert sitelib.start_weight(tmp_path) == 5_000_000
+    (tmp_path / "embed.html").write_text("<p>Python loads once (about {{START_MB}})</p>")
+    (tmp_path / "poster.js").write_text('note = "(about {{START_MB}}, once)";')
+    sitelib.write_start_weight(tmp_path)
+    assert (tmp_path / "embed.html").read_text() == "<p>Python loads once (about 5 MB)</p>"
+    assert "(about 5 MB, once)" in (tmp_path / "poster.js").read_text()
+    with pytest.raises(ValueError, match="embed.html"):  # already filled in: refused, not guessed
+        sitelib.write_start_weight(tmp_path)

@@ -15,6 +15,7 @@ import base64
 import gzip
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -45,15 +46,24 @@ def site_lock(base_lock: dict, extra: dict) -> dict:
     return {"info": base_lock["info"], "packages": packages}
 
 
+# The runtime files every start of the page fetches: Pyodide itself, and the wheels of the two
+# packages the worker loads (numpy and decodelab). The others (micropip, packaging) are in the
+# lock but never loaded.
+STARTUP_FILES = re.compile(r"pyodide\.mjs|pyodide\.asm\.js|pyodide\.asm\.wasm|python_stdlib\.zip"
+                           r"|pyodide-lock\.json|numpy-.+\.whl|decodelab-.+\.whl")
+
+
 def write_integrity(folder: Path) -> Path:
     """pyodide/integrity.json: every runtime file with its SHA-256, as hex and as a Subresource
-    Integrity value; the worker checks each file against it before it runs (web/integrity.js)."""
+    Integrity value, and whether a start fetches it; the worker checks each file against it
+    before it runs (web/integrity.js) and counts the bytes of a start by it (web/downloads.js)."""
     rows = []
     for path in sorted(folder.iterdir()):
         if path.is_file() and path.name != "integrity.json":
             digest = hashlib.sha256(path.read_bytes()).digest()
             rows.append({"path": path.name, "bytes": path.stat().st_size, "sha256": digest.hex(),
-                         "integrity": "sha256-" + base64.b64encode(digest).decode("ascii")})
+                         "integrity": "sha256-" + base64.b64encode(digest).decode("ascii"),
+                         "startup": bool(STARTUP_FILES.fullmatch(path.name))})
     target = folder / "integrity.json"
     target.write_text(json.dumps({"files": rows}, indent=2) + "\n")
     return target
@@ -84,6 +94,7 @@ def assemble(dest: Path, web_dir: Path, runtime: list[Path], wheel_path: Path, l
     assets_dir.mkdir(parents=True, exist_ok=True)
     rows = copy_assets(assets, assets_dir)
     (assets_dir / "manifest.json").write_text(json.dumps({"files": rows}, indent=2) + "\n")
+    write_start_weight(dest)
     write_service_worker(dest, (web_dir / "sw.js").read_text())
     write_precompressed(dest)
     return weight(dest)
@@ -106,6 +117,27 @@ def write_precompressed(site: Path, saving: float = 0.1) -> int:
             path.with_name(path.name + ".gz").write_bytes(packed)
             total += len(packed)
     return total
+
+
+START_WEIGHT = "{{START_MB}}"  # in the widget's poster: what pressing Start downloads
+
+
+def start_weight(site: Path) -> int:
+    """The bytes a start of the page fetches: the runtime files it needs, and every lesson file."""
+    runtime = json.loads((site / "pyodide" / "integrity.json").read_text())["files"]
+    assets = json.loads((site / "assets" / "manifest.json").read_text())["files"]
+    return sum(f["bytes"] for f in runtime if f["startup"]) + sum(f["bytes"] for f in assets)
+
+
+def write_start_weight(site: Path) -> None:
+    """Put the start's weight, in whole megabytes, where the poster's words claim it."""
+    weight = f"{start_weight(site) / 1e6:.0f} MB"
+    for name in ("embed.html", "poster.js"):
+        path = site / name
+        text = path.read_text()
+        if START_WEIGHT not in text:
+            raise ValueError(f"{name} no longer says {START_WEIGHT} (tools/site.py fills it in)")
+        path.write_text(text.replace(START_WEIGHT, weight))
 
 
 SW_BUILD = "const BUILD = null; // filled in by the build"

@@ -41,10 +41,12 @@ async function describeFailure(plainFetch, url, path, err) {
 
 /**
  * Read the list and put the checks in place; then check the JavaScript files. Throws with a
- * message naming the file when one fails. Returns {files, ms, failed}: `failed` rejects at
- * the first file that fails later on.
+ * message naming the file when one fails. Returns {files, list, ms, failed}: `list` is the
+ * list's entries ({path, bytes, ...}), `failed` rejects at the first file that fails later on.
+ * onFetched(entry, response), if given, sees each listed file's response as it arrives (it
+ * must not read that response's body: Pyodide does).
  */
-export async function guardRuntime(dirUrl) {
+export async function guardRuntime(dirUrl, onFetched = null) {
   const t0 = performance.now();
   const plainFetch = self.fetch.bind(self);
   let list;
@@ -75,7 +77,9 @@ export async function guardRuntime(dirUrl) {
     const file = byUrl.get(url.href);
     if (!file) return plainFetch(input, init);
     try {
-      return await plainFetch(url.href, { ...init, integrity: file.integrity });
+      const response = await plainFetch(url.href, { ...init, integrity: file.integrity });
+      if (onFetched) onFetched(file, response);
+      return response;
     } catch (err) {
       const message = await describeFailure(plainFetch, url.href, file.path, err);
       problems.push(message);
@@ -88,5 +92,5 @@ export async function guardRuntime(dirUrl) {
     const response = await self.fetch(new URL(name, dirUrl).href);
     await response.arrayBuffer();
   }));
-  return { files: files.length, ms: Math.round(performance.now() - t0), failed };
+  return { files: files.length, list: files, ms: Math.round(performance.now() - t0), failed };
 }

@@ -88,5 +88,5 @@ if (view.lazy === "none") {
   }, { threshold: 0.2 });
   observer.observe($("poster"));
 } else {
-  $("poster-note").textContent = "Press Start to load Python and numpy (about 17 MB, once); nothing you type leaves the page.";
+  $("poster-note").textContent = "Press Start to load Python, numpy and the models (about {{START_MB}}, once); nothing you type leaves the page.";
 }

@@ -13,6 +13,7 @@
 
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport, useInterruptBuffer, watchFatal } from "./health.js";
 import { guardRuntime, runtimeProblem } from "./integrity.js";
+import { createDownloads, megabytes } from "./downloads.js";
 
 const BATCH_MS = 12;
 const PYODIDE_DIR = new URL("./pyodide/", import.meta.url).href;
@@ -33,9 +34,23 @@ function post(message) {
   self.postMessage(message);
 }
 
+let shown = { phase: "runtime", label: "", fraction: 0 }; // the start's latest progress
+
 function progress(phase, label, fraction) {
-  post({ type: "progress", phase, label, fraction, ms: Math.round(performance.now() - bootStart) });
+  shown = { phase, label, fraction: Math.max(fraction, shown.fraction) };
+  post({ type: "progress", ...shown, ms: Math.round(performance.now() - bootStart) });
 }
+
+// While the runtime, numpy and the package download, the phase's words say how much has come,
+// and the bar follows the bytes up to where the package phase starts.
+const DOWNLOAD_BAR = [0.02, 0.75];
+const downloads = createDownloads(({ got, total, done }) => {
+  if (!total || ready) return;
+  const label = shown.label.replace(/ [\d.]+ of [\d.]+ MB$/, "");
+  const bytes = done ? "" : ` ${megabytes(got)} of ${megabytes(total)} MB`;
+  const fraction = DOWNLOAD_BAR[0] + (DOWNLOAD_BAR[1] - DOWNLOAD_BAR[0]) * Math.min(1, got / total);
+  progress(shown.phase, label + bytes, fraction);
+});
 
 // A Python exception's message is its whole traceback; its last line says what went wrong.
 function describeError(err) {
@@ -139,7 +154,8 @@ async function boot() {
   };
 
   progress("runtime", "Loading the Python runtime…", 0.02);
-  const guard = await guardRuntime(PYODIDE_DIR); // every runtime file is hash-checked before it runs
+  const guard = await guardRuntime(PYODIDE_DIR, downloads.watch); // every runtime file is hash-checked before it runs
+  downloads.expect(guard.list);
   lap("integrity_ms");
   let loadPyodide;
   try {

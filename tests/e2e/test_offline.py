@@ -1,9 +1,12 @@
-"""Offline after the first visit: the service worker (web/sw.js, web/offline.js).
+"""Coming back to the lesson: offline after the first visit (web/sw.js, web/offline.js), and a
+slow first start that shows the bytes arriving (web/downloads.js).
 
-Each test serves its own copy of the site and takes the server away to prove a visit needs no
-network; the other modules' pages have service workers blocked (conftest.open_page), so that
-what they observe and route is the network itself."""
+Each offline test serves its own copy of the site and takes the server away to prove a visit
+needs no network; the other modules' pages have service workers blocked (conftest.open_page),
+so that what they observe and route is the network itself."""
 
+import json
+import re
 import shutil
 
 import pytest
@@ -197,3 +200,49 @@ def test_an_embed_on_another_site_works_whether_or_not_the_browser_lets_it_be_sa
         host.shutdown()
     finally:
         widget.shutdown()
+
+
+STARTUP_FILES = re.compile(r"pyodide\.mjs|pyodide\.asm\.js|pyodide\.asm\.wasm|python_stdlib\.zip"
+                           r"|pyodide-lock\.json|numpy-.+\.whl|decodelab-.+\.whl")
+
+
+# Every change of the start-up's status line, with the bar's value then, from the first one on
+RECORD_STATUS = """
+window.__statuses = [];
+document.addEventListener('DOMContentLoaded', () => {
+    const status = document.querySelector('#status');
+    const bar = document.querySelector('#boot-progress');
+    new MutationObserver(() => window.__statuses.push([status.textContent, bar.value]))
+        .observe(status, {childList: true, characterData: true, subtree: true});
+});
+"""
+
+
+def test_a_slow_start_counts_the_megabytes_as_they_arrive(chromium, base_url, site_root):
+    context = chromium.new_context(service_workers="block")
+    try:
+        page = context.new_page()
+        page.add_init_script(RECORD_STATUS)
+        cdp = context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send("Network.emulateNetworkConditions", {  # 20 Mbit/s
+            "offline": False, "latency": 20, "downloadThroughput": 20e6 / 8, "uploadThroughput": 5e6 / 8})
+        page.goto(base_url)
+        wait_ready(page)
+        seen = page.evaluate("() => window.__statuses")
+    finally:
+        context.close()
+    counted = [(float(m[1]), float(m[2]), bar) for text, bar in seen
+               if (m := re.search(r"([\d.]+) of ([\d.]+) MB$", text))]
+    # the total is what a start fetches, from the build's list: the runtime, numpy, the package
+    listed = json.loads((site_root / "pyodide" / "integrity.json").read_text())["files"]
+    total = sum(f["bytes"] for f in listed if STARTUP_FILES.fullmatch(f["path"]))
+    # about 7 s of downloads, a figure at most every 100 ms while the worker is free to count
+    # (while Python starts, the bytes wait for it); how many depends on the machine, so: several
+    assert len({g for g, _, _ in counted}) >= 3, seen
+    assert {t for _, t, _ in counted} == {float(f"{total / 1e6:.1f}")}, seen
+    # the figure and the bar only go up, and the bar moves while the bytes come
+    assert [g for g, _, _ in counted] == sorted(g for g, _, _ in counted)
+    assert counted[-1][0] > counted[0][0] and counted[-1][2] > counted[0][2] + 0.2, counted
+    bars = [bar for _, bar in seen]
+    assert bars == sorted(bars)

@@ -304,6 +304,18 @@ def test_both_models_side_by_side_on_the_same_prompt_and_seed(app):
         assert reply["runs"][kind]["text"] == expected["text"]
         assert columns.nth(i).locator(".gen-text").inner_text() == expected["text"]
     assert "Cache check✓" in columns.nth(1).text_content()
+    # at the width of a phone the two columns stack, and nothing in them (the held-out loss in
+    # words) makes the page wider than the window
+    app.set_viewport_size({"width": 360, "height": 740})
+    try:
+        app.wait_for_function("() => document.querySelector('#compare-out article:nth-child(2)')"
+                              ".getBoundingClientRect().top > document.querySelector("
+                              "'#compare-out article').getBoundingClientRect().bottom")
+        width = app.evaluate("() => [document.documentElement.scrollWidth, "
+                             "document.documentElement.clientWidth]")
+        assert width[0] <= width[1], width
+    finally:
+        app.set_viewport_size({"width": 1280, "height": 900})
 
 
 def test_nothing_left_the_origin_and_no_errors(app):

@@ -1,0 +1,65 @@
+// Download progress in bytes while the worker starts: on a slow connection the Python runtime
+// takes seconds to arrive, and a bar that does not move looks frozen.
+//
+// Each big file's bytes are counted from a copy of its response (Response.clone), so the
+// response Pyodide reads, and compiles as it streams, is left as it is. The total is the size of
+// the runtime files a start fetches (the build marks them `startup` in pyodide/integrity.json:
+// Pyodide, numpy and the decodelab wheel), so "6.1 of 16.9 MB" is known from the first byte.
+const EVERY_MS = 100; // at most this often a new figure
+
+export function megabytes(bytes) {
+  return (bytes / 1e6).toFixed(1);
+}
+
+/** onChange({got, total}) is called at most every EVERY_MS while bytes arrive, and at the end. */
+export function createDownloads(onChange) {
+  let got = 0;
+  let total = 0;
+  let open = 0; // responses still arriving
+  let last = 0;
+  let startup = null; // the paths a start fetches, once the list is read
+
+  function tell(force = false) {
+    const now = performance.now();
+    if (!force && now - last < EVERY_MS) return;
+    last = now;
+    onChange({ got, total, done: open === 0 && got >= total });
+  }
+
+  async function count(response) {
+    if (!response.body) return;
+    open += 1;
+    try {
+      const reader = response.body.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        got += value.byteLength;
+        tell();
+      }
+    } catch {
+      // the original response reports its own failure; the count just stops
+    } finally {
+      open -= 1;
+      tell(true);
+    }
+  }
+
+  return {
+    /** The build's list of runtime files ({path, bytes}): the total a start fetches. */
+    expect(list) {
+      startup = new Set(list.filter((f) => f.startup).map((f) => f.path));
+      total = list.filter((f) => startup.has(f.path)).reduce((sum, f) => sum + (Number(f.bytes) || 0), 0);
+    },
+    /** For integrity.js: a checked runtime file's response, as it arrives. */
+    watch(file, response) {
+      if (!startup || startup.has(file.path)) count(response.clone());
+    },
+    get got() {
+      return got;
+    },
+    get total() {
+      return total;
+    },
+  };
+}
