@@ -14,6 +14,7 @@ import { cacheNotes, cacheStat, createKvLab } from "./cache.js";
 import { createTextStream } from "./textstream.js";
 import { createSupervisor } from "./supervisor.js";
 import { createOffline } from "./offline.js";
+import { unsupported } from "./support.js";
 
 // --- DOM references ---------------------------------------------------------------------------
 
@@ -168,6 +169,12 @@ const hooks = {
 const offline = createOffline(document.getElementById("offline"));
 hooks.offline = offline.status;
 window.decodelab = hooks;
+// A browser that cannot run the lesson is told so in words, and what to do (support.js).
+const cannot = unsupported();
+if (cannot) {
+  onBootError(cannot.problem);
+  dom.bootError.querySelector(".boot-error-hint").textContent = cannot.remedy;
+}
 if (worker.faults) hooks.injectFault = (kind) => worker.injectFault(kind); // tests only: ?faults=1
 
 // The lesson around the workbench (lesson.js): the next token under the rules being set, the step
