@@ -6,14 +6,16 @@ natively, measured in one run so the ratios mean something on a noisy machine.
 What it measures (all timings are medians over repeats):
   - cold boot: a new browser profile, nothing cached; per phase as the worker reports it
     (runtime, numpy, decodelab, assets) and the page's own navigation-to-ready time;
-  - warm boot: a reload in the same profile (files revalidated from the HTTP cache);
+  - warm boot: a reload in the same profile (the files from the service worker's saved copy),
+    later: the reload after that (by then the browser keeps the runtime's compiled
+    WebAssembly), and offline: one more with the site's server gone;
   - bigram steps per second with full step records, inside Python in the browser and natively
     (the same `bench` endpoint both times), and their ratio;
   - the page end to end: Generate to "done" for a long run, streaming and rendering included;
   - the transformer (cache check off, full step records): decode steps per second at 97 to 127
     tokens of context, and 256 new tokens with the KV cache and without it (every step
     recomputing the whole window), in the browser and natively (the `bench_generation` endpoint).
-  - the page's weight in bytes, raw and gzipped, by part; the main thread while the page
+  - the page's weight in bytes, raw and as sent by a host serving the build's gzipped copies; the main thread while the page
     streams long runs (long tasks over 50 ms and the longest frame, in wall-clock time; the
     longest task in CPU time and in wall-clock time, from a Chromium trace); Stop in a long run
     (wall clock to "ready", and the CPU time of the page's work meanwhile); the boot's
@@ -143,24 +145,26 @@ def boot(page) -> dict:
 
 
 def boots(browser, repeats: int) -> tuple:
-    """The page's start three ways, each in a new browser profile: cold (nothing saved), warm (a
-    reload, with the site saved by its service worker) and offline (a reload with the site's
-    server gone). Returns the three lists of boot timings."""
-    cold, warm, offline = [], [], []
+    """The page's start four ways, in a new browser profile each time: cold (nothing saved), warm
+    (a reload, with the site saved by its service worker), later (the reload after that: the
+    browser has kept the compiled WebAssembly of the saved runtime by then) and offline (one
+    more reload, with the site's server gone). Returns the four lists of boot timings."""
+    cold, warm, later, offline = [], [], [], []
     for _ in range(repeats):
         server, url = serve(ROOT / "static")
         page = open_page(browser, url, service_workers="allow")
         cold.append(boot(page))
         page.wait_for_function("() => window.decodelab.offline.state !== 'saving' "
                                "&& window.decodelab.offline.state !== 'off'", timeout=120_000)
-        page.reload()
-        warm.append(boot(page))
+        for kept in (warm, later):
+            page.reload()
+            kept.append(boot(page))
         server.shutdown()
         server.server_close()
         page.reload()
         offline.append(boot(page))
         page.context.close()
-    return cold, warm, offline
+    return cold, warm, later, offline
 
 
 def page_run_seconds(page, steps: int) -> float:
@@ -184,7 +188,7 @@ def measure(quick: bool = False) -> dict:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            cold, warm, offline = boots(browser, repeats)
+            cold, warm, later, offline = boots(browser, repeats)
             page = open_page(browser, url)
             boot(page)
             browser_rate = browser_rates(page, steps, repeats)
@@ -212,6 +216,7 @@ def measure(quick: bool = False) -> dict:
         "quick": quick, "repeats": repeats, "steps": steps,
         "boot_cold_ms": {k: median_of(cold, k) for k in phases},
         "boot_warm_ms": {k: median_of(warm, k) for k in phases},
+        "boot_later_ms": {k: median_of(later, k) for k in phases},
         "boot_offline_ms": {k: median_of(offline, k) for k in phases},
         "steps_per_second": {name: {"browser": browser_rate[name], "native": native_rate[name],
                                     "native_over_browser": native_rate[name] / browser_rate[name]}
@@ -230,13 +235,12 @@ def measure(quick: bool = False) -> dict:
 def table(r: dict) -> str:
     lines = [f"decodelab benchmark ({'quick' if r['quick'] else 'full'}: median of {r['repeats']},"
              f" {r['steps']} steps per run)", "",
-             "| boot phase (ms) | cold | warm | offline |", "| --- | ---: | ---: | ---: |"]
+             "| boot phase (ms) | cold | warm | later | offline |", "| --- | ---: | ---: | ---: | ---: |"]
+    starts = [r[f"boot_{kind}_ms"] for kind in ("cold", "warm", "later", "offline")]
     for k in r["boot_cold_ms"]:
-        lines.append(f"| {k[:-3]} | {r['boot_cold_ms'][k]:.0f} | {r['boot_warm_ms'][k]:.0f} | "
-                     f"{r['boot_offline_ms'][k]:.0f} |")
-    lines.append(f"| warm / cold (page ready) | | "
-                 f"{r['boot_warm_ms']['page_ready_ms'] / r['boot_cold_ms']['page_ready_ms']:.0%} | "
-                 f"{r['boot_offline_ms']['page_ready_ms'] / r['boot_cold_ms']['page_ready_ms']:.0%} |")
+        lines.append(f"| {k[:-3]} | " + " | ".join(f"{s[k]:.0f}" for s in starts) + " |")
+    lines.append("| against cold (page ready) | | " + " | ".join(
+        f"{s['page_ready_ms'] / starts[0]['page_ready_ms']:.0%}" for s in starts[1:]) + " |")
     lines += ["", "| run (steps/s, full step records) | browser | native | native / browser |",
               "| --- | ---: | ---: | ---: |"]
     for name, v in r["steps_per_second"].items():
