@@ -4,7 +4,8 @@
 // Each big file's bytes are counted from a copy of its response (Response.clone), so the
 // response Pyodide reads, and compiles as it streams, is left as it is. The total is the size of
 // the runtime files a start fetches (the build marks them `startup` in pyodide/integrity.json:
-// Pyodide, numpy and the decodelab wheel), so "6.1 of 16.9 MB" is known from the first byte.
+// Pyodide, numpy and the decodelab wheel), so "6.1 of 16.9 MB" is known from the first byte;
+// the lesson files' bytes (assets/manifest.json) join it when their phase begins.
 const EVERY_MS = 100; // at most this often a new figure
 
 export function megabytes(bytes) {
@@ -54,6 +55,13 @@ export function createDownloads(onChange) {
     /** For integrity.js: a checked runtime file's response, as it arrives. */
     watch(file, response) {
       if (!startup || startup.has(file.path)) count(response.clone());
+    },
+    /** The lesson files come after the runtime: their bytes join the total, and the count. */
+    expectMore(bytes) {
+      total += bytes;
+    },
+    watchMore(response) {
+      count(response.clone());
     },
     get got() {
       return got;

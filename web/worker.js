@@ -41,8 +41,8 @@ function progress(phase, label, fraction) {
   post({ type: "progress", ...shown, ms: Math.round(performance.now() - bootStart) });
 }
 
-// While the runtime, numpy and the package download, the phase's words say how much has come,
-// and the bar follows the bytes up to where the package phase starts.
+// While the runtime, numpy, the package and the lesson files download, the phase's words say how
+// much has come, and the bar follows the bytes up to where the package phase starts.
 const DOWNLOAD_BAR = [0.02, 0.75];
 const downloads = createDownloads(({ got, total, done }) => {
   if (!total || ready) return;
@@ -121,12 +121,14 @@ async function loadAssets() {
   const manifest = await manifestResponse.json();
   const files = Array.isArray(manifest.files) ? manifest.files : [];
   if (!files.length) throw new Error("The list of lesson files (assets/manifest.json) is empty.");
+  downloads.expectMore(files.reduce((sum, file) => sum + (Number(file.bytes) || 0), 0));
   let finished = 0;
   await Promise.all(files.map(async (file) => {
     if (typeof file.path !== "string" || file.path.includes("..") || file.path.startsWith("/")) {
       throw new Error(`The lesson file list names an unsafe path: ${JSON.stringify(file.path)}.`);
     }
     const response = await fetchChecked(new URL(file.path, ASSETS_URL), `the lesson file ${file.path}`);
+    downloads.watchMore(response);
     const buffer = await response.arrayBuffer();
     if (typeof file.bytes === "number" && buffer.byteLength !== file.bytes) {
       throw new Error(`The lesson file ${file.path} is damaged: it has ${buffer.byteLength} bytes, but ${file.bytes} were expected.`);
