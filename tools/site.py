@@ -46,6 +46,11 @@ def site_lock(base_lock: dict, extra: dict) -> dict:
     return {"info": base_lock["info"], "packages": packages}
 
 
+def subresource_integrity(digest: bytes) -> str:
+    """A SHA-256 digest as a Subresource Integrity value, as fetch(url, {integrity}) takes it."""
+    return "sha256-" + base64.b64encode(digest).decode("ascii")
+
+
 # The runtime files every start of the page fetches: Pyodide itself, and the wheels of the two
 # packages the worker loads (numpy and decodelab). The others (micropip, packaging) are in the
 # lock but never loaded.
@@ -62,7 +67,7 @@ def write_integrity(folder: Path) -> Path:
         if path.is_file() and path.name != "integrity.json":
             digest = hashlib.sha256(path.read_bytes()).digest()
             rows.append({"path": path.name, "bytes": path.stat().st_size, "sha256": digest.hex(),
-                         "integrity": "sha256-" + base64.b64encode(digest).decode("ascii"),
+                         "integrity": subresource_integrity(digest),
                          "startup": bool(STARTUP_FILES.fullmatch(path.name))})
     target = folder / "integrity.json"
     target.write_text(json.dumps({"files": rows}, indent=2) + "\n")
@@ -155,7 +160,7 @@ def write_service_worker(site: Path, template: str) -> str:
         name = path.relative_to(site).as_posix()
         if path.is_file() and name != "sw.js" and not name.endswith(PRECOMPRESSED):
             digest = hashlib.sha256(path.read_bytes()).digest()
-            files.append([name, "sha256-" + base64.b64encode(digest).decode("ascii")])
+            files.append([name, subresource_integrity(digest)])
     build = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
     listing = ",\n".join("  " + json.dumps(row) for row in files)
     text = template.replace(SW_BUILD, f'const BUILD = "{build}";').replace(

@@ -12,7 +12,7 @@ export function megabytes(bytes) {
   return (bytes / 1e6).toFixed(1);
 }
 
-/** onChange({got, total}) is called at most every EVERY_MS while bytes arrive, and at the end. */
+/** onChange({got, total, done}) is called at most every EVERY_MS while bytes arrive, and when a file ends. */
 export function createDownloads(onChange) {
   let got = 0;
   let total = 0;
@@ -62,12 +62,6 @@ export function createDownloads(onChange) {
     },
     watchMore(response) {
       count(response.clone());
-    },
-    get got() {
-      return got;
-    },
-    get total() {
-      return total;
     },
   };
 }

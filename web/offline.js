@@ -28,12 +28,9 @@ export function createOffline(note) {
     next: null, // a newer build, saved and waiting
     message: null,
   };
-  const changed = new EventTarget();
-
   function set(state, extra = {}) {
     Object.assign(status, { state }, extra);
     if (note) note.textContent = STATES[state];
-    changed.dispatchEvent(new Event("change"));
   }
 
   /** Ask a service worker that is active what it holds; "saved" once it holds every file. */
@@ -92,5 +89,5 @@ export function createOffline(note) {
     return status;
   }
 
-  return { status, start, addEventListener: (...args) => changed.addEventListener(...args) };
+  return { status, start };
 }

@@ -1,12 +1,12 @@
 // What the browser must have for the lesson to run, checked before Python is started, so that an
 // old browser is told so in words instead of with a script error. The README's table of browsers
-// comes from the same list (each feature's first versions, from MDN's compatibility data).
+// gives each feature's first versions (from MDN's compatibility data).
 //
 // Everything else the page uses degrades: without light-dark() the page keeps its light colours,
 // without service workers it works online only, without cross-origin isolation a stuck Python
 // call restarts the worker instead of being interrupted.
 
-export const NEWER = "Chrome or Edge 111, Firefox 114 or Safari 16.2, or newer";
+const NEWER = "Chrome or Edge 111, Firefox 114 or Safari 16.2, or newer";
 
 /** True where `new Worker(url, {type: "module"})` runs a module: the browser reads `type`. */
 function moduleWorkers() {

@@ -3,8 +3,8 @@
 // The build writes the list below: every file of the site with its SHA-256 (the same digests
 // integrity.json and the assets' manifest.json hold), and BUILD, a digest of that whole list.
 // So a new build is a new service worker, byte for byte, and the browser installs it beside the
-// old one. Here the template still says null; the page (offline.js) does not register a service
-// worker whose build is not filled in.
+// old one. Here, in the template, BUILD is null: such a worker saves and serves nothing, and the
+// page (offline.js) says nothing of saving.
 //
 // - Install: every file is fetched with its integrity value (a changed or broken file fails the
 //   fetch) into a cache of its own for this build. Any failure fails the install: the old build
@@ -28,7 +28,7 @@ const PARALLEL = 4; // files fetched at once while installing
 
 async function precache() {
   const cache = await caches.open(CACHE);
-  const queue = FILES.filter(([path]) => path);
+  const queue = [...FILES];
   const next = async () => {
     for (let item = queue.shift(); item; item = queue.shift()) {
       const [path, integrity] = item;
