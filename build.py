@@ -133,17 +133,19 @@ def corpus_artifact(name: str) -> Artifact:
                      "code": source_digests([TOOLS_DIR / "corpora.py"])})
 
 
-# Corpora the package generates itself (from a seed, no download): name -> module. Running
-# `python -m <module> corpus --out FOLDER` writes <name>.txt and <name>.json there.
-GENERATED = {"tasks": "decodelab.tasks"}
+# Corpora the package generates itself (from a seed, no download): name -> (module, the
+# downloaded corpus it draws from). Running `python -m <module> corpus --names FILE --out
+# FOLDER` writes <name>.txt and <name>.json there.
+GENERATED = {"tasks": ("decodelab.tasks", "names")}
 
 
 def generated_artifact(name: str) -> Artifact:
-    module = GENERATED[name]
+    module, source = GENERATED[name]
     return Artifact(f"corpus {name}", [DATA_DIR / f"{name}.txt", DATA_DIR / f"{name}.json"],
                     {"recipe": "generated corpus", "args": ["-m", module, "corpus"],
-                     "code": source_digests(module_files(PACKAGE_DIR, (module,
-                                                                       "decodelab.corpus")))})
+                     "names": sha256_file(DATA_DIR / f"{source}.txt"),
+                     "code": source_digests(module_files(PACKAGE_DIR, (module, "decodelab.corpus",
+                                                                       "decodelab.records")))})
 
 
 def package_env() -> dict:
@@ -154,18 +156,6 @@ def package_env() -> dict:
 
 def build_corpora(cache: UserCache, stamps: Stamps) -> dict[str, Path]:
     made = {}
-    for name in GENERATED:
-        artifact = generated_artifact(name)
-        how = restore(artifact, stamps, cache)
-        if how is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                cmd = [sys.executable, *artifact.inputs["args"], "--out", tmp]
-                if subprocess.run(cmd, cwd=ROOT, env=package_env()).returncode != 0:
-                    raise BuildError(f"generating the {artifact.name} failed (see above)")
-                store(artifact, Path(tmp), stamps, cache)
-            how = "generated"
-        report(artifact, how)
-        made[name] = artifact.outputs[0]
     for name in corpora.SOURCES:
         artifact = corpus_artifact(name)
         how = restore(artifact, stamps, cache)
@@ -175,6 +165,19 @@ def build_corpora(cache: UserCache, stamps: Stamps) -> dict[str, Path]:
                 corpora.prepare(name, sdist, Path(tmp))
                 store(artifact, Path(tmp), stamps, cache)
             how = "made"
+        report(artifact, how)
+        made[name] = artifact.outputs[0]
+    for name, (_, source) in GENERATED.items():  # after the downloads they draw from
+        artifact = generated_artifact(name)
+        how = restore(artifact, stamps, cache)
+        if how is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                cmd = [sys.executable, *artifact.inputs["args"], "--names", str(made[source]),
+                       "--out", tmp]
+                if subprocess.run(cmd, cwd=ROOT, env=package_env()).returncode != 0:
+                    raise BuildError(f"generating the {artifact.name} failed (see above)")
+                store(artifact, Path(tmp), stamps, cache)
+            how = "generated"
         report(artifact, how)
         made[name] = artifact.outputs[0]
     return made

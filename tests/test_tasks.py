@@ -35,13 +35,17 @@ def test_the_generator_is_deterministic_and_its_questions_distinct():
 
 def test_the_corpus_file_is_the_generator_output_and_the_split_holds_out_questions(artifacts):
     lines = (artifacts / "data" / "tasks.txt").read_text(encoding="utf-8").splitlines()
-    assert lines == [e["line"] for e in tasks.make_examples()]
+    names = (artifacts / "data" / "names.txt").read_text(encoding="utf-8").splitlines()
+    assert lines == tasks.corpus_lines(names)
+    assert lines[:tasks.N_EXAMPLES] == [e["line"] for e in tasks.make_examples()]
     meta = json.loads((artifacts / "data" / "tasks.json").read_text(encoding="utf-8"))
     assert meta["sha256"] == hashlib.sha256("".join(x + "\n" for x in lines).encode()).hexdigest()
     corpus = Corpus("tasks", lines)
     train_q = {tasks.parse_line(x)["question"] for x in corpus.train}
     val_q = [tasks.parse_line(x)["question"] for x in corpus.val]
-    assert len(val_q) == 2000 and not train_q & set(val_q)
+    assert len(val_q) == round(0.1 * len(lines)) and not train_q & set(val_q)
+    kinds = [tasks.parse_line(x)["kind"] for x in corpus.val]
+    assert kinds.count("card") > 500 and kinds.count("arithmetic") > 1500
 
 
 @pytest.fixture(scope="module")

@@ -44,10 +44,9 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple:
 
 
 def held_out_questions(library, n: int) -> list:
-    """The first n questions of the tasks data's validation split (fixed by the corpus's
-    seeded split): never seen in training."""
-    lines = library.corpus("tasks").val
-    return [tasks.parse_line(line)["question"] for line in lines[:n]]
+    """The first n arithmetic questions of the tasks data's validation split (fixed by the
+    corpus's seeded split): never seen in training."""
+    return tasks.held_out(library.corpus("tasks").val, "arithmetic", n)
 
 
 class AccuracyExperiment(Planned):

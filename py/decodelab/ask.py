@@ -1,5 +1,6 @@
 """Asking the tasks model a question: one run with the tool-call protocol, its visible answer,
-the calls it made, and whether the answer is right.
+the calls it made, whether the answer is right, and, for an answer meant to be JSON (a card
+question, or JSON mode on), whether it is valid, cut short or malformed.
 
 `ask` is the CLI's `ask` and the page's question box: the question is the prompt (generation
 wraps it in the question template), the dataset is `tasks`, and the answer is the text the
@@ -7,13 +8,13 @@ model wrote for the reader, without the special tokens, the call or the tool's r
 are in `tool_calls` and in the trace's steps).
 """
 
-from decodelab import tasks
+from decodelab import records, tasks
 from decodelab.fields import FieldError, FieldErrors, check
 from decodelab.generate import start
 
 # the settings `ask` takes besides the question (the rest keep their defaults)
 ASK_SETTINGS = ("model", "seed", "temperature", "greedy", "top_k", "top_p", "min_p", "tools",
-                "max_new_tokens", "cache_check")
+                "json_mode", "json_max_depth", "max_new_tokens", "stop", "cache_check")
 
 
 def ask(library, raw: dict) -> dict:
@@ -46,9 +47,18 @@ def ask(library, raw: dict) -> dict:
 
 
 def answer_of(run, question: str) -> dict:
+    """The answer and its grade: for a card question the parsed object against the right one,
+    for arithmetic the number stated against the true result; `json` classifies the shape."""
     trace = run.trace()
-    truth = tasks.true_result(question)
+    shape = trace["json"]
+    card = records.true_record(question)
+    if card is not None:
+        expected, stated = card, shape["value"]
+        correct = bool(records.grade(question, stated))
+    else:
+        expected, stated = tasks.true_result(question), tasks.stated_number(run.text)
+        correct = tasks.grade(question, run.text)
     return {"question": question, "answer": run.text, "tool_calls": trace["tool_calls"],
             "finish_reason": run.finish_reason, "stop_reason": run.stop_reason,
-            "expected": truth, "stated": tasks.stated_number(run.text),
-            "correct": tasks.grade(question, run.text), "trace": trace}
+            "json": shape, "expected": expected, "stated": stated, "correct": correct,
+            "trace": trace}

@@ -2,7 +2,7 @@
 
     probs        the decoding rules on logits or probabilities you type
     generate     a run with a trained model (--json prints the full trace)
-    ask          an arithmetic question to the tasks model, with its calculator
+    ask          a question to the tasks model: arithmetic with its calculator, or a card in JSON
     experiment   the tasks model's accuracy on held-out questions against temperature
     kv-memory    KV-cache bytes for a model shape
     cache-check  cached against recomputed logits, step by step
@@ -170,9 +170,11 @@ COMMANDS = {
     "probs": ("apply the decoding rules to numbers you type", ("logits", "probs") + RULES, (),
               {}, cmd_probs),
     "generate": ("generate with a trained model", SETTING_NAMES, ("seed",), {}, cmd_generate),
-    "ask": ("ask the tasks model an arithmetic question (it may call a calculator)",
+    "ask": ("ask the tasks model a question: arithmetic (it may call a calculator) or a card "
+            "(it answers in JSON)",
             ("question", "model", "seed", "temperature", "greedy", "top_k", "top_p", "min_p",
-             "tools", "max_new_tokens"), ("question",), {}, cmd_ask),
+             "tools", "json_mode", "json_max_depth", "max_new_tokens", "stop"), ("question",), {},
+            cmd_ask),
     "experiment": ("accuracy of the tasks model on held-out questions against temperature",
                    ("temperatures", "questions", "samples_per_question", "model", "seed",
                     "top_k", "top_p", "min_p", "tools", "max_new_tokens"), (),
@@ -222,6 +224,16 @@ def _join_number_lists(argv: list) -> list:
     return out
 
 
+def say_finish(run) -> None:
+    """How a run ended, on stderr: finish and stop reason, and the answer's JSON status."""
+    shape = run.json_report()
+    said = f" json={shape['status']}" if shape["status"] else ""
+    print(f"[finish_reason={run.finish_reason} stop_reason={run.stop_reason}{said}]",
+          file=sys.stderr)
+    if shape["error"]:
+        print(f"[{shape['error']}]", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
@@ -242,13 +254,11 @@ def main(argv=None) -> int:
             said = c["result"] if c["error"] is None else f"error: {c['error']}"
             print(f"  calculator({c['call']}) = {said if c['by'] else '(not run)'}")
         print(out.text)
-        print(f"[finish_reason={out.finish_reason} stop_reason={out.stop_reason}]",
-              file=sys.stderr)
+        say_finish(out)
         return 0
     if args.command == "generate" and not args.json:
         print(args.prompt + out.text if args.prompt else out.text)
-        print(f"[finish_reason={out.finish_reason} stop_reason={out.stop_reason}]",
-              file=sys.stderr)
+        say_finish(out)
         return 0
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")

@@ -167,6 +167,12 @@ FIELDS = (
       "its result is appended and the model goes on from the same cache. off: the run ends at "
       "the call. guess: no calculator; the model writes the result itself.",
       choices=TOOLS),
+    F("json_mode", "JSON mode", "bool", False,
+      "A grammar mask before temperature and the filters: only tokens that can continue a "
+      "JSON object may be drawn, and the answer may end only once the object is complete."),
+    F("json_max_depth", "JSON depth", "int", 8,
+      "JSON mode: how deep objects and arrays may nest (the top object is depth 1).",
+      min=1, max=32),
     F("cache_check", "Cache check", "bool", True,
       "Transformer only. At every step, compare the logits from the KV cache with a full "
       "recomputation of the whole text. Slower, and it proves the cache right."),

@@ -28,6 +28,11 @@ the budget (max_new_tokens) counts the model's tokens only. At most MAX_TOOL_CAL
 per run; the next one ends it. With tools "guess" only <|result|> is appended and the model
 writes the result itself. Stop strings and the visible text see the answer only.
 
+JSON mode (`grammar`): before the rules, every token whose bytes cannot continue a JSON object
+from the answer so far is masked (logit -inf), and end-of-sequence only once the object is
+complete. The parser's state moves on with each chosen token. Whether JSON mode is on or the
+prompt is a card question (`records`), the trace classifies the answer (`jsonshape.classify`).
+
 A caller ends a run early with cancel() between steps (finish_reason "cancelled").
 
 Dimension legend: V vocabulary size.
@@ -38,7 +43,7 @@ import codecs
 
 import numpy as np
 
-from decodelab import healing, sampling, tasks, tools
+from decodelab import grammar, healing, jsonshape, records, sampling, tasks, tools
 from decodelab.fields import FieldError, FieldErrors, encode
 from decodelab.settings import Settings, validate
 from decodelab.stopping import StopMatcher
@@ -79,6 +84,13 @@ class Generation:
         self.part_utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self.tool_calls = []
         self.made = 0  # tokens the model chose (the budget counts these)
+        # JSON mode: the grammar's tables, and where the answer stands before each step
+        self.json_mask = self.json_state = None
+        self.json_states = []
+        if settings.json_mode:
+            self._check_json(settings)  # FieldError
+            self.json_mask = grammar.masks_for(self.tokenizer, settings.json_max_depth)
+            self.json_state = jsonshape.JsonState(settings.json_max_depth)
         self._steps = self._run()
 
     def __iter__(self):
@@ -130,6 +142,29 @@ class Generation:
                                          f"never writes ({shown}), so it could never match; "
                                          f"use only: {self.tokenizer.describe()}.")
 
+    def _check_json(self, settings):
+        grammar.check_vocabulary(self.tokenizer)
+        if settings.token_healing:
+            raise FieldError("json_mode", "JSON mode and token healing cannot both be on: "
+                                          "healing lets the first token rewrite the end of the "
+                                          "prompt, and the grammar reads only the answer; turn "
+                                          "one of them off.")
+
+    @property
+    def meant_json(self) -> bool:
+        """Is the answer meant to be JSON: JSON mode, or a card question to the tasks model."""
+        return bool(self.settings.json_mode or (self.markers and records.true_record(
+            self.settings.prompt) is not None))
+
+    def json_report(self) -> dict:
+        """The answer classified (`jsonshape.classify`), or all None when it is not meant to
+        be JSON."""
+        if not self.meant_json:
+            return dict(jsonshape.NOT_JSON)
+        s = self.settings
+        return jsonshape.classify(self.text, self.finish_reason, self.stop_reason,
+                                  s.max_new_tokens, s.json_max_depth)
+
     def prompt_pieces(self) -> tuple:
         """The prompt as the model reads it: the text of each of its tokens (a character split
         across two tokens goes with the second), and the text healing took back (or None)."""
@@ -143,10 +178,13 @@ class Generation:
         return pieces, healed
 
     def allowed_at(self, step: int):
-        """(mask, why) the rules apply at `step`: the healing mask at step 0, else nothing."""
+        """(mask, why, kind) the rules apply at `step`: the healing mask at step 0 ("healing"),
+        the grammar's in JSON mode ("json"), else (None, "", "")."""
         if step == 0 and self.healing is not None:
-            return self.healing.allowed, self.healing.why
-        return None, ""
+            return self.healing.allowed, self.healing.why, "healing"
+        if self.json_mask is not None:
+            return self.json_mask.allowed(self.json_states[step]), grammar.WHY, "json"
+        return None, "", ""
 
     def _emit(self, step: int, token: int, record: dict) -> str:
         """Feed a token's bytes to the decoder and the stop rules; the text now safe to show.
@@ -170,6 +208,8 @@ class Generation:
         raw = self.tokenizer.token_bytes(token)
         if step == 0 and self.healing is not None:
             raw = self.healing.strip(raw)
+        if self.json_state is not None:  # the mask allowed it, so every byte is taken
+            self.json_state.feed_bytes(raw)
         self.byte_starts.append(self.n_bytes)
         self.n_bytes += len(raw)
         record["piece"] = piece = self.utf8.decode(raw)  # the characters this token completed
@@ -257,9 +297,11 @@ class Generation:
         step = 0
         while self.made < s.max_new_tokens:
             # the rules, in sampling: EOS blocking, the penalty, a mask, temperature, filters
-            allowed, why = self.allowed_at(step)
+            if self.json_state is not None:
+                self.json_states.append(self.json_state.copy())
+            allowed, why, kind = self.allowed_at(step)
             d = sampling.decide(logits, rules, eos_blocked=s.eos_blocked(self.made), seen=seen,
-                                allowed=allowed, mask_why=why)
+                                allowed=allowed, mask_why=why, mask_kind=kind)
             if greedy:
                 u, token = None, d.greedy_token()
             else:
@@ -269,6 +311,8 @@ class Generation:
             self.made += 1
             seen[token] = True
             record = self._record(step, d, token, u, compare and sampling.orders_differ(d))
+            if kind == "json":  # the grammar's stage, as the trace records it
+                record["grammar"] = self._grammar_record(d, step)
             if cached:  # rule-free, but per step: cached logits == full recomputation?
                 record.update(session.check_report(s.cache_check))
             appended = None
@@ -303,6 +347,13 @@ class Generation:
                 step += 1
         if self.finish_reason is None:  # only reachable if max_new_tokens were 0
             self._finish("length", None)
+
+    def _grammar_record(self, d, step: int) -> dict:
+        """What JSON mode did at a step: what the answer expected next, how many tokens the
+        grammar kept, and how much of the model's probability it removed."""
+        removed = ~d.allowed  # (V,)
+        return {"expects": self.json_states[step].expected(), "kept_count": int(d.allowed.sum()),
+                "removed_count": int(removed.sum()), "p_removed": float(d.p_raw[removed].sum())}
 
     def _record(self, step, d, token, u, orders_differ) -> dict:
         label = self.tokenizer.label
@@ -352,6 +403,7 @@ class Generation:
             # a call the run ended inside (the budget ran out, or EOS): its text so far
             "open_call": self.call_bytes.decode("utf-8", errors="replace")
             if self.part == "call" else None,
+            "json": self.json_report(),
             "steps": self.records,
         }
 

@@ -25,6 +25,7 @@ from decodelab import sampling, tasks
 from decodelab.generate import TOP_N
 
 MAX_SEGMENTS = 200  # the draw strip lists at most this many kept tokens
+MASK_LIKELY = 5  # the likeliest tokens a mask removed, listed
 
 
 def _finite(x):
@@ -113,11 +114,17 @@ def explain(d: sampling.Decision, label, *, u=None, token=None, top_n=TOP_N) -> 
                                                          else (rules.order,))}
     adjusted = d.adjusted and not np.array_equal(d.logits, d.z)
     mask = None
-    if d.allowed is not None:  # the healing mask: its own stage, before softmax
+    if d.allowed is not None:  # a mask (healing, JSON mode): its own stage, before softmax
         removed = ~d.allowed
-        mask = {"why": d.mask_why, "removed": removed[np.asarray(rows, dtype=np.intp)].tolist(),
+        ranked = np.argsort(-np.where(removed, d.p_raw, -1.0), kind="stable")[:MASK_LIKELY]
+        likely = [int(i) for i in ranked if removed[i]]
+        mask = {"kind": d.mask_kind, "why": d.mask_why,
+                "removed": removed[np.asarray(rows, dtype=np.intp)].tolist(),
                 "removed_count": int(removed.sum()), "kept_count": int(d.allowed.sum()),
-                "p_removed": float(d.p_raw[removed].sum())}
+                "p_removed": float(d.p_raw[removed].sum()),
+                # the likeliest tokens the mask took away, with the model's own probability
+                "likely": [{"token_id": i, "token_text": label(i), "p": float(d.p_raw[i])}
+                           for i in likely]}
     return {
         "order": rules.order, "greedy": greedy, "temperature": float(rules.temperature),
         "top_k": int(rules.top_k), "top_p": float(rules.top_p), "min_p": float(rules.min_p),
@@ -173,10 +180,10 @@ class Replay:
         run, s = self.run, self.run.settings
         seen = sampling.seen_mask(run.tokenizer.vocab_size,
                                   list(run.prompt_ids) + run.output_ids[:step])
-        allowed, why = run.allowed_at(step)
+        allowed, why, kind = run.allowed_at(step)
         return sampling.decide(self.logits_at(step), s.rules,
                                eos_blocked=s.eos_blocked(made_before(run, step)), seen=seen,
-                               allowed=allowed, mask_why=why)
+                               allowed=allowed, mask_why=why, mask_kind=kind)
 
     def explain(self, step: int, top_n: int = TOP_N) -> dict:
         run, s = self.run, self.run.settings

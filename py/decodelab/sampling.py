@@ -8,7 +8,8 @@ arrays of length V (the vocabulary) and an explicit np.random.Generator; no glob
 The decided semantics:
 
 - end-of-sequence can be blocked (logit -inf): before min_new_tokens, or always with ignore_eos.
-- a mask (token healing) can allow only some tokens: every other one gets logit -inf.
+- a mask (token healing, JSON mode's grammar) can allow only some tokens: every other one gets
+  logit -inf.
 - repetition penalty (1 = off): for each id already in prompt + output, a positive logit is
   divided by the penalty and a negative one multiplied (so the token always gets less likely).
 - greedy: argmax, ties to the lowest token id; no random draw.
@@ -213,6 +214,7 @@ class Decision:
     p_raw: np.ndarray
     allowed: np.ndarray | None = None  # (V,) the mask, when one applied
     mask_why: str = ""  # what a masked token fails, in words ("does not start with ' '")
+    mask_kind: str = ""  # whose mask: "healing" or "json"
     p_temp: np.ndarray | None = None
     kept: np.ndarray | None = None
     p_final: np.ndarray | None = None
@@ -246,7 +248,7 @@ class Decision:
         if order == self.rules.order or self.rules.is_greedy:
             return self
         d = Decision(self.rules.with_order(order), self.logits, self.z, self.p_raw, self.allowed,
-                     self.mask_why, self.p_temp, _p_rules=self._p_rules)
+                     self.mask_why, self.mask_kind, self.p_temp, _p_rules=self._p_rules)
         d.kept, d.p_final, d.stages = _apply(d, order)
         self._p_rules = d._p_rules  # computed once for both
         return d
@@ -268,12 +270,13 @@ def _apply(d: Decision, order: str):
 
 
 def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None, allowed=None,
-           mask_why: str = "") -> Decision:
+           mask_why: str = "", mask_kind: str = "") -> Decision:
     """Apply the rules to one step's logits (V,), keeping every stage.
 
     eos_blocked: end-of-sequence gets logit -inf; seen: (V,) mask of ids already used, for the
     repetition penalty; allowed: (V,) mask of the only tokens that may be chosen (at least one
-    True), with mask_why saying in words what the others fail.
+    True), with mask_why saying in words what the others fail and mask_kind whose mask it is
+    (token healing's, or JSON mode's grammar).
     """
     z = logits
     if eos_blocked:
@@ -285,7 +288,7 @@ def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None, allowe
         z = np.where(allowed, z, -np.inf)  # (V,)
         if not np.isfinite(z).any():  # everything allowed was blocked too (EOS): keep them
             z = np.where(allowed, logits, -np.inf)
-    d = Decision(rules, logits, z, softmax(logits), allowed, mask_why)  # p_raw: the model's own
+    d = Decision(rules, logits, z, softmax(logits), allowed, mask_why, mask_kind)  # p_raw: model's
     if rules.is_greedy:
         p1 = d.p_rules
         kept = np.zeros(z.shape[0], dtype=bool)

@@ -36,6 +36,8 @@ class Settings:
     include_stop: bool = False
     ignore_eos: bool = False
     tools: str = "on"
+    json_mode: bool = False
+    json_max_depth: int = 8
     cache_check: bool = True
 
     @property

@@ -20,6 +20,10 @@ held-out questions the model never trains on.
 A model cannot add three-digit numbers in its weights this small, but it can learn to copy
 them into a call and copy the result back out: `grade` checks the number in the final sentence
 against the true result.
+
+The data also holds record questions (`records`): a card for a person, answered with one JSON
+object and no tool call. They are drawn by their own seeded generator and come after the
+arithmetic in the corpus, so the arithmetic questions are the same with or without them.
 """
 
 import re
@@ -74,14 +78,47 @@ def example(op: str, a: int, b: int, phrasing: str) -> dict:
             "line": line}
 
 
+def card_line(question: str, answer: str) -> str:
+    return f"{QUESTION}{question}{ANSWER}{answer}"
+
+
+def corpus_lines(names: list) -> list:
+    """The tasks data: the arithmetic questions, then the record questions."""
+    from decodelab import records
+
+    return [e["line"] for e in make_examples()] + [card_line(q, a)
+                                                    for q, a in records.make_cards(names)]
+
+
+TOOL_LINE = re.compile(re.escape(QUESTION) + "(.*)" + re.escape(ANSWER) + re.escape(CALL) + "(.*)"
+                       + re.escape(END_CALL) + re.escape(RESULT) + "(.*)" + re.escape(END_RESULT)
+                       + "(.*)")
+CARD_LINE = re.compile(re.escape(QUESTION) + "(.*)" + re.escape(ANSWER) + r"(\{.*)")
+
+
 def parse_line(line: str) -> dict:
-    """A corpus line back into its parts: question, call, result, final sentence."""
-    m = re.fullmatch(re.escape(QUESTION) + "(.*)" + re.escape(ANSWER) + re.escape(CALL)
-                     + "(.*)" + re.escape(END_CALL) + re.escape(RESULT) + "(.*)"
-                     + re.escape(END_RESULT) + "(.*)", line)
-    if m is None:
-        raise ValueError(f"not a tasks line: {line[:60]!r}")
-    return dict(zip(("question", "call", "result", "final"), m.groups()))
+    """A corpus line back into its parts: kind "arithmetic" with question, call, result and
+    final sentence, or kind "card" with question and answer (the JSON object)."""
+    m = TOOL_LINE.fullmatch(line)
+    if m is not None:
+        return {"kind": "arithmetic", **dict(zip(("question", "call", "result", "final"),
+                                                 m.groups()))}
+    m = CARD_LINE.fullmatch(line)
+    if m is not None:
+        return {"kind": "card", "question": m[1], "answer": m[2]}
+    raise ValueError(f"not a tasks line: {line[:60]!r}")
+
+
+def held_out(lines: list, kind: str, n: int) -> list:
+    """The questions of one kind among the first lines of a split, n of them at most."""
+    out = []
+    for line in lines:
+        parts = parse_line(line)
+        if parts["kind"] == kind:
+            out.append(parts["question"])
+            if len(out) == n:
+                break
+    return out
 
 
 def true_result(question: str):
@@ -148,11 +185,14 @@ def provenance(lines: list) -> dict:
             "sequences": len(lines), "characters": sum(len(line) for line in lines),
             "description": "Questions such as \"What is 12 plus 7?\" with whole numbers from 0 to "
                            "999, each answered by a calculator call, its result and a sentence "
-                           "that states it; the markers are special tokens."}
+                           "that states it; and record questions such as \"Card for Ada, age "
+                           "31, from Paris.\" answered with one JSON object (names from the "
+                           "names corpus). The markers are special tokens."}
 
 
 def main(argv=None) -> int:
-    """python -m decodelab.tasks corpus --out FOLDER: write tasks.txt and tasks.json.
+    """python -m decodelab.tasks corpus --names NAMES.txt --out FOLDER: write tasks.txt and
+    tasks.json.
     python -m decodelab.tasks tokenizer --merges BPE.npz --out FILE.npz: that BPE with the six
     markers added as special tokens (build.py runs both)."""
     import argparse
@@ -163,11 +203,14 @@ def main(argv=None) -> int:
     p.add_argument("what", choices=("corpus", "tokenizer"))
     p.add_argument("--out", required=True)
     p.add_argument("--merges", help="tokenizer: the BPE whose merges the tasks model reads")
+    p.add_argument("--names", help="corpus: the names corpus, one name per line")
     args = p.parse_args(argv)
     if args.what == "corpus":
-        from decodelab.corpus import write_corpus
+        from decodelab.corpus import read_corpus, write_corpus
 
-        lines = [e["line"] for e in make_examples()]
+        if not args.names:
+            p.error("corpus needs --names")
+        lines = corpus_lines(read_corpus(args.names))
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         write_corpus(out / "tasks.txt", lines)

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from decodelab import __version__, healing, metrics, tasks
+from decodelab import __version__, grammar, healing, jsonshape, metrics, tasks
 from decodelab.accuracy import DEFAULTS as ACCURACY_DEFAULTS
 from decodelab.accuracy import AccuracyExperiment
 from decodelab.assets import Library
@@ -152,8 +152,8 @@ def _dataset_info(library, name: str) -> dict:
             "tokenizers": library.tokenizers(name),
             # a model that calls tools (the tasks data), and a question to start it with
             "tools": tasks.has_template(model.tokenizer),
-            "sample_question": tasks.parse_line(corpus.val[0])["question"]
-            if tasks.has_template(model.tokenizer) and corpus.val else None,
+            "sample_question": (tasks.held_out(corpus.val, "arithmetic", 1) or [None])[0]
+            if tasks.has_template(model.tokenizer) else None,
             "bpe": _bpe_info(library, name)}
 
 
@@ -231,7 +231,9 @@ def _status(run, steps, emit="") -> dict:
             "finish_reason": run and run.finish_reason, "stop_reason": run and run.stop_reason,
             "text": run.text if run else "", "emit": emit,
             "held": run.stopper.held if run and not run.done else "",
-            "cut": run.stopper.cut if run else ""}
+            "cut": run.stopper.cut if run else "",
+            # an answer meant to be JSON, classified once the run is over
+            "json": run.json_report() if run and run.done else None}
 
 
 def _budget(req: dict) -> float:
@@ -359,13 +361,17 @@ def _preview(session: Session, req: dict) -> dict:
             session.replay = Replay(run)
         logits = session.replay.logits_at(step)
         tokenizer, used = run.tokenizer, list(run.prompt_ids) + run.output_ids[:step]
-        allowed, why = run.allowed_at(step)
+        allowed, why, kind = run.allowed_at(step)
     else:
         step = 0
         model = session.library.for_settings(settings)
         tokenizer = model.tokenizer
         used, heal = healing.prompt_ids(tokenizer, settings)
-        allowed, why = (heal.allowed, heal.why) if heal else (None, "")
+        allowed, why, kind = (heal.allowed, heal.why, "healing") if heal else (None, "", "")
+        if settings.json_mode and not heal:  # the grammar at the answer's first token
+            grammar.check_vocabulary(tokenizer)
+            allowed, why, kind = grammar.masks_for(tokenizer, settings.json_max_depth).allowed(
+                jsonshape.JsonState(settings.json_max_depth)), grammar.WHY, "json"
         key = (settings.model, settings.dataset, settings.tokenizer, settings.prompt,
                settings.token_healing)
         if session.prompt_logits is None or session.prompt_logits[0] != key:
@@ -373,7 +379,7 @@ def _preview(session: Session, req: dict) -> dict:
         logits = session.prompt_logits[1]
     d = sampling.decide(logits, settings.rules, eos_blocked=settings.eos_blocked(step),
                         seen=sampling.seen_mask(tokenizer.vocab_size, used), allowed=allowed,
-                        mask_why=why)
+                        mask_why=why, mask_kind=kind)
     return {"step": step, **explain(d, tokenizer.label)}
 
 

@@ -1,0 +1,172 @@
+"""JSON mode: the grammar mask against a brute-force check of every token, its place in the
+pipeline, what it guarantees (never malformed, never a model error for a budget cut), and the
+errors for settings it cannot honour."""
+
+import numpy as np
+import pytest
+
+from decodelab import grammar, jsonshape, sampling
+from decodelab.assets import Library
+from decodelab.fields import FieldErrors
+from decodelab.generate import start
+from decodelab.pipeline import Replay
+from decodelab.tokenizer import EOS
+from tests.conftest import api
+
+PROSE = {"model": "transformer", "dataset": "prose", "tokenizer": "bpe", "json_mode": True}
+
+
+@pytest.fixture(scope="module")
+def lib(artifacts):
+    assert api("setup", {"assets": str(artifacts)}, session="json")["ok"]
+    return Library(artifacts)
+
+
+@pytest.fixture(scope="module")
+def bpe(lib):
+    return lib.tokenizer("bpe", "tasks")  # the prose BPE plus the special markers
+
+
+def brute_force(tokenizer, state) -> np.ndarray:
+    """Every token fed, byte by byte, to a copy of the state: the reference the tables must
+    match (EOS only when the object is complete; tokens with no bytes never)."""
+    out = np.array([len(tokenizer.token_bytes(i)) > 0 and state.accepts(tokenizer.token_bytes(i))
+                    for i in range(tokenizer.vocab_size)])
+    out[EOS] = state.complete
+    return out
+
+
+TEXTS = ['{"name": "Zürich\\u00e9", "a": [1, -2.5e+3, {"b": [true, null, false]}], "c": {}}  ',
+         '{ "x" : [ [ [ ] ] , 0.5E-7 ] , "y\\"": "a\\\\b" }']
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_mask_is_every_token_that_can_continue_checked_one_by_one(bpe, text):
+    masks = grammar.JsonMask(bpe, max_depth=4)
+    state = jsonshape.JsonState(4)
+    data = text.encode()
+    for i in range(len(data) + 1):
+        assert np.array_equal(masks.allowed(state), brute_force(bpe, state)), (i, state.expected())
+        if i < len(data):
+            assert state.feed(data[i]), i
+    assert state.complete
+
+
+def test_at_the_depth_limit_no_token_opens_another_container(bpe):
+    masks = grammar.JsonMask(bpe, max_depth=2)
+    state = jsonshape.JsonState(2)
+    state.feed_bytes(b'{"a": [')
+    allowed = masks.allowed(state)
+    opens = [i for i in range(bpe.vocab_size) if bpe.token_bytes(i)[:1] in (b"{", b"[")]
+    assert opens and not allowed[opens].any()
+    assert allowed[bpe.encode("1")[0]] and allowed[bpe.encode("]")[0]]
+
+
+def test_special_tokens_and_eos_are_masked_until_the_object_is_complete(bpe):
+    masks = grammar.JsonMask(bpe)
+    state = jsonshape.JsonState()
+    state.feed_bytes(b'{"a": 1')
+    allowed = masks.allowed(state)
+    assert not allowed[EOS] and not allowed[list(bpe.special_ids.values())].any()
+    state.feed(ord("}"))
+    done = masks.allowed(state)
+    assert done[EOS] and not done[list(bpe.special_ids.values())].any()
+    # after the object only whitespace may still come (or the end)
+    assert all(bpe.token_bytes(i).isspace() for i in np.flatnonzero(done) if i != EOS)
+
+
+def test_a_run_in_json_mode_writes_only_what_the_grammar_allows(lib):
+    run = start(lib, {**PROSE, "prompt": "The", "temperature": 1.5, "seed": 4,
+                      "max_new_tokens": 40})
+    run.run()
+    replay = Replay(run)
+    state = jsonshape.JsonState()
+    for step, record in enumerate(run.records):
+        d = replay.decision(step)
+        allowed = brute_force(run.tokenizer, state)
+        assert np.array_equal(d.allowed, allowed)
+        assert not d.p_final[~allowed].any()  # what the grammar removed cannot be drawn
+        # the stage's numbers, from the model's own distribution
+        g = record["grammar"]
+        assert g["kept_count"] == int(allowed.sum())
+        assert g["p_removed"] == pytest.approx(float(d.p_raw[~allowed].sum()), abs=1e-12)
+        assert record["prob"] == pytest.approx(float(d.p_final[record["token_id"]]), abs=1e-12)
+        if record["token_id"] != EOS:
+            assert state.feed_bytes(run.tokenizer.token_bytes(record["token_id"])) > 0
+    assert run.trace()["json"]["status"] in ("valid", "incomplete")
+
+
+def test_the_mask_comes_before_temperature_and_renormalises(lib):
+    """The rules see the model's probabilities renormalised over the allowed tokens: with no
+    filter at T = 1 the final distribution is exactly p_raw restricted and rescaled."""
+    run = start(lib, {**PROSE, "prompt": "", "seed": 1, "max_new_tokens": 6})
+    run.run()
+    d = Replay(run).decision(2)
+    expect = np.where(d.allowed, d.p_raw, 0.0)
+    assert np.allclose(d.p_final, expect / expect.sum(), atol=1e-12)
+    hot = sampling.decide(d.logits, sampling.Rules(temperature=2.0), allowed=d.allowed)
+    z = np.where(d.allowed, d.logits / 2.0, -np.inf)
+    ref = np.exp(z - z.max())
+    assert np.allclose(hot.p_final, ref / ref.sum(), atol=1e-12)
+
+
+def test_without_json_mode_the_same_seed_can_write_malformed_text_and_with_it_never(lib):
+    off = [start(lib, {**PROSE, "json_mode": False, "prompt": "{", "seed": s,
+                       "temperature": 1.0, "max_new_tokens": 20}).run() for s in range(5)]
+    assert any(jsonshape.classify("{" + r.text)["status"] == "malformed" for r in off)
+    on = [start(lib, {**PROSE, "prompt": "", "seed": s, "temperature": 2.0,
+                      "max_new_tokens": 20}).run() for s in range(10)]
+    statuses = {r.trace()["json"]["status"] for r in on}
+    assert statuses <= {"valid", "incomplete"}
+
+
+def test_a_budget_too_small_ends_incomplete_and_says_the_budget_did_it(lib):
+    run = start(lib, {**PROSE, "prompt": "", "seed": 0, "greedy": True, "max_new_tokens": 3})
+    run.run()
+    shape = run.trace()["json"]
+    assert run.finish_reason == "length"
+    assert shape["status"] == "incomplete" and "budget of 3 new tokens" in shape["error"]
+
+
+def test_the_explanation_lists_the_likeliest_tokens_the_grammar_removed(lib):
+    out = api("preview", {"settings": {**PROSE, "prompt": "The", "seed": 0}}, session="json")
+    mask = out["mask"]
+    assert mask["kind"] == "json" and mask["why"] == grammar.WHY
+    assert mask["kept_count"] + mask["removed_count"] == out["vocab_size"]
+    likely = [m["p"] for m in mask["likely"]]
+    assert likely == sorted(likely, reverse=True) and len(likely) == 5
+    assert all(not m["token_text"].lstrip().startswith("{") for m in mask["likely"])
+
+
+@pytest.mark.parametrize("raw, field, words", [
+    ({"json_mode": "maybe"}, "json_mode", "JSON mode"),
+    ({"json_mode": 2}, "json_mode", "JSON mode"),
+    ({"json_mode": True, "json_max_depth": 0}, "json_max_depth", "from 1 to 32"),
+    ({"json_mode": True, "json_max_depth": 33}, "json_max_depth", "from 1 to 32"),
+    ({"json_mode": True, "json_max_depth": "deep"}, "json_max_depth", "JSON depth"),
+    ({"json_mode": True, "dataset": "names", "tokenizer": "chars"}, "json_mode",
+     "vocabulary has no"),
+    ({"json_mode": True, "token_healing": True, "prompt": "The "}, "json_mode",
+     "token healing"),
+])
+def test_settings_json_mode_cannot_honour_are_field_errors(lib, raw, field, words):
+    base = {"model": "bigram", "dataset": "prose", "tokenizer": "bpe"}
+    with pytest.raises(FieldErrors) as e:
+        start(lib, {**base, **raw})
+    errors = {err.field: err.message for err in e.value.errors}
+    assert field in errors and words in errors[field], errors
+
+
+def test_the_page_api_keeps_working_after_a_json_mode_error(lib):
+    bad = api("start", {"model": "bigram", "dataset": "names", "json_mode": True},
+              session="json")
+    assert not bad["ok"] and bad["errors"][0]["field"] == "json_mode"
+    assert api("start", {**PROSE, "model": "bigram", "seed": 2, "max_new_tokens": 30},
+               session="json")["ok"]
+    done = api("advance", {"budget_ms": 500}, session="json")
+    while not done["done"]:
+        assert done["json"] is None  # classified once the run is over
+        done = api("advance", {"budget_ms": 500}, session="json")
+    assert done["done"] and done["json"]["status"] in ("valid", "incomplete")
+    assert done["json"] == jsonshape.classify(done["text"], done["finish_reason"],
+                                              done["stop_reason"], 30)
