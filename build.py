@@ -191,8 +191,8 @@ TRAIN_MODULES = {
 }
 # (kind, dataset, tokenizer): "chars", or "bpe" for a model on the tokens of TOKENIZERS'
 # merges. Longest first, so two cores finish soonest.
-MODELS = (("transformer", "prose", "bpe"), ("transformer", "prose", "chars"),
-          ("transformer", "tasks", "bpe"), ("transformer", "names", "chars"),
+MODELS = (("transformer", "tasks", "bpe"), ("transformer", "prose", "bpe"),
+          ("transformer", "prose", "chars"), ("transformer", "names", "chars"),
           ("bigram", "names", "chars"), ("bigram", "prose", "chars"), ("bigram", "prose", "bpe"),
           ("bigram", "tasks", "bpe"))
 

@@ -198,6 +198,7 @@ def measure(quick: bool = False) -> dict:
                 lambda req: page.evaluate("r => window.decodelab.benchTokenize(r)", req), repeats)
             tools_req = {"questions": 4 if quick else 24}  # 24: the page's default size
             browser_tools = page.evaluate("r => window.decodelab.benchTools(r)", tools_req)
+            browser_json = page.evaluate("r => window.decodelab.benchJson(r)", {})
             page_seconds = page_run_seconds(page, steps)
             responsiveness = main_thread_during_runs(page, steps)
             page.context.close()
@@ -210,6 +211,7 @@ def measure(quick: bool = False) -> dict:
 
     native_tok = tokenize_times(lambda req: api("bench_tokenize", req), repeats)
     native_tools = api("bench_tools", tools_req)
+    native_json = api("bench_json", {})
     phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "warmup_ms", "total_ms", "page_ready_ms")
     return {
         "main_thread": responsiveness, "page_weight": page_weight(ROOT / "static"),
@@ -225,6 +227,7 @@ def measure(quick: bool = False) -> dict:
                             "steps_per_second": steps / page_seconds},
         "bpe_encode_10kb": {"browser": browser_tok, "native": native_tok},
         "tools": {"browser": browser_tools, "native": native_tools},
+        "json_mode": {"browser": browser_json, "native": native_json},
         "transformer_tokens_per_second": {
             name: {"browser": browser_t[name], "native": native_t[name],
                    "native_over_browser": native_t[name] / browser_t[name],
@@ -265,6 +268,7 @@ def table(r: dict) -> str:
                   f"cold, {b['browser']['warm_ms']:.1f} warm; native {b['native']['cold_ms']:.1f} "
                   f"cold, {b['native']['warm_ms']:.1f} warm."]
     lines += tool_lines(r["tools"])
+    lines += json_lines(r["json_mode"])
     lines += hardening_lines(r)
     return "\n".join(lines)
 
@@ -291,6 +295,20 @@ def tool_lines(t: dict) -> list:
                  f"{eb['seconds']:.1f} | {en['seconds']:.1f} |")
     lines.append(f"| questions (runs) per second | {eb['runs_per_second']:.1f} | "
                  f"{en['runs_per_second']:.1f} |")
+    return lines
+
+
+def json_lines(j: dict) -> list:
+    """What JSON mode's grammar mask adds to a step, first run (tables built) and later runs."""
+    lines = ["", "| JSON mode, ms per step | browser | native |", "| --- | ---: | ---: |"]
+    for name in j["browser"]:
+        b, n = j["browser"][name], j["native"][name]
+        lines.append(f"| {name} ({b['steps']} steps, {b['states']} parser states): whole step "
+                     f"| {b['run_warm_ms_per_step']:.2f} | {n['run_warm_ms_per_step']:.2f} |")
+        lines.append(f"| its mask and masked rules, first run (tables built) | "
+                     f"{b['overhead_cold_ms_per_step']:.3f} | {n['overhead_cold_ms_per_step']:.3f} |")
+        lines.append(f"| the same, later runs (tables kept) | {b['overhead_warm_ms_per_step']:.3f} "
+                     f"| {n['overhead_warm_ms_per_step']:.3f} |")
     return lines
 
 

@@ -67,6 +67,12 @@ def test_kv_memory_worked_numbers():
     (["generate"], "--seed"),
     (["probs", "--logits", "1", "--bogus", "3"], "--bogus"),
     (["eval", "--model", "gpt", "--dataset", "names"], "--model"),
+    (["generate", "--seed", "1", "--json-mode"], "--json-mode"),  # names: no braces to write
+    (["generate", "--seed", "1", "--dataset", "prose", "--tokenizer", "bpe", "--json-mode",
+      "--json-max-depth", "0"], "--json-max-depth"),
+    (["ask", "--question", "What is 1 plus 2?", "--json-max-depth", "64"], "--json-max-depth"),
+    (["validity", "--budgets", "8,0"], "--budgets"),
+    (["validity", "--cards", "0"], "--cards"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, option, artifacts):
     r = cli(*args)
@@ -94,6 +100,18 @@ def test_generate_stop_string_and_length(artifacts):
     t = ok("generate", "--dataset", "prose", "--seed", "3", "--max-new-tokens", "7",
            "--ignore-eos", "--json")
     assert (t["finish_reason"], t["stop_reason"], len(t["text"])) == ("length", None, 7)
+
+
+def test_generate_says_how_a_json_answer_ended(artifacts):
+    r = cli("generate", "--model", "bigram", "--dataset", "prose", "--tokenizer", "bpe",
+            "--seed", "2", "--max-new-tokens", "1", "--json-mode")
+    assert r.returncode == 0
+    assert "json=incomplete" in r.stderr and "budget of 1 new token ran out" in r.stderr
+    t = ok("generate", "--model", "bigram", "--dataset", "prose", "--tokenizer", "bpe",
+           "--seed", "2", "--max-new-tokens", "1", "--json-mode", "--json")
+    assert t["json"]["status"] == "incomplete" and t["settings"]["json_mode"] is True
+    plain = ok("generate", "--dataset", "names", "--seed", "2", "--json")
+    assert plain["json"] == {"status": None, "error": None, "value": None}
 
 
 def test_eval_reports_nats_and_params(artifacts):

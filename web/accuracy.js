@@ -3,10 +3,9 @@
 // table with the same numbers, what the numbers allow one to say, and some wrong answers.
 // Python makes a batch of runs per request, so progress shows and Stop works between batches.
 
+import { createPlanned } from "./planned.js";
 import { svg } from "./plot.js";
 import { el, pct, plural, tableHead } from "./render.js";
-
-const BATCH_MS = 80;
 const W = 420;
 const H = 190;
 const PAD = { left: 44, right: 16, top: 14, bottom: 30 };
@@ -82,90 +81,8 @@ export function createAccuracy({ call }) {
   const section = $("tool-calls");
   const form = $("acc-form");
   const inputs = { temperatures: $("acc-temps"), questions: $("acc-questions"), samples_per_question: $("acc-samples"), max_new_tokens: $("acc-budget"), tools: $("acc-tools") };
-  const runButton = $("acc-run");
-  const stop = $("acc-cancel");
-  const progress = $("acc-progress");
   const status = $("acc-status");
   const results = $("acc-results");
-  let running = false;
-  let stopped = false;
-  let last = null;
-
-  function fieldError(name, message) {
-    const control = inputs[name];
-    const errorBox = $(`${control.id}-error`);
-    errorBox.textContent = message || "";
-    errorBox.hidden = !message;
-    if (message) control.setAttribute("aria-invalid", "true");
-    else control.removeAttribute("aria-invalid");
-  }
-
-  function setRunning(on) {
-    running = on;
-    runButton.disabled = on;
-    stop.hidden = !on;
-    progress.hidden = !on;
-    if (on) stop.focus();
-    else if (document.activeElement === stop || document.activeElement === document.body) runButton.focus();
-  }
-
-  async function start() {
-    if (running) return null;
-    for (const name of Object.keys(inputs)) fieldError(name, null);
-    const req = {
-      temperatures: inputs.temperatures.value,
-      questions: inputs.questions.value,
-      samples_per_question: inputs.samples_per_question.value,
-      settings: { max_new_tokens: inputs.max_new_tokens.value, tools: inputs.tools.value },
-    };
-    stopped = false;
-    setRunning(true);
-    status.textContent = "Starting…";
-    try {
-      const started = await call("accuracy_start", req);
-      if (!started.ok) {
-        const other = [];
-        for (const e of started.errors || []) {
-          if (inputs[e.field]) fieldError(e.field, e.message);
-          else other.push(e.message);
-        }
-        status.textContent = other.length ? other.join(" ") : "Fix the field marked above.";
-        box.dataset.state = "invalid";
-        const first = Object.values(inputs).find((c) => c.getAttribute("aria-invalid") === "true");
-        if (first) first.focus();
-        return null;
-      }
-      progress.max = started.progress.total;
-      progress.value = 0;
-      box.dataset.state = "running";
-      const began = performance.now();
-      for (;;) {
-        if (stopped) {
-          status.textContent = "Stopped. The last results stay; run it again when you like.";
-          box.dataset.state = results.hidden ? "idle" : "done";
-          return null;
-        }
-        const step = await call("accuracy_advance", { budget_ms: BATCH_MS });
-        if (!step.ok) throw new Error((step.errors || []).map((e) => e.message).join(" "));
-        progress.value = step.progress.done;
-        status.textContent = `Running: ${step.progress.done} of ${plural(step.progress.total, "run", "runs")}…`;
-        if (step.done) {
-          last = step.result;
-          render(step.result);
-          const seconds = (performance.now() - began) / 1000;
-          status.textContent = `Done: ${plural(step.result.runs, "run", "runs")}, ${step.result.steps.toLocaleString("en")} steps, in ${seconds.toFixed(1)} s (${(step.result.runs / seconds).toFixed(1)} questions per second).`;
-          box.dataset.state = "done";
-          return step.result;
-        }
-      }
-    } catch (err) {
-      status.textContent = `The experiment stopped with an error: ${err.message}`;
-      box.dataset.state = "error";
-      return null;
-    } finally {
-      if (running) setRunning(false);
-    }
-  }
 
   function render(result) {
     const figure = el("figure", "acc-chart");
@@ -176,16 +93,17 @@ export function createAccuracy({ call }) {
     wrap.append(table(result));
     const say = el("p", "xp-takeaway", result.findings.map((f) => f.text).join(" "));
     results.replaceChildren(say, figure, wrap, wrongAnswers(result));
-    results.hidden = false;
   }
 
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    start();
-  });
-  stop.addEventListener("click", () => {
-    stopped = true;
-    status.textContent = "Stopping after this batch…";
+  const planned = createPlanned({
+    call, endpoints: ["accuracy_start", "accuracy_advance"], box, inputs, status, results, render, rate: "questions",
+    runButton: $("acc-run"), stop: $("acc-cancel"), progress: $("acc-progress"),
+    request: () => ({
+      temperatures: inputs.temperatures.value,
+      questions: inputs.questions.value,
+      samples_per_question: inputs.samples_per_question.value,
+      settings: { max_new_tokens: inputs.max_new_tokens.value, tools: inputs.tools.value },
+    }),
   });
 
   return {
@@ -199,7 +117,7 @@ export function createAccuracy({ call }) {
       box.dataset.state = "idle";
       if (section) section.dataset.state = "idle";
     },
-    start,
-    last: () => last,
+    start: planned.start,
+    last: planned.last,
   };
 }

@@ -80,6 +80,7 @@ const dom = {
   textHeld: $("text-held"),
   textCut: $("text-cut"),
   finishCode: $("finish-code"),
+  jsonVerdict: $("json-verdict"),
   slider: $("temperature-slider"),
   moreRules: $("more-rules"),
   moreCount: $("more-count"),
@@ -155,6 +156,7 @@ const hooks = {
   bench: (settings) => call("bench", settings),
   benchTokenize: (req) => call("bench_tokenize", req),
   benchTools: (req) => call("bench_tools", req || {}),
+  benchJson: (req) => call("bench_json", req || {}),
   // Put values (already checked) into the form, as Reset does; the address and hosts use it.
   applySettings: (values) => applySettings(values),
   timings: null, // boot phases in ms, from the worker, once ready
@@ -723,6 +725,7 @@ function onStarted(m) {
   dom.runMeta.textContent = "";
   dom.finishText.textContent = "Generating…";
   dom.finishCode.hidden = true;
+  showVerdict(null);
   dom.finishText.parentElement.classList.remove("idle");
   lesson.runStarted(state.run);
   kv.runStarted(state.run);
@@ -854,6 +857,17 @@ function appendChar(run, index, ch) {
   run.shownChars += 1;
 }
 
+// An answer meant to be JSON (JSON mode, or a card question), classified by Python at the end.
+const VERDICTS = { valid: "Valid JSON: one complete object.", incomplete: "Incomplete JSON: ", malformed: "Malformed JSON: " };
+
+function showVerdict(json) {
+  const status = json && json.status;
+  dom.jsonVerdict.hidden = !status;
+  if (!status) return;
+  dom.jsonVerdict.dataset.status = status;
+  dom.jsonVerdict.textContent = status === "valid" ? VERDICTS.valid : `${VERDICTS[status]}${json.error}.`;
+}
+
 function onDone(m) {
   const run = state.run;
   if (!run || run.id !== m.id) return;
@@ -874,6 +888,7 @@ function onDone(m) {
   dom.finishText.textContent = finishSentence(m.finish_reason, m.stop_reason, run.settings.max_new_tokens);
   dom.finishCode.textContent = finishCode(m.finish_reason, m.stop_reason); // as the trace says it
   dom.finishCode.hidden = false;
+  showVerdict(m.json);
   dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(elapsed)}`;
   const last = run.steps.length - 1;
   if (last >= 0) {
@@ -895,7 +910,7 @@ function onDone(m) {
   scheduleInspector();
   run.resolve({
     status: "done", id: run.id, finish_reason: m.finish_reason, stop_reason: m.stop_reason,
-    text: m.text, cut: m.cut || "", steps: run.steps.length, settings: run.settings,
+    text: m.text, cut: m.cut || "", steps: run.steps.length, settings: run.settings, json: m.json || null,
   });
 }
 

@@ -1,7 +1,7 @@
 // The lesson around the workbench: the next token under the rules being set, the step view's
 // timeline and its rules in order, the playground, the temperature experiment, tool calls (what
-// a cache is not, right answers against temperature), Try this, the runs kept for comparing, and
-// the questions. app.js creates it once and tells it about the few
+// a cache is not, right answers against temperature), answers with a shape (JSON), Try this, the
+// runs kept for comparing, and the questions. app.js creates it once and tells it about the few
 // moments that matter (ready, the settings changed, a run started, a step selected, a run done);
 // everything else each part does on its own.
 
@@ -14,6 +14,7 @@ import { createPreview } from "./preview.js";
 import { createQuestions } from "./questions.js";
 import { createReuse } from "./reuse.js";
 import { createRuns } from "./runs.js";
+import { createShapes } from "./shapes.js";
 import { createStepper } from "./stepper.js";
 import { createTries } from "./tries.js";
 
@@ -32,6 +33,7 @@ export function createLesson(app) {
   const experiment = createExperiment(app);
   const accuracy = createAccuracy(app);
   const reuse = createReuse(app);
+  const shapes = createShapes(app);
   const prefill = createPrefill(app);
   const runs = createRuns(app);
   const tries = createTries({ ...app, runs });
@@ -44,6 +46,7 @@ export function createLesson(app) {
     experiment,
     accuracy,
     reuse,
+    shapes,
     runs,
     tries,
     questions,
@@ -57,6 +60,7 @@ export function createLesson(app) {
       experiment.ready();
       accuracy.ready(app.info());
       reuse.ready(app.info());
+      shapes.ready(app.info());
       prefill.ready();
       tries.ready();
       preview.update();

@@ -171,7 +171,7 @@ function buildTable(data, pipe, caption) {
 
 function adjustedWhy(data) {
   const why = [];
-  if (data.mask) why.push("healing mask");
+  if (data.mask) why.push(data.mask.kind === "json" ? "JSON grammar" : "healing mask");
   if (data.eos_blocked) why.push("EOS blocked");
   if (data.penalty != null && data.penalty !== 1) why.push(`penalty ${num(data.penalty)}`);
   return why.join(", ") || "adjusted";
@@ -191,7 +191,11 @@ function stageSentences(data, pipe, noun) {
   const V = data.vocab_size;
   const best = data.logits.reduce((b, x, i) => (x != null && (b < 0 || x > data.logits[b]) ? i : b), -1);
   out.push(`Logits: the model gives each of the ${V} ${noun}s a score. The highest is ${logit(data.logits[best])}, for ${spoken(data.rows[best].token_text)}. Scores can be negative and do not add up to anything.`);
-  if (data.mask) {
+  if (data.mask && data.mask.kind === "json") {
+    const m = data.mask;
+    const likely = (m.likely || []).map((r) => `${spoken(r.token_text)} ${pct(r.p)}`).join(", ");
+    out.push(`Masked by the JSON grammar: only ${plural(m.kept_count, noun, `${noun}s`)} can continue a JSON object from the answer so far. The other ${m.removed_count} cannot, so their logits become −∞; the model had given them ${pct(m.p_removed)} together${likely ? ` (the likeliest: ${likely})` : ""}, and what is left is renormalised before temperature and the filters.`);
+  } else if (data.mask) {
     const m = data.mask;
     out.push(`Masked: token healing allows only the ${plural(m.kept_count, `${noun} that starts`, `${noun}s that start`)} with the text taken back from the prompt. The other ${m.removed_count} ${m.why.replace(/^does not/, "do not")}, so their logits become −∞; the model had given them ${pct(m.p_removed)} together, and the rest is renormalised.`);
   }

@@ -160,6 +160,26 @@ export const QUESTIONS = [
     ],
     link: { href: "#reuse", text: "See both checks" },
   },
+  {
+    id: "json_cut",
+    ask: "A card answer reads {\"name\": \"Ada\", \"age\": 31, \"ci and the run ended with finish reason length. What went wrong?",
+    choices: [
+      { text: "The model cannot write JSON.", why: "Everything it wrote is the start of valid JSON: nothing in it is an error. It was cut before it could finish." },
+      { text: "The token budget ran out before the object was closed: raise Max new tokens.", right: true, why: "Finish reason length means the budget ended the run, wherever the text happened to be. The answer is incomplete, not malformed: a setting cut it, and no model is to blame. Read the finish reason before diagnosing the model." },
+      { text: "Turn on JSON mode: it closes the object in time.", why: "A grammar mask decides which tokens may come next; it cannot add tokens the budget does not allow. With too small a budget, JSON mode still ends incomplete." },
+    ],
+    link: { href: "#shapes", text: "See the four answers" },
+  },
+  {
+    id: "json_mask",
+    ask: "With JSON mode on, the answer so far is {\"name\": \"Ada\"}. Which tokens may the model draw next?",
+    choices: [
+      { text: "Only end-of-sequence, or whitespace: the object is complete.", right: true, why: "After the closing brace no JSON can continue except with whitespace, so every other token gets logit −∞, and end-of-sequence is finally allowed. The rest of the probability is renormalised over what is left." },
+      { text: "Any token: the mask only checks the answer at the end.", why: "The mask works before every draw, not after the run: each token is checked against the parser’s state, and the ones that cannot continue the object are removed before temperature and the filters." },
+      { text: "A comma and another field: a card needs three fields.", why: "The grammar knows JSON, not cards: an object with one field is complete, valid JSON. That its values are wrong is for a grader to say, not for the mask." },
+    ],
+    link: { href: "#shapes", text: "See the mask at work" },
+  },
 ];
 
 export function createQuestions({ playground }) {

@@ -243,7 +243,7 @@ async function generate({ id, settings = {}, pace_ms: pace }) {
       const out = current.stopRequested ? call("cancel") : call("advance", { budget_ms: paceMs > 0 ? 0 : BATCH_MS });
       if (out.steps.length || !current.stopRequested) post({ type: "steps", id, steps: out.steps });
       if (out.done) {
-        post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, cut: out.cut });
+        post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, cut: out.cut, json: out.json });
         return;
       }
       if (paceMs > 0) await sleep(paceMs);

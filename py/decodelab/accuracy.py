@@ -142,8 +142,12 @@ class AccuracyExperiment(Planned):
         return out
 
 
-def _pct(x: float) -> str:
+def percent(x: float) -> str:
     return f"{100 * x:.0f}%"
+
+
+def temperature_words(T: float) -> str:
+    return "T = 0 (greedy)" if T == 0 else f"T = {T:g}"
 
 
 def findings(result: dict) -> list:
@@ -154,28 +158,28 @@ def findings(result: dict) -> list:
         return out
     best = max(rows, key=lambda r: r["accuracy"])
     worst = min(rows, key=lambda r: r["accuracy"])
-    t = lambda r: "T = 0 (greedy)" if r["greedy"] else f"T = {r['temperature']:g}"  # noqa: E731
+    t = lambda r: temperature_words(r["temperature"])  # noqa: E731
     out.append({"kind": "best", "text": f"Most right answers at {t(best)}: "
-                f"{_pct(best['accuracy'])} (95% interval {_pct(best['low'])} to "
-                f"{_pct(best['high'])}, {best['runs']} runs)."})
+                f"{percent(best['accuracy'])} (95% interval {percent(best['low'])} to "
+                f"{percent(best['high'])}, {best['runs']} runs)."})
     if worst is not best:
         if worst["high"] < best["low"]:
             out.append({"kind": "difference", "text": f"At {t(worst)} it falls to "
-                        f"{_pct(worst['accuracy'])}, and the intervals do not overlap: with these "
-                        f"runs, the difference is more than chance."})
+                        f"{percent(worst['accuracy'])}, and the intervals do not overlap: with "
+                        f"these runs, the difference is more than chance."})
         else:
             out.append({"kind": "difference", "text": f"At {t(worst)} it is "
-                        f"{_pct(worst['accuracy'])}, but the intervals overlap: these runs cannot "
-                        f"tell the two apart; ask more questions or take more samples."})
+                        f"{percent(worst['accuracy'])}, but the intervals overlap: these runs "
+                        f"cannot tell the two apart; ask more questions or take more samples."})
     capped = max(rows, key=lambda r: r["length_share"])
     if capped["length_share"] > 0:
-        out.append({"kind": "length", "text": f"{_pct(capped['length_share'])} of the runs at "
+        out.append({"kind": "length", "text": f"{percent(capped['length_share'])} of the runs at "
                     f"{t(capped)} ran out of budget before answering: an unfinished answer is a "
                     f"budget problem first."})
     bad = max(rows, key=lambda r: r["malformed_share"])
     if bad["malformed_share"] > 0:
-        out.append({"kind": "malformed", "text": f"{_pct(bad['malformed_share'])} of the runs at "
-                    f"{t(bad)} wrote a tool call the calculator could not read."})
+        out.append({"kind": "malformed", "text": f"{percent(bad['malformed_share'])} of the runs "
+                    f"at {t(bad)} wrote a tool call the calculator could not read."})
     ordered = sorted(rows, key=lambda r: r["temperature"])
     falls = all(a["accuracy"] >= b["accuracy"] for a, b in zip(ordered, ordered[1:]))
     if len(ordered) > 1 and falls and ordered[0]["accuracy"] > ordered[-1]["accuracy"]:

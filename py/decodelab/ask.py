@@ -14,7 +14,7 @@ from decodelab.generate import start
 
 # the settings `ask` takes besides the question (the rest keep their defaults)
 ASK_SETTINGS = ("model", "seed", "temperature", "greedy", "top_k", "top_p", "min_p", "tools",
-                "json_mode", "json_max_depth", "max_new_tokens", "stop", "cache_check")
+                "json_mode", "json_max_depth", "max_new_tokens", "cache_check")
 
 
 def ask(library, raw: dict) -> dict:

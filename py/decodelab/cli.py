@@ -4,6 +4,7 @@
     generate     a run with a trained model (--json prints the full trace)
     ask          a question to the tasks model: arithmetic with its calculator, or a card in JSON
     experiment   the tasks model's accuracy on held-out questions against temperature
+    validity     the tasks model's card answers: valid JSON against budget and temperature
     kv-memory    KV-cache bytes for a model shape
     cache-check  cached against recomputed logits, step by step
     eval         validation negative log-likelihood of a model on its dataset
@@ -104,6 +105,14 @@ def cmd_experiment(args) -> dict:
     return AccuracyExperiment(library(args), req).run().result()
 
 
+def cmd_validity(args) -> dict:
+    from decodelab.validity import FIELDS, SETTINGS, ValidityExperiment
+
+    req = given(args, FIELDS)
+    req["settings"] = given(args, SETTINGS)
+    return ValidityExperiment(library(args), req).run().result()
+
+
 def cmd_kv_memory(args) -> dict:
     from decodelab.kvcache import kv_cache_bytes
 
@@ -173,12 +182,16 @@ COMMANDS = {
     "ask": ("ask the tasks model a question: arithmetic (it may call a calculator) or a card "
             "(it answers in JSON)",
             ("question", "model", "seed", "temperature", "greedy", "top_k", "top_p", "min_p",
-             "tools", "json_mode", "json_max_depth", "max_new_tokens", "stop"), ("question",), {},
+             "tools", "json_mode", "json_max_depth", "max_new_tokens"), ("question",), {},
             cmd_ask),
     "experiment": ("accuracy of the tasks model on held-out questions against temperature",
                    ("temperatures", "questions", "samples_per_question", "model", "seed",
                     "top_k", "top_p", "min_p", "tools", "max_new_tokens"), (),
                    {}, cmd_experiment),
+    "validity": ("valid JSON of the tasks model's card answers against token budget and "
+                 "temperature, with and without JSON mode",
+                 ("temperatures", "budgets", "cards", "samples_per_question", "model", "seed",
+                  "top_k", "top_p", "min_p", "json_max_depth"), (), {}, cmd_validity),
     "kv-memory": ("KV-cache bytes for a model shape", MEMORY, MEMORY[:-1], {}, cmd_kv_memory),
     "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
                     ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
@@ -202,10 +215,10 @@ def build_parser() -> Parser:
             p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
         if name == "ask":
             p.add_argument("--json", action="store_true", help="include the whole trace")
-        if name == "experiment":
+        if name in ("experiment", "validity"):
             p.add_argument("--json", action="store_true", help="JSON (the only output form)")
-        if name in ("generate", "ask", "experiment", "cache-check", "eval", "tokenize",
-                    "detokenize"):
+        if name in ("generate", "ask", "experiment", "validity", "cache-check", "eval",
+                    "tokenize", "detokenize"):
             p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "
                                             "package's own data, or a checkout's artifacts/)")
     return parser

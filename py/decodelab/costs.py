@@ -250,3 +250,50 @@ def time_prefix_sharing(model, settings, samples: int) -> dict:
     return {"samples": samples, "own_prefill_s": t1 - t0, "shared_prefill_s": t2 - t1,
             "saving": 1 - (t2 - t1) / (t1 - t0), "same": own == shared,
             "prompt_tokens": len(first.prompt_ids)}
+
+
+def time_json_mode(model, settings) -> dict:
+    """What JSON mode adds to a step. One run with JSON mode on; then, over the states and
+    logits of its steps, the grammar's own work timed apart: the mask of each state with fresh
+    tables (`cold`, the first run of a page) and with the tables kept (`warm`, every later
+    run), and the rules applied with the mask against without it. Also the whole run, once
+    with fresh tables and once more, per step. All in ms."""
+    import dataclasses
+
+    from decodelab import grammar, sampling
+    from decodelab.generate import Generation
+    from decodelab.pipeline import Replay
+
+    on = dataclasses.replace(settings, json_mode=True, cache_check=False)
+    model.tokenizer.__dict__.pop("_json_masks", None)  # the first run builds its tables
+    t0 = time.perf_counter()
+    run = Generation(model, on).run()
+    t1 = time.perf_counter()
+    Generation(model, on).run()
+    t2 = time.perf_counter()
+    n = len(run.records)
+    replay = Replay(run)
+    logits = [replay.logits_at(k) for k in range(n)]
+    fresh = grammar.JsonMask(model.tokenizer, on.json_max_depth)
+    t3 = time.perf_counter()
+    masks = [fresh.allowed(s) for s in run.json_states]
+    t4 = time.perf_counter()
+    for s in run.json_states:
+        fresh.allowed(s)
+    t5 = time.perf_counter()
+    rules = on.rules
+    for z, m in zip(logits, masks):
+        sampling.decide(z, rules, allowed=m, mask_kind="json")
+    t6 = time.perf_counter()
+    for z in logits:
+        sampling.decide(z, rules)
+    t7 = time.perf_counter()
+    per = lambda seconds: seconds * 1e3 / n  # noqa: E731
+    decide_extra = per(t6 - t5) - per(t7 - t6)
+    return {"steps": n, "vocab_size": model.tokenizer.vocab_size, "states": len(fresh._masks),
+            "status": run.json_report()["status"],
+            "run_cold_ms_per_step": per(t1 - t0), "run_warm_ms_per_step": per(t2 - t1),
+            "mask_cold_ms_per_step": per(t4 - t3), "mask_warm_ms_per_step": per(t5 - t4),
+            "rules_extra_ms_per_step": decide_extra,
+            "overhead_cold_ms_per_step": per(t4 - t3) + decide_extra,
+            "overhead_warm_ms_per_step": per(t5 - t4) + decide_extra}

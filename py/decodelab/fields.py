@@ -89,7 +89,8 @@ class Field:
             return (f"{_count(self.min_items, self.max_items)} lines of {self.min_chars} to "
                     f"{self.max_chars} characters each")
         if self.kind == "numbers":
-            noun = label_of(self.item).lower() + "s" if self.item else "numbers"
+            noun = label_of(self.item).lower() if self.item else "numbers"
+            noun += "" if noun.endswith("s") else "s"  # "temperatures", "max new tokens"
             return f"{_count(self.min_items, self.max_items)} {noun} separated by commas"
         return "an object of name: value"
 
@@ -236,14 +237,21 @@ FIELDS = (
       choices=("float32", "float64")),
     # --- asking the tasks model (ask, the accuracy experiment) -----------------------------
     F("question", "Question", "text", "",
-      "An arithmetic question for the tasks model, e.g. What is 12 plus 7? (whole numbers, "
-      "plus, minus or times).", max_chars=200),
+      "A question for the tasks model: arithmetic, e.g. What is 12 plus 7? (whole numbers, "
+      "plus, minus or times), or a card, e.g. Card for \"Ada\", age 31, from \"Paris\".",
+      max_chars=200),
     F("questions", "Questions", "int", 24,
       "Held-out questions asked at every temperature (the model never trained on them).",
       min=1, max=500),
     F("samples_per_question", "Samples per question", "int", 4,
       "Runs of each question at each temperature, with seeds seed, seed + 1, ... (at T = 0 "
       "one run: greedy does not draw).", min=1, max=50),
+    F("budgets", "Token budgets", "numbers", "8, 16, 40",
+      "Max new tokens of the runs, separated by commas: each budget is tried at every "
+      "temperature.", item="max_new_tokens", min_items=1, max_items=6),
+    F("cards", "Cards", "int", 6,
+      "Held-out card questions asked at every budget and temperature, with and without JSON "
+      "mode.", min=1, max=200),
     # --- whole requests, and the learner's own text ------------------------------------------
     F("text", "Your text", "text", "", "Nothing you paste leaves this page."),
     # --- tokens: the command line's tokenize and detokenize ---------------------------------

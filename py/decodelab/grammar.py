@@ -1,9 +1,10 @@
 """JSON mode: a grammar mask over the vocabulary, so every token drawn keeps the answer JSON.
 
-At each step the text so far stands in some `jsonshape.JsonState`. A token may be drawn only if
-all of its bytes could come next; end-of-sequence only once the object is complete (and then
-nothing else but whitespace). Every other token's logit becomes -inf before temperature and the filters, so
-the probabilities the rules see are renormalised over what the grammar allows.
+At each step the text so far stands in some `jsonshape.JsonState`. A token may be drawn only
+if all of its bytes could come next; end-of-sequence only once the object is complete (and
+then nothing else but whitespace). Every other token's logit becomes -inf before temperature
+and the filters, so the probabilities the rules see are renormalised over what the grammar
+allows.
 
 Checking 1,030 tokens byte by byte in Python at every step would cost milliseconds in
 WebAssembly. Two things make it cheap:

@@ -256,7 +256,8 @@ class JsonState:
 
 def _why_cut(finish_reason, stop_reason, max_new_tokens) -> str:
     if finish_reason == "length":
-        budget = f"of {max_new_tokens} new tokens " if max_new_tokens is not None else ""
+        budget = "" if max_new_tokens is None else \
+            f"of {max_new_tokens} new token{'' if max_new_tokens == 1 else 's'} "
         return (f"the length budget {budget}ran out before the object was closed: a cut, not a "
                 f"model error; allow more new tokens")
     if finish_reason == "stop" and stop_reason not in (None, "eos"):

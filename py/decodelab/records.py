@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 SEED = 2025
-N_CARDS = 6_000
+N_CARDS = 30_000  # 60% of the tasks data: copying a name needs many (train.py)
 CITIES = (
     "Accra", "Addis Ababa", "Amsterdam", "Ankara", "Athens", "Auckland", "Baghdad", "Bangkok",
     "Barcelona", "Beijing", "Beirut", "Belgrade", "Berlin", "Bogota", "Boston", "Brisbane",
@@ -94,11 +94,11 @@ def true_record(question: str):
 
 
 def grade(question: str, value) -> bool | None:
-    """True when the parsed answer is exactly the right object (fields, values and their
-    types; order is JSON's business, not the grader's), False when not, None when the
+    """True when the parsed answer is exactly the right object: its fields in the card's order,
+    each value right and of the right type (31, not "31"); False when not; None when the
     question is not a card question."""
     truth = true_record(question)
     if truth is None:
         return None
-    return isinstance(value, dict) and value == truth and all(
+    return isinstance(value, dict) and list(value) == list(FIELDS) and value == truth and all(
         type(value[k]) is type(truth[k]) for k in FIELDS)

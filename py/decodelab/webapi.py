@@ -18,9 +18,10 @@ import time
 
 import numpy as np
 
-from decodelab import __version__, grammar, healing, jsonshape, metrics, tasks
+from decodelab import __version__, grammar, healing, jsonshape, metrics, records, tasks
 from decodelab.accuracy import DEFAULTS as ACCURACY_DEFAULTS
 from decodelab.accuracy import AccuracyExperiment
+from decodelab.validity import DEFAULTS as VALIDITY_DEFAULTS
 from decodelab.assets import Library
 from decodelab.bpe import FIRST_MERGE
 from decodelab.corpus import corpus_from_text
@@ -67,6 +68,7 @@ class Session:
         self.replay = None  # pipeline.Replay of the latest run, for the lesson
         self.experiment = None  # the experiment in progress (metrics.Experiment)
         self.accuracy = None  # the accuracy experiment in progress (accuracy.AccuracyExperiment)
+        self.validity = None  # the JSON validity experiment in progress (validity.py)
         self.prompt_logits = None  # ((model, dataset, prompt), logits): the preview's last prefill
 
     def datasets(self) -> tuple:
@@ -175,6 +177,12 @@ def _bpe_info(library, name: str):
                                                                              tokens.vocab_size))]}
 
 
+def _sample_card(library):
+    if "tasks" not in library.datasets():
+        return None
+    return (tasks.held_out(library.corpus("tasks").val, "card", 1) or [None])[0]
+
+
 @endpoint
 def _setup(session: Session, req: dict) -> dict:
     """{"assets": folder} -> what the page needs to know: the field table (with the datasets
@@ -190,6 +198,9 @@ def _setup(session: Session, req: dict) -> dict:
             "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),
             "top_n": TOP_N,  # the likeliest candidates each step record lists
             "accuracy_defaults": ACCURACY_DEFAULTS,  # the accuracy experiment's own defaults
+            "validity_defaults": VALIDITY_DEFAULTS,
+            # a held-out card question, for the lesson's three answers
+            "sample_card": _sample_card(library),
             # what the live cache check of a run is judged against (the page draws it)
             "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name]}
 
@@ -435,6 +446,44 @@ def _accuracy_advance(session: Session, req: dict) -> dict:
     return _advance_planned(session.accuracy, req, "No accuracy experiment has been started.")
 
 
+def _tasks_model(library) -> None:
+    if "tasks" not in library.datasets() or not library.has_model("transformer", "tasks", "bpe"):
+        raise FieldError("dataset", "This site was built without the tasks model.")
+
+
+@endpoint
+def _validity_start(session: Session, req: dict) -> dict:
+    """Check a JSON validity experiment request and plan its runs; validity_advance does them."""
+    from decodelab.validity import ValidityExperiment
+
+    session.validity = None  # a refused request leaves no half-planned experiment behind
+    _tasks_model(session.library)
+    session.validity = ValidityExperiment(session.library, req)
+    return {"done": False, "progress": session.validity.progress()}
+
+
+@endpoint
+def _validity_advance(session: Session, req: dict) -> dict:
+    """{"budget_ms"} -> runs for about that long (at least one); the result comes last."""
+    return _advance_planned(session.validity, req, "No validity experiment has been started.")
+
+
+@endpoint
+def _shapes(session: Session, req: dict) -> dict:
+    """{"question", "seed"} -> one card question answered each way of validity.WAYS, side by
+    side, each answer classified."""
+    from decodelab.validity import compare
+
+    _tasks_model(session.library)
+    values = read(req, ["question", "seed"])
+    if records.true_record(values["question"]) is None:
+        raise FieldError("question", "Question: a card question, e.g. Card for \"Ada\", age 31, "
+                                     "from \"Paris\". (a capitalised name in quotes, an age "
+                                     "from 1 to 99, a city in quotes).")
+    return {"question": values["question"], "ways": compare(session.library, values["question"],
+                                                            values["seed"])}
+
+
 @endpoint
 def _reuse_check(session: Session, req: dict) -> dict:
     """What a cache is not: the tasks model's cache of a question, reused after appending (the
@@ -444,8 +493,7 @@ def _reuse_check(session: Session, req: dict) -> dict:
 
     question = check("question", req.get("question", REUSE_QUESTION))
     library = session.library
-    if "tasks" not in library.datasets() or not library.has_model("transformer", "tasks", "bpe"):
-        raise FieldError("dataset", "This site was built without the tasks model.")
+    _tasks_model(library)
     model = library.model("transformer", "tasks", "bpe")
     tok = model.tokenizer
     prompt = tasks.question_ids(tok, question, field="question")
@@ -646,6 +694,26 @@ def _bench_tools(session: Session, req: dict) -> dict:
     seconds = time.perf_counter() - t0
     out["experiment"] = {"runs": exp.total, "seconds": seconds, "runs_per_second": exp.total /
                          seconds, "steps": exp.steps}
+    return out
+
+
+@endpoint
+def _bench_json(session: Session, req: dict) -> dict:
+    """The benchmark's JSON mode rows, the same function natively and here: what the grammar
+    mask adds to a step (costs.time_json_mode) on the tasks model answering a held-out card at
+    T = 1, and on the prose BPE model at T = 2 from an empty prompt."""
+    from decodelab import costs
+
+    library = session.library
+    card = _sample_card(library) or 'Card for "Ada", age 31, from "Paris".'
+    runs = {"tasks card, T = 1": {"model": "transformer", "dataset": "tasks", "prompt": card,
+                                  "temperature": 1.0, "seed": 0, "max_new_tokens": 60},
+            "prose BPE, T = 2": {"model": "transformer", "dataset": "prose", "tokenizer": "bpe",
+                                 "temperature": 2.0, "seed": 0, "max_new_tokens": 60}}
+    out = {}
+    for name, raw in runs.items():
+        settings = validate(raw, datasets=session.datasets())
+        out[name] = costs.time_json_mode(library.for_settings(settings), settings)
     return out
 
 

@@ -56,11 +56,11 @@ LABELS = {"Top_k": "Top-k", "Top_p": "Top-p", "Min_p": "Min-p", "Repetition_pena
           "Repetition penalty", "Max_new_tokens": "Max new tokens", "Min_new_tokens":
           "Min new tokens", "Stop_strings": "Stop strings", "Ignore_EOS": "Ignore EOS",
           "Include_stop_string": "Include stop string", "Slow_motion": "Slow motion",
-          "Token_healing": "Token healing"}
+          "Token_healing": "Token healing", "JSON_mode": "JSON mode", "JSON_depth": "JSON depth"}
 DEFAULTS = dict(Dataset="names", Tokenizer="chars", Token_healing=False, Prompt="", Seed=1, Temperature=1, Greedy=False, Top_k=0,
                 Top_p=1, Min_p=0, Repetition_penalty=1, Order="temperature-first",
                 Max_new_tokens=50, Min_new_tokens=0, Stop_strings="", Ignore_EOS=False,
-                Include_stop_string=False)
+                Include_stop_string=False, JSON_mode=False)
 
 
 def reset(page, **values):

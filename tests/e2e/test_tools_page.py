@@ -89,8 +89,9 @@ def test_what_a_cache_is_not(app):
     assert "check fails" in rows.nth(1).inner_text()
 
 
-def cli_experiment(**options):
-    args = [sys.executable, "-m", "decodelab", "experiment", "--json"]
+def cli_json(command, **options):
+    """A CLI command's JSON answer (`python -m decodelab COMMAND --json --option value ...`)."""
+    args = [sys.executable, "-m", "decodelab", command, "--json"]
     for key, value in options.items():
         args += ["--" + key.replace("_", "-"), str(value)]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
@@ -106,7 +107,7 @@ def test_the_accuracy_experiment_draws_intervals_and_equals_the_cli(app):
     app.locator("#acc-run").click()
     app.locator("#accuracy[data-state=done]").wait_for(timeout=120000)
     result = app.evaluate("() => window.decodelab.lesson.accuracy.last()")
-    expected = cli_experiment(temperatures="0, 1.5", questions=4, samples_per_question=2,
+    expected = cli_json("experiment", temperatures="0, 1.5", questions=4, samples_per_question=2,
                               max_new_tokens=40)
     assert_same_trace(result, expected)
     assert [r["runs"] for r in result["rows"]] == [4, 8]

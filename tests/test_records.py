@@ -1,0 +1,154 @@
+"""Card questions: the generator, the grader, the tasks model's JSON answers, the ask contract's
+`json` field, JSON mode at a high temperature, and the validity experiment against an
+independent recomputation of its runs."""
+
+import json
+
+import pytest
+
+from decodelab import jsonshape, records, tasks
+from decodelab.accuracy import wilson
+from decodelab.ask import ask
+from decodelab.assets import Library
+from decodelab.generate import start
+from decodelab.validity import ValidityExperiment, compare
+from tests.conftest import api
+
+NAMES = ["ada", "grace", "alan", "edsger", "barbara", "donald", "john"]
+
+
+@pytest.fixture(scope="module")
+def library(artifacts):
+    return Library(artifacts)
+
+
+@pytest.fixture(scope="module")
+def cards(library):
+    return tasks.held_out(library.corpus("tasks").val, "card", 300)
+
+
+def test_cards_are_seeded_distinct_and_answered_with_the_object_the_question_names():
+    a = records.make_cards(NAMES, n=300)
+    assert a == records.make_cards(NAMES, n=300) and a != records.make_cards(NAMES, seed=1, n=300)
+    assert len({q for q, _ in a}) == 300
+    for question, answer in a:
+        value = json.loads(answer)
+        assert list(value) == ["name", "age", "city"]
+        assert value["name"].lower() in NAMES and value["name"][0].isupper()
+        assert 1 <= value["age"] <= 99 and value["city"] in records.CITIES
+        assert records.true_record(question) == value  # the grader reads the question alone
+        assert records.grade(question, value) is True
+    assert {records.PHRASINGS.index(p) for p in records.PHRASINGS} == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("value, right", [
+    ({"name": "Ada", "age": 31, "city": "São Paulo"}, True),
+    ({"name": "Ada", "age": "31", "city": "São Paulo"}, False),  # a string is not a number
+    ({"age": 31, "name": "Ada", "city": "São Paulo"}, False),  # the card's order
+    ({"name": "Ada", "age": 31}, False),
+    ({"name": "Ada", "age": 31, "city": "Paris"}, False),
+    (None, False),
+])
+def test_the_grader_wants_the_exact_object(value, right):
+    question = 'Card for "Ada", age 31, from "São Paulo".'
+    assert records.grade(question, value) is right
+    assert records.grade("What is 1 plus 2?", value) is None
+
+
+def test_the_model_writes_valid_right_cards_for_held_out_questions(library, cards):
+    """The issue's bar: greedy, at least 95% of held-out cards valid JSON with the right values."""
+    right = valid = 0
+    for q in cards:
+        out = ask(library, {"question": q, "greedy": True, "max_new_tokens": 40})
+        valid += out["json"]["status"] == "valid"
+        right += out["correct"]
+    print(f"held-out cards: {valid} of {len(cards)} valid, {right} right")
+    assert right >= 0.95 * len(cards)
+
+
+def test_ask_classifies_cards_and_not_sums(library, cards):
+    out = ask(library, {"question": cards[0], "greedy": True, "max_new_tokens": 40})
+    assert out["json"]["status"] == "valid" and out["json"]["value"] == out["expected"]
+    assert out["trace"]["json"] == out["json"]
+    cut = ask(library, {"question": cards[0], "greedy": True, "max_new_tokens": 6})
+    assert cut["finish_reason"] == "length" and cut["correct"] is False
+    assert cut["json"]["status"] == "incomplete" and "budget of 6" in cut["json"]["error"]
+    assert jsonshape.classify(cut["answer"])["status"] == "incomplete"
+    sums = ask(library, {"question": "What is 12 plus 7?", "greedy": True})
+    assert sums["json"] == {"status": None, "error": None, "value": None}
+    shaped = ask(library, {"question": "What is 12 plus 7?", "greedy": True, "json_mode": True})
+    assert shaped["json"]["status"] in ("valid", "incomplete") and shaped["tool_calls"] == []
+
+
+def test_json_mode_at_temperature_two_never_writes_malformed_json(library, cards):
+    """200 sampled answers at T = 2: with JSON mode, all valid or cut by the budget (never
+    malformed), and with a budget of 120 all of them parse; without it, the measured rate."""
+    statuses, free = [], []
+    for i in range(200):
+        q = cards[i % len(cards)]
+        on = ask(library, {"question": q, "temperature": 2.0, "seed": i, "json_mode": True,
+                           "max_new_tokens": 120, "cache_check": False})
+        statuses.append(on["json"]["status"])
+        if i < 60:
+            off = ask(library, {"question": q, "temperature": 2.0, "seed": i,
+                                "max_new_tokens": 120, "cache_check": False})
+            free.append(off["json"]["status"])
+    print(f"T = 2, JSON mode: {statuses.count('valid')} of 200 valid; without it "
+          f"{free.count('valid')} of {len(free)} valid, {free.count('malformed')} malformed")
+    assert "malformed" not in statuses
+    assert statuses.count("valid") == 200
+    assert free.count("malformed") > 0  # the mask is doing something
+
+
+def test_the_experiment_equals_a_recomputation_of_every_run(library):
+    req = {"temperatures": "0, 2", "budgets": "8, 40", "cards": 2, "samples_per_question": 2,
+           "settings": {"seed": 3}}
+    result = ValidityExperiment(library, req).run().result()
+    questions = tasks.held_out(library.corpus("tasks").val, "card", 2)
+    assert result["runs"] == 2 * 2 * 2 * (1 + 2)
+    for cell in result["cells"]:
+        T = cell["temperature"]
+        runs = [start(library, {"model": "transformer", "dataset": "tasks", "prompt": q,
+                                "temperature": T, "greedy": T == 0, "seed": 3 + j,
+                                "json_mode": cell["json_mode"], "cache_check": False,
+                                "max_new_tokens": cell["budget"]}).run()
+                for q in questions for j in range(1 if T == 0 else 2)]
+        shapes = [r.json_report()["status"] for r in runs]
+        assert cell["runs"] == len(runs)
+        for status in ("valid", "incomplete", "malformed"):
+            assert cell[status] == shapes.count(status), (cell, shapes)
+        assert (cell["low"], cell["high"]) == wilson(shapes.count("valid"), len(runs))
+        if cell["json_mode"]:
+            assert cell["malformed"] == 0
+        if cell["budget"] == 8:
+            assert cell["valid"] == 0  # a card does not fit in 8 tokens
+    assert any(f["kind"] == "budget" for f in result["findings"])
+
+
+def test_the_four_ways_of_one_card(library, cards):
+    ways = compare(library, cards[0], seed=0)
+    assert [w["title"] for w in ways] == ["A generous budget", "A tight budget",
+                                         "Hot, no grammar", "Hot, JSON mode"]
+    assert ways[0]["json"]["status"] == "valid" and ways[0]["right"]
+    assert ways[1]["json"]["status"] == "incomplete" and ways[1]["finish_reason"] == "length"
+    assert ways[3]["json"]["status"] != "malformed"
+
+
+def test_the_page_endpoints_for_shapes_and_validity(artifacts, cards):
+    assert api("setup", {"assets": str(artifacts)}, session="cards")["ok"]
+    info = api("setup", {}, session="cards")
+    assert info["sample_card"] and records.true_record(info["sample_card"])
+    r = api("shapes", {"question": cards[1], "seed": 0}, session="cards")
+    assert r["ok"] and len(r["ways"]) == 4
+    bad = api("shapes", {"question": "What is 1 plus 2?"}, session="cards")
+    assert not bad["ok"] and bad["errors"][0]["field"] == "question"
+    bad = api("validity_start", {"budgets": "8, 0, 500", "cards": 0, "temperatures": "hot"},
+              session="cards")
+    assert not bad["ok"]
+    assert {e["field"] for e in bad["errors"]} == {"budgets", "cards", "temperatures"}
+    assert api("validity_start", {"cards": 1, "budgets": "30", "temperatures": "0",
+                                  "samples_per_question": 1}, session="cards")["ok"]
+    done = api("validity_advance", {"budget_ms": 500}, session="cards")
+    while not done["done"]:
+        done = api("validity_advance", {"budget_ms": 500}, session="cards")
+    assert done["result"]["runs"] == 2 and len(done["result"]["cells"]) == 2
