@@ -151,6 +151,9 @@ def sensible(args: list, out: dict) -> None:
         assert out["settings"]["dataset"] == options["--dataset"]
         assert out["prompt"] == options["--prompt"] and out["steps"]
         assert out["finish_reason"] in ("stop", "length")
+        if "--json-mode" in args:  # JSON mode never writes what no JSON can continue
+            assert out["json"]["status"] in ("valid", "incomplete")
+            assert all("grammar" in step for step in out["steps"])
     elif args[0] == "eval":
         assert (out["model"], out["dataset"]) == (options["--model"], options["--dataset"])
         assert out["val_sequences"] > 0 and 0 < out["val_nll"] < 3.3

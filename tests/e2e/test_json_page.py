@@ -38,7 +38,10 @@ def test_json_mode_is_a_stage_of_the_pipeline_and_equals_the_cli(app):
     assert verdict.is_visible() and verdict.get_attribute("data-status") == trace["json"]["status"]
     # the step view names the grammar's stage, with the numbers of the step's record
     app.locator("#text-gen [data-step='1']").click()
+    app.locator("#pipeline > summary").click()
+    app.wait_for_selector("#pipeline[data-state=ready]")
     words = app.locator("#pipeline").inner_text()
+    app.locator("#pipeline > summary").click()
     g = trace["steps"][1]["grammar"]
     assert "Masked by the JSON grammar" in words and f"The other {g['removed_count']}" in words
 
@@ -71,7 +74,7 @@ def test_bad_json_settings_are_named_and_the_page_keeps_working(app):
         model: 'bigram', json_mode: true, json_max_depth: 40})""")
     assert bad["status"] == "invalid" and bad["errors"][0]["field"] == "json_max_depth"
     assert "from 1 to 32" in bad["errors"][0]["message"]
-    reset(app, **PROSE, Model="bigram", Seed=2, Max_new_tokens=20, JSON_mode=True)
+    reset(app, **{**PROSE, "Model": "bigram"}, Seed=2, Max_new_tokens=20, JSON_mode=True)
     generate(app)
     assert page_trace(app)["json"]["status"] in ("valid", "incomplete")
 
