@@ -172,3 +172,23 @@ def test_cost_sweep_and_memory_through_the_page_api(library):
     assert [p["id"] for p in out["presets"]][-1] == "tiny"
     bad = api("memory", {"preset": "seed", "layers": -1})
     assert not bad["ok"] and bad["errors"][0]["field"] == "layers"
+
+
+def test_the_json_mode_timing_describes_the_run_it_timed(library):
+    """What the benchmark's JSON mode rows rest on: the run is a real JSON-mode run, every
+    number is a time, and the states counted are the parser states that run went through."""
+    from decodelab import jsonshape
+    from decodelab.settings import validate
+
+    settings = validate({"model": "transformer", "dataset": "prose", "tokenizer": "bpe",
+                         "temperature": 2.0, "seed": 0, "max_new_tokens": 30})
+    model = library.for_settings(settings)
+    out = costs.time_json_mode(model, settings, repeats=2)
+    run = Generation(model, validate({**settings.to_json(), "json_mode": True})).run()
+    assert out["steps"] == len(run.records) and out["status"] == run.json_report()["status"]
+    assert out["status"] in ("valid", "incomplete")
+    assert out["states"] == len({s.key() for s in run.json_states}) >= 1
+    assert all(isinstance(s, jsonshape.JsonState) for s in run.json_states)
+    for key, value in out.items():
+        if key.endswith("_ms_per_step") and not key.startswith("overhead"):
+            assert 0 <= value < 1e4, (key, value)

@@ -55,11 +55,15 @@ def test_the_grader_wants_the_exact_object(value, right):
     assert records.grade("What is 1 plus 2?", value) is None
 
 
-def test_the_model_writes_valid_right_cards_for_held_out_questions(library, cards):
-    """The issue's bar: greedy, at least 95% of held-out cards valid JSON with the right values."""
+def test_the_model_writes_valid_right_cards_for_held_out_questions(library):
+    """The bar: greedy, at least 95% of all held-out cards (about 3,000) valid JSON with every
+    value right."""
+    cards = tasks.held_out(library.corpus("tasks").val, "card", 10**6)
+    assert len(cards) > 2500
     right = valid = 0
     for q in cards:
-        out = ask(library, {"question": q, "greedy": True, "max_new_tokens": 40})
+        out = ask(library, {"question": q, "greedy": True, "max_new_tokens": 40,
+                            "cache_check": False})
         valid += out["json"]["status"] == "valid"
         right += out["correct"]
     print(f"held-out cards: {valid} of {len(cards)} valid, {right} right")
@@ -81,9 +85,9 @@ def test_ask_classifies_cards_and_not_sums(library, cards):
 
 
 def test_json_mode_at_temperature_two_never_writes_malformed_json(library, cards):
-    """200 sampled answers at T = 2: with JSON mode and a budget of 400 all of them parse (a
-    wandering one needed 217 tokens; half closed within 35), never malformed; without it, the
-    measured rate."""
+    """200 sampled answers at T = 2: with JSON mode and a budget of 400 all of them parse
+    (measured: half closed within 33 tokens, the longest took 101; an earlier, weaker model
+    wandered for 217 once), never malformed; without it, most are malformed."""
     statuses, free = [], []
     for i in range(200):
         q = cards[i % len(cards)]

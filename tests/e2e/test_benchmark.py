@@ -38,6 +38,11 @@ def test_quick_benchmark_prints_every_row(site_root):
         assert 9_000 < enc["bytes"] <= 10_000 and 0 < enc["tokens"] < enc["bytes"]
         assert enc["cold_ms"] > 0 and enc["warm_ms"] > 0
     assert "| resume is faster by |" in text and "questions (runs) per second" in text
+    assert "| JSON mode, ms per step | browser | native |" in text
+    for side in ("browser", "native"):
+        for name, row in result["json_mode"][side].items():
+            if name != "ok":
+                assert row["steps"] > 0 and row["states"] > 0 and row["mask_cold_ms_per_step"] >= 0
     for side in ("browser", "native"):
         tools = result["tools"][side]
         for key in ("resume_tasks", "resume_100"):  # both ways give the same logits

@@ -410,7 +410,8 @@ def test_questions_give_feedback(app):
         answer.fill(typed)
         q3.get_by_role("button", name="Check answer").click()
         assert words in q3.locator(".q-feedback").inner_text()
-    assert quiz.locator("#quiz-score").inner_text().startswith("2 of 15 right")
+    total = quiz.locator("form.q").count()
+    assert quiz.locator("#quiz-score").inner_text().startswith(f"2 of {total} right")
 
     q6 = quiz.locator("#q-kv_bytes")
     q6.get_by_label("Your answer (KiB)", exact=True).fill("131072")
