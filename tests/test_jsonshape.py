@@ -28,16 +28,16 @@ def test_valid_objects_parse_to_their_value(text, value):
 
 
 @pytest.mark.parametrize("text, where, expects", [
-    ('{"a": 01}', "character 8 ('1')", "'.', 'e', or the end of the number"),
-    ('{"a":}', "character 6 ('}')", "a value"),
-    ('{"a": 1 2}', "character 9 ('2')", "',' or '}'"),
-    ('{"a": [1 2]}', "character 10 ('2')", "',' or ']'"),
-    ('{"a": truth}', "character 10 ('t')", "the rest of 'true'"),
-    ('{"a":1}}', "character 8 ('}')", "nothing more"),
-    ('{"a":1,}', "character 8 ('}')", "a key in quotes"),
-    ('[1]', "character 1 ('[')", "the opening '{'"),
-    ('The answer is {"a": 1}', "character 1 ('T')", "the opening '{'"),
-    ('{"é": "x\ty"}', "character 9 ('\\t')", "more of the value string"),
+    ('{"a": 01}', "the answer's character 8 ('1')", "'.', 'e', or the end of the number"),
+    ('{"a":}', "the answer's character 6 ('}')", "a value"),
+    ('{"a": 1 2}', "the answer's character 9 ('2')", "',' or '}'"),
+    ('{"a": [1 2]}', "the answer's character 10 ('2')", "',' or ']'"),
+    ('{"a": truth}', "the answer's character 10 ('t')", "the rest of 'true'"),
+    ('{"a":1}}', "the answer's character 8 ('}')", "nothing more"),
+    ('{"a":1,}', "the answer's character 8 ('}')", "a key in quotes"),
+    ('[1]', "the answer's character 1 ('[')", "the opening '{'"),
+    ('The answer is {"a": 1}', "the answer's character 1 ('T')", "the opening '{'"),
+    ('{"é": "x\ty"}', "the answer's character 9 ('\\t')", "more of the value string"),
 ])
 def test_malformed_names_the_character_and_what_was_expected(text, where, expects):
     out = classify(text, "stop", "eos")

@@ -280,7 +280,7 @@ def classify(text: str, finish_reason=None, stop_reason=None, max_new_tokens=Non
     taken = state.feed_bytes(data)
     if taken < len(data):
         at = len(data[:taken].decode("utf-8", errors="replace"))  # in characters
-        where = f"character {at + 1}" if at < len(text) else "the end"
+        where = f"the answer's character {at + 1}" if at < len(text) else "the end"
         shown = text[at:at + 1]
         nesting = (" (nested deeper than the limit of " f"{max_depth})"
                    if shown in "{[" and len(state.stack) >= max_depth else "")
