@@ -43,6 +43,18 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def given_settings(req: dict, allowed, errors: list) -> dict:
+    """The run settings an experiment request gives (req["settings"]), those it takes; an error
+    for each one it does not take, added to `errors`."""
+    given = req.get("settings", {})
+    if not isinstance(given, dict):
+        errors.append(FieldError("settings", "Settings must be an object of name: value."))
+        return {}
+    errors += [FieldError(k, f"Unknown setting {k!r} for this experiment; it takes "
+                             f"{', '.join(allowed)}.") for k in given if k not in allowed]
+    return {k: v for k, v in given.items() if k in allowed}
+
+
 def held_out_questions(library, n: int) -> list:
     """The first n arithmetic questions of the tasks data's validation split (fixed by the
     corpus's seeded split): never seen in training."""
@@ -62,14 +74,8 @@ class AccuracyExperiment(Planned):
         except FieldErrors as e:
             errors += e.errors
             values = None
-        given = req.get("settings", {})
-        if not isinstance(given, dict):
-            errors.append(FieldError("settings", "Settings must be an object of name: value."))
-            given = {}
-        errors += [FieldError(k, f"Unknown setting {k!r} for this experiment; it takes "
-                                 f"{', '.join(SETTINGS)}.") for k in given if k not in SETTINGS]
         raw = {"model": "transformer", "max_new_tokens": DEFAULTS["max_new_tokens"],
-               **{k: v for k, v in given.items() if k in SETTINGS},
+               **given_settings(req, SETTINGS, errors),
                "dataset": "tasks", "tokenizer": "bpe"}
         try:
             settings = validate(raw, datasets=library.datasets())

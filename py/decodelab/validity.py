@@ -19,7 +19,7 @@ Also here: `compare`, the lesson's three answers to one card side by side.
 import dataclasses
 
 from decodelab import records, tasks
-from decodelab.accuracy import percent, temperature_words, wilson
+from decodelab.accuracy import given_settings, percent, temperature_words, wilson
 from decodelab.fields import MAX_SEED, FieldError, FieldErrors, read
 from decodelab.generate import Generation, Prefix
 from decodelab.metrics import Planned
@@ -52,14 +52,8 @@ def _check(library, req: dict):
     unknown = [k for k in req if k not in FIELDS and k != "settings"]
     errors += [FieldError(k, f"Unknown field {k!r} for this experiment; it takes "
                              f"{', '.join(FIELDS)} and settings.") for k in unknown]
-    given = req.get("settings", {})
-    if not isinstance(given, dict):
-        errors.append(FieldError("settings", "Settings must be an object of name: value."))
-        given = {}
-    errors += [FieldError(k, f"Unknown setting {k!r} for this experiment; it takes "
-                             f"{', '.join(SETTINGS)}.") for k in given if k not in SETTINGS]
-    raw = {"model": "transformer", **{k: v for k, v in given.items() if k in SETTINGS},
-           "dataset": "tasks", "tokenizer": "bpe"}
+    raw = {"model": "transformer", **given_settings(req, SETTINGS, errors), "dataset": "tasks",
+           "tokenizer": "bpe"}
     settings = None
     try:
         settings = validate(raw, datasets=library.datasets())
