@@ -351,9 +351,10 @@ class Generation:
     def _grammar_record(self, d, step: int) -> dict:
         """What JSON mode did at a step: what the answer expected next, how many tokens the
         grammar kept, and how much of the model's probability it removed."""
-        removed = ~d.allowed  # (V,)
-        return {"expects": self.json_states[step].expected(), "kept_count": int(d.allowed.sum()),
-                "removed_count": int(removed.sum()), "p_removed": float(d.p_raw[removed].sum())}
+        kept = int(np.count_nonzero(d.allowed))
+        return {"expects": self.json_states[step].expected(), "kept_count": kept,
+                "removed_count": d.allowed.shape[0] - kept,
+                "p_removed": float(d.p_raw[~d.allowed].sum())}
 
     def _record(self, step, d, token, u, orders_differ) -> dict:
         label = self.tokenizer.label

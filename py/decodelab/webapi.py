@@ -477,9 +477,9 @@ def _shapes(session: Session, req: dict) -> dict:
     _tasks_model(session.library)
     values = read(req, ["question", "seed"])
     if records.true_record(values["question"]) is None:
-        raise FieldError("question", "Question: a card question, e.g. Card for \"Ada\", age 31, "
-                                     "from \"Paris\". (a capitalised name in quotes, an age "
-                                     "from 1 to 99, a city in quotes).")
+        raise FieldError("question", "Question: ask a card question, e.g. Card for \"Ada\", "
+                                     "age 31, from \"Paris\". The name (capitalised) and the "
+                                     "city go in quotes, and the age is from 1 to 99.")
     return {"question": values["question"], "ways": compare(session.library, values["question"],
                                                             values["seed"])}
 
