@@ -116,6 +116,10 @@ const state = {
   run: null, // the run on screen
   errors: {}, // field name -> message currently shown
   trained: null,
+  // An embedded widget that shows only some controls (?controls=) keeps the others at its link's
+  // values, whatever asks to change them, and Reset returns to the link (embed.js sets both).
+  locks: null, // field name -> value, or null
+  baseline: null, // the values Reset restores (null: Python's defaults)
 };
 
 function setState(name) {
@@ -159,6 +163,12 @@ const hooks = {
   benchJson: (req) => call("bench_json", req || {}),
   // Put values (already checked) into the form, as Reset does; the address and hosts use it.
   applySettings: (values) => applySettings(values),
+  // Keep these settings as they are (an embed's hidden controls), and what Reset goes back to.
+  lock: (values, baseline) => {
+    state.locks = values && Object.keys(values).length ? { ...values } : null;
+    state.baseline = baseline ? { ...baseline } : null;
+  },
+  isLocked: (name) => Boolean(state.locks && name in state.locks),
   timings: null, // boot phases in ms, from the worker, once ready
   // Memory the worker holds (WebAssembly memory, live Python objects) and its restarts.
   memory: () => request({ type: "memory-report" }).then((m) => m.result),
@@ -411,7 +421,8 @@ function setEnabled(on) {
 
 // --- form values ----------------------------------------------------------------------------
 
-function applySettings(values) {
+function applySettings(given) {
+  const values = state.locks ? { ...given, ...state.locks } : given;
   for (const [name, value] of Object.entries(values)) {
     const control = controls[name];
     if (!control) continue;
@@ -606,7 +617,7 @@ dom.form.addEventListener("change", (event) => {
 });
 
 dom.reset.addEventListener("click", () => {
-  if (state.info) applySettings(state.info.defaults || {});
+  if (state.info) applySettings(state.baseline || state.info.defaults || {});
 });
 
 // --- generation -------------------------------------------------------------------------------
@@ -924,7 +935,8 @@ function onInvalid(m) {
   // The last good output stays on screen; each error goes next to its field.
   const unplaced = [];
   for (const error of m.errors || []) {
-    if (controls[error.field]) showError(error.field, error.message);
+    // a setting whose control is not shown (an embed's locked one) is named under the form
+    if (controls[error.field] && !hooks.isLocked(error.field)) showError(error.field, error.message);
     else unplaced.push(error.message);
   }
   dom.formError.hidden = !unplaced.length;

@@ -1,7 +1,10 @@
 // The page as a widget inside a course page (index.html?embed=true, reached through embed.html).
 //
 // Compact: the masthead shrinks to a title bar with a link to the full page, and only the panels
-// named by ?panels= show. Talks to the page that embeds it with window.postMessage, in both
+// named by ?panels= show. ?controls= narrows the settings form to the controls it names, one idea
+// per widget; every other setting keeps the link's value, whoever asks to change it (a host
+// page's message is told so). Text that points at a panel or control not on screen gives way to
+// words that do not (presence.js). Talks to the page that embeds it with window.postMessage, in both
 // directions, only with origins on its allow-list: the ?host= parameter, or else the embedding
 // page's own origin. Every message is a plain object {decodelab: 1, type: "...", ...}.
 //
@@ -17,6 +20,7 @@
 // Settings from a host are checked by the same field table as the form and the address; a bad
 // one is reported (in the "applied" reply and on the page) and the rest still applies.
 
+import { setOnScreen } from "./presence.js";
 import { showNotice } from "./urlstate.js";
 
 export const NAMESPACE = "decodelab";
@@ -114,10 +118,24 @@ export function installEmbed(hooks) {
     if (panels.includes(node.dataset.panel)) delete node.dataset.panelOff;
     else node.dataset.panelOff = "true";
   }
+  // boxes around panels that are all off go too (with their borders), and the first part shown
+  // sits at the top, without the rule that separates parts
+  for (const box of document.querySelectorAll("#workbench, #workbench .bench-top, #stage")) {
+    if (!box.querySelector("[data-panel]:not([data-panel-off])")) box.dataset.panelOff = "true";
+  }
+  const first = document.querySelector("main > [data-panel]:not([data-panel-off]), main > .workbench:not([data-panel-off])");
+  if (first) first.dataset.first = "true";
+  const form = $("settings");
+  const allControls = [...form.querySelectorAll(".field[data-field]")].map((n) => n.dataset.field);
+  const chosen = view.controls || allControls;
+  if (view.controls) limitControls(form, chosen);
+  setOnScreen([...panels, ...(panels.includes("controls") ? chosen : [])]);
   addTitleBar(hooks);
 
   const channel = makeChannel(allowedOrigins(view.hosts));
-  const embed = { channel, panels, get ignored() { return channel.ignored; }, allowed: channel.allowed };
+  const embed = {
+    channel, panels, controls: view.controls, get ignored() { return channel.ignored; }, allowed: channel.allowed,
+  };
   hooks.embed = embed;
   reportHeight(channel);
 
@@ -141,6 +159,12 @@ export function installEmbed(hooks) {
 
   // Host requests run one after another, after start-up, and never on top of a running run.
   let queue = hooks.ready.then(() => {
+    // The link's values are where Reset returns; the controls not shown stay at them.
+    const start = current();
+    const locked = view.controls
+      ? Object.fromEntries(Object.entries(start).filter(([name]) => !view.controls.includes(name)))
+      : null;
+    hooks.lock(locked, start);
     channel.post("ready", { version: hooks.info?.version, settings: current(), errors: share.errors });
     if (view.focus) $("generate").focus({ preventScroll: true });
   });
@@ -156,7 +180,9 @@ export function installEmbed(hooks) {
   async function handle(m) {
     if (m.type === "settings") {
       await idle();
-      const { values, errors } = share.check(m.settings);
+      const { free, refused } = splitLocked(m.settings);
+      const { values, errors: problems } = share.check(free);
+      const errors = [...refused, ...problems];
       hooks.applySettings(values);
       showNotice($("link-notice"), errors, "host");
       channel.post("applied", { settings: current(), errors });
@@ -165,6 +191,26 @@ export function installEmbed(hooks) {
       await idle();
       await generate();
     }
+  }
+
+  // Settings a host may not change: those whose controls the link leaves out.
+  function splitLocked(settings) {
+    if (!settings || typeof settings !== "object" || Array.isArray(settings)) return { free: settings, refused: [] };
+    const free = {};
+    const refused = [];
+    const values = current();
+    for (const [name, value] of Object.entries(settings)) {
+      if (!hooks.isLocked(name)) {
+        free[name] = value;
+        continue;
+      }
+      const shown = JSON.stringify(values[name]);
+      refused.push({
+        field: name,
+        message: `${labelOf(name)} is fixed in this widget, whose link shows only ${listOf(view.controls.map(labelOf))}; it stays ${shown}.`,
+      });
+    }
+    return { free, refused };
   }
 
   // Generate as the button does, so the form's own checks apply. A run that never starts (the
@@ -184,6 +230,31 @@ export function installEmbed(hooks) {
     if (!started && result && result.status === "invalid") channel.post("error", { errors: result.errors || [] });
   }
   return embed;
+}
+
+// Only the chosen controls show: the others, the groups left empty and their explanations are
+// hidden (presence.js hides explanations of controls not shown); a chosen control folded under
+// More rules is unfolded.
+function limitControls(form, chosen) {
+  for (const field of form.querySelectorAll(".field[data-field]")) {
+    if (chosen.includes(field.dataset.field)) delete field.dataset.locked;
+    else field.dataset.locked = "true";
+  }
+  for (const group of form.querySelectorAll(".group")) {
+    const open = group.querySelector(".field[data-field]:not([data-locked])");
+    if (!open) group.dataset.locked = "true";
+    else if (group.tagName === "DETAILS") group.open = true;
+  }
+}
+
+function labelOf(name) {
+  const label = document.querySelector(`#settings label[for="${name}"]`);
+  return label ? label.textContent.trim() : name;
+}
+
+function listOf(items) {
+  if (items.length <= 1) return items.join("");
+  return `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`;
 }
 
 // The masthead becomes one line: the name, the start-up status, and a way out to the full page.

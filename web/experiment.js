@@ -5,6 +5,7 @@
 
 import { svg } from "./plot.js";
 import { el, fixed, pct, plural, readable, tableHead } from "./render.js";
+import { onScreen } from "./presence.js";
 
 const BATCH_MS = 80;
 const SHARES = new Set(["known_share", "new_share"]);
@@ -210,7 +211,9 @@ export function createExperiment({ call, collect }) {
         const label = document.querySelector(`label[for="${name}"]`);
         return label ? label.textContent.trim() : name;
       });
-      status.textContent = `First fix the settings marked above (${labels.join(", ")}); the experiment uses them.`;
+      status.textContent = onScreen("controls")
+        ? `First fix the settings marked above (${labels.join(", ")}); the experiment uses them.`
+        : `This widget's settings cannot be used (${labels.join(", ")}); the experiment needs them.`;
       section.dataset.state = "invalid";
       return;
     }
@@ -230,7 +233,8 @@ export function createExperiment({ call, collect }) {
           else if (e.field === "samples") fieldError(samplesInput, e.message);
           else other.push(`${e.label}: ${e.message}`);
         }
-        status.textContent = other.length ? `The settings above cannot be used: ${other.join(" ")}` : "Fix the field marked above.";
+        const whose = onScreen("controls") ? "The settings above" : "This widget's settings";
+        status.textContent = other.length ? `${whose} cannot be used: ${other.join(" ")}` : "Fix the field marked above.";
         const first = [temps, samplesInput].find((c) => c.getAttribute("aria-invalid") === "true");
         if (first) first.focus();
         return;

@@ -4,6 +4,10 @@
 // Everything in the address is passed on unchanged, plus the allowed host origins, so the
 // widget checks and applies it as usual.
 //
+// However it starts, a widget that shows text writes a first sample at once (its link's run=false
+// says not to), so a learner never meets an empty box; pressed, it also keeps the focus on
+// Generate.
+//
 // While waiting it already answers the host: it reports its height, and a "settings" message is
 // kept and passed on with the rest ("generate": true also starts it), as is a "start" message.
 
@@ -33,11 +37,20 @@ function start(how) {
   if (how === "click") {
     params.set("run", "true");
     params.set("focus", "true");
+  } else if (!params.has("run") && showsText()) {
+    params.set("run", "true");
   }
   const button = $("poster-start");
   button.disabled = true;
   button.textContent = "Starting…";
   location.replace(`index.html?${params}`);
+}
+
+// The text, its step view or the live cache check: panels that show a run.
+function showsText() {
+  const panels = values.get("panels");
+  if (!panels) return true; // the default panels include the text
+  return panels[0].split(",").map((p) => p.trim().toLowerCase()).some((p) => ["text", "inspector", "cache"].includes(p));
 }
 
 // A host's settings before the start: every value becomes text, as in a link.

@@ -78,7 +78,7 @@ export function createPreview(app) {
     dom.box.dataset.state = "ready";
     const prompt = settings.prompt || "";
     dom.where.textContent = step != null
-      ? `At step ${step + 1} of the run above, with the rules as they are set now.`
+      ? `At step ${step + 1} of the last run, with the rules as they are set now.`
       : prompt ? `After the prompt “${readable(prompt)}”, before any run.` : "At the start of a new sequence (empty prompt), before any run.";
     const pipe = data.pipelines[data.order];
     const model = pipe.stages[0].p; // softmax of the model's logits (after any EOS block or penalty)

@@ -1,6 +1,8 @@
 // Small helpers that turn step records into readable words and DOM nodes.
 // User and model text only ever goes into the page through textContent.
 
+import { onScreen } from "./presence.js";
+
 const EOS_LABEL = "<eos>";
 
 /** A token as a learner can read it: space as ␣, newline as ⏎, end-of-sequence as "end". */
@@ -75,7 +77,9 @@ export function el(tag, className, text) {
 export function formSettings(app, status) {
   const result = app.collect();
   if (!result.errors) return result.settings;
-  status.textContent = "Some settings above need fixing first: see the messages next to them.";
+  status.textContent = onScreen("controls")
+    ? "Some settings above need fixing first: see the messages next to them."
+    : `This widget's settings cannot be used: ${Object.values(result.errors).join(" ")}`;
   return null;
 }
 

@@ -8,6 +8,7 @@
 // for the end), kv() (the KV-cache panels) and runs (the runs kept for comparing).
 
 import { el, finishSentence, pct, plural, readable } from "./render.js";
+import { onScreen } from "./presence.js";
 
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const chance = (steps) => mean(steps.map((s) => Math.exp(s.logprob)));
@@ -96,7 +97,7 @@ export const TRIES = [
       const second = b
         ? `With the penalty, every character already used is marked down, which breaks the first loop (${a ? `it starts at character ${b.start + 1} instead of ${a.start + 1}` : `it starts at character ${b.start + 1}`}); but once every common character has been used they are all marked down alike, the argmax is back where it was, and a new loop ${quote(b.loop)} sets in.`
         : `With the penalty, every character already used is marked down, and within ${plural(penalised.text.length, "character", "characters")} no loop sets in; the marks stay on every character already used, so on a longer run the common ones end up all marked down alike.`;
-      return { text: `${first} ${second} The text above is the run with the penalty.`, evidence };
+      return { text: `${first} ${second} ${onScreen("text") ? "The text above is the run with the penalty." : "The last run is the one with the penalty."}`, evidence };
     },
   },
   {
@@ -134,7 +135,7 @@ export const TRIES = [
       const said = (r) => finishSentence(r.finish_reason, r.stop_reason, r.settings.max_new_tokens);
       const cut = jo.filter((r) => r.finish_reason === "length").length;
       return {
-        text: `The first run wrote ${quote(first.text)}: ${said(first)} With the prompt “jo”: ${jo.map((r) => `seed ${r.settings.seed} ${quote(`jo${r.text}`)} (${r.finish_reason === "length" ? "budget" : "end-of-sequence"})`).join(", ")}. ${cut ? `${plural(cut, "run", "runs")} hit the budget: a name cut off there is a resource limit, not the model deciding the name is done.` : "None hit the budget: each name ended because the model chose end-of-sequence."} The last one is in the text above, with its finish reason.`,
+        text: `The first run wrote ${quote(first.text)}: ${said(first)} With the prompt “jo”: ${jo.map((r) => `seed ${r.settings.seed} ${quote(`jo${r.text}`)} (${r.finish_reason === "length" ? "budget" : "end-of-sequence"})`).join(", ")}. ${cut ? `${plural(cut, "run", "runs")} hit the budget: a name cut off there is a resource limit, not the model deciding the name is done.` : "None hit the budget: each name ended because the model chose end-of-sequence."} ${onScreen("text") ? "The last one is in the text above, with its finish reason." : ""}`,
         evidence: [["#finish-text", said(jo[jo.length - 1])], ["#text-gen", jo[jo.length - 1].text]],
       };
     },
@@ -249,7 +250,7 @@ export const TRIES = [
     answer(r) {
       const right = /(^|\D)911(\D|$)/.test(r.text);
       return {
-        text: `The model wrote “${r.text}”: ${right ? "right this time, by luck or by a sum it has seen often" : "wrong: 512 + 399 = 911"}. It learned to copy numbers into a call and back out of a result, not to add them; the arithmetic was always the calculator’s. The experiment below measures this on many questions at once.`,
+        text: `The model wrote “${r.text}”: ${right ? "right this time, by luck or by a sum it has seen often" : "wrong: 512 + 399 = 911"}. It learned to copy numbers into a call and back out of a result, not to add them; the arithmetic was always the calculator’s. ${onScreen("tools") ? "The experiment below measures this on many questions at once." : ""}`,
         evidence: [["#text-gen", r.text.slice(0, 10)]],
       };
     },

@@ -14,6 +14,7 @@ import { checkField, checkTogether, pyRepr, splitLines, vocabOf } from "./valida
 export const VIEW_PARAMS = {
   theme: "one of light, dark, auto",
   panels: "a comma-separated list of panel names",
+  controls: "a comma-separated list of setting names (the only controls an embedded widget shows)",
   run: "true or false (true: generate once the page is ready)",
   embed: "true or false (true: the compact page for embedding)",
   lazy: "one of view, click, none",
@@ -189,12 +190,15 @@ function choicesOf(spec, context) {
 // --- page parameters -----------------------------------------------------------------------
 
 /**
- * The page parameters of a query, checked. panels: the names the page offers (null: the panels
- * are not checked here).
- * Returns {view: {theme, panels, run, embed, lazy, hosts, focus}, errors}.
+ * The page parameters of a query, checked. panels: the names the page offers; controls: the
+ * settings it has controls for (null: not checked here).
+ * Returns {view: {theme, panels, controls, run, embed, lazy, hosts, focus}, errors}; controls is
+ * null when the link does not limit them.
  */
-export function viewFromQuery(values, panels = null) {
-  const view = { theme: "auto", panels: null, run: false, embed: false, lazy: "view", hosts: [], focus: false };
+export function viewFromQuery(values, panels = null, controls = null) {
+  const view = {
+    theme: "auto", panels: null, controls: null, run: false, embed: false, lazy: "view", hosts: [], focus: false,
+  };
   const errors = [];
   const one = (name) => {
     const list = values.get(name);
@@ -240,6 +244,20 @@ export function viewFromQuery(values, panels = null) {
     }
     const known = asked.filter((p) => panels.includes(p));
     if (known.length) view.panels = known;
+  }
+  const controlList = one("controls");
+  if (controlList !== undefined && controls) {
+    // top-k, top_k and Top_K all name the setting top_k
+    const asked = controlList.split(",").map((s) => s.trim().toLowerCase().replaceAll("-", "_")).filter(Boolean);
+    const unknown = asked.filter((c) => !controls.includes(c));
+    if (unknown.length) {
+      errors.push({
+        field: "controls",
+        message: `controls must be a comma-separated list of ${controls.join(", ")}; got ${unknown.map(pyRepr).join(", ")}.`,
+      });
+    }
+    const known = [...new Set(asked.filter((c) => controls.includes(c)))];
+    if (known.length) view.controls = known;
   }
   for (const given of values.get("host") || []) {
     for (const part of given.split(",").map((s) => s.trim()).filter(Boolean)) {
@@ -321,7 +339,8 @@ export function installUrlState(hooks) {
   const shareStatus = $("share-status");
   const values = queryValues(location.search);
   const panelNames = [...new Set([...document.querySelectorAll("[data-panel]")].map((n) => n.dataset.panel))];
-  const { view, errors: viewErrors } = viewFromQuery(values, panelNames);
+  const controlNames = [...form.querySelectorAll(".field[data-field]")].map((n) => n.dataset.field);
+  const { view, errors: viewErrors } = viewFromQuery(values, panelNames, controlNames);
   applyTheme(view.theme);
 
   const share = {
