@@ -128,6 +128,12 @@ def test_custom_element_embeds_across_origins_and_speaks_the_api(open_host, widg
     origins = {m["origin"] for m in page.evaluate("() => window.raw")}
     assert origins == {origin(widget_url)}
 
+    # started, the widget wrote a first sample with the link's settings, as the command line does
+    first = wait_seen(page, "finished")[0]
+    assert first["settings"]["seed"] == 5
+    assert first["text"] == cli_trace(model="bigram", dataset="names", prompt="ma", seed=5,
+                                      temperature=0.8, top_k=8)["text"]
+
     # the host sends settings (one bad): the rest apply, the bad one is named, and it generates
     reply = page.evaluate("""() => document.querySelector('decodelab-embed').apply(
         {seed: 11, max_new_tokens: 12, ignore_eos: true, top_p: 7, stop: []}, {generate: true})""")
@@ -135,7 +141,7 @@ def test_custom_element_embeds_across_origins_and_speaks_the_api(open_host, widg
     assert [e["field"] for e in reply["errors"]] == ["top_p"]
     assert "Top-p must be a number greater than 0 and at most 1" in reply["errors"][0]["message"]
     assert reply["settings"]["seed"] == 11 and reply["settings"]["top_p"] == 1
-    finished = wait_seen(page, "finished")[-1]
+    finished = wait_seen(page, "finished", count=2)[-1]
     expected = cli_trace(model="bigram", dataset="names", prompt="ma", seed=11, temperature=0.8,
                          top_k=8, max_new_tokens=12, ignore_eos=True)
     assert finished["text"] == expected["text"] and len(finished["text"]) == 12
@@ -190,7 +196,8 @@ def test_messages_from_other_frames_and_origins_are_ignored(open_host, rogue_url
         .postMessage({type: 'settings', settings: {seed: 998}, generate: true}, '*')""")
     frame.wait_for_function("(n) => window.decodelab.embed.ignored >= n + 6", arg=before)
     assert frame.locator("#seed").input_value() == "5"
-    assert seen(page, "started") == []
+    # the only run is the widget's first sample, with the link's seed
+    assert [m["settings"]["seed"] for m in seen(page, "started")] == [5]
 
 
 def test_a_host_not_on_the_allow_list_is_neither_obeyed_nor_told(open_host):
@@ -203,13 +210,16 @@ def test_a_host_not_on_the_allow_list_is_neither_obeyed_nor_told(open_host):
             break
         page.wait_for_timeout(100)
     frame.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    frame.wait_for_function("() => window.decodelab.lastRun")  # its first sample
+    first = frame.evaluate("() => window.decodelab.lastRun.then((r) => r.text)")
+    assert first and frame.locator("#text-gen").inner_text() == first
     assert frame.evaluate("() => window.decodelab.embed.allowed") == ["http://127.0.0.1:9"]
     page.evaluate("() => window.sendToWidget({decodelab: 1, type: 'settings', settings: {seed: 77}, generate: true})")
     frame.wait_for_function("() => window.decodelab.embed.ignored >= 1")
     page.wait_for_timeout(500)
     assert frame.locator("#seed").input_value() == "4"
     assert frame.get_attribute("html", "data-state") == "ready"
-    assert frame.locator("#text-gen").inner_text() == ""
+    assert frame.locator("#text-gen").inner_text() == first
     assert page.evaluate("() => window.raw.filter((m) => m.data && m.data.decodelab)") == []
 
 
@@ -228,9 +238,13 @@ def test_plain_iframe_for_an_lms_allows_its_embedding_page(open_host, widget_url
     assert not frame.locator("#settings").is_visible()
     page.evaluate("""() => window.sendToWidget({decodelab: 1, type: 'settings',
         settings: {seed: 6, stop: ['e']}, generate: true})""")
-    page.wait_for_function("() => window.raw.some((m) => m.data && m.data.type === 'finished')",
-                           timeout=BOOT_TIMEOUT_MS)
-    finished = page.evaluate("() => window.raw.find((m) => m.data.type === 'finished').data")
+    is_ours = "(m) => m.data && m.data.type === 'finished' && m.data.settings.seed === 6"
+    page.wait_for_function(f"() => window.raw.some({is_ours})", timeout=BOOT_TIMEOUT_MS)
+    finished = page.evaluate(f"() => window.raw.find({is_ours}).data")
+    # the first sample, with the link's seed, came before it
+    kinds = page.evaluate("() => window.raw.filter((m) => m.data && m.data.type === 'finished')"
+                          ".map((m) => m.data.settings.seed)")
+    assert kinds == [4, 6]
     expected = cli_trace(model="bigram", dataset="prose", prompt="The ", seed=6, max_new_tokens=40,
                          stop=["e"])
     assert finished["text"] == expected["text"]

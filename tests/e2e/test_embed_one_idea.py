@@ -1,0 +1,121 @@
+"""A widget that shows one idea: only the controls its link names, no run bar where nothing runs,
+no words that point at what is not on screen, and a first sample once it starts."""
+
+import re
+
+import pytest
+
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, open_page
+from tests.e2e.test_embed import (  # noqa: F401  (fixtures, used by name)
+    host_url, open_host, rogue_url, seen, wait_seen, widget_frame, widget_url)
+from tests.e2e.test_page import cli_trace
+
+pytestmark = pytest.mark.browser
+
+# Words that point at a control or a panel: "the seed above", "Generate above", "the Greedy
+# switch above", "(under More rules)", "beside the model".
+POINTING = re.compile(
+    r"\b(settings|seed|switch|workbench|text|run|chosen|set) above\b|Generate above"
+    r"|under More rules|beside the model|The step view says|the cache card shows", re.I)
+
+
+def visible_fields(frame):
+    return frame.evaluate("""() => [...document.querySelectorAll('#settings .field[data-field]')]
+        .filter((f) => f.getClientRects().length).map((f) => f.dataset.field)""")
+
+
+def all_text(page):
+    """Everything a reader can see, with every fold opened."""
+    page.evaluate("() => document.querySelectorAll('details').forEach((d) => { d.open = true; })")
+    return page.evaluate("() => document.body.innerText")
+
+
+def test_controls_show_one_idea_and_keep_the_rest_at_the_links_values(open_host):
+    page = open_host("one.html")
+    ready = wait_seen(page, "ready")[0]
+    assert ready["errors"] == []
+    frame = widget_frame(page)
+    assert visible_fields(frame) == ["temperature", "seed"]
+    legends = frame.evaluate("""() => [...document.querySelectorAll('#settings .group')]
+        .filter((g) => g.getClientRects().length).map((g) => g.querySelector('legend, summary').textContent.trim())""")
+    assert legends == ["Chance"]
+
+    # the first sample, with the link's settings, is there without asking
+    first = wait_seen(page, "finished")[0]
+    link = dict(model="bigram", dataset="names", prompt="ma", temperature=0.8, top_k=5,
+                max_new_tokens=12, ignore_eos=True)
+    assert first["text"] == cli_trace(seed=42, **link)["text"]
+    assert frame.locator("#text-gen").inner_text() == first["text"]
+
+    # a host may change a shown setting, never a fixed one: it is named, and keeps its value
+    reply = page.evaluate("() => document.querySelector('decodelab-embed').apply({seed: 9, top_k: 2}, {generate: true})")
+    assert [e["field"] for e in reply["errors"]] == ["top_k"]
+    assert reply["errors"][0]["message"] == (
+        "Top-k is fixed in this widget, whose link shows only Temperature and Seed; it stays 5.")
+    assert reply["settings"]["seed"] == 9 and reply["settings"]["top_k"] == 5
+    second = wait_seen(page, "finished", count=2)[-1]
+    assert second["settings"]["top_k"] == 5
+    assert second["text"] == cli_trace(seed=9, **link)["text"]
+
+    # nothing on the page moves a fixed setting either (a Try this button goes through here)
+    frame.evaluate("() => window.decodelab.applySettings({top_k: 1, temperature: 2})")
+    assert frame.locator("#top_k").input_value() == "5"
+    assert frame.locator("#temperature").input_value() == "2"
+    # Reset goes back to the link's values, not to the page's defaults
+    frame.get_by_role("button", name="Reset settings").click()
+    assert frame.locator("#temperature").input_value() == "0.8"
+    assert frame.locator("#seed").input_value() == "42"
+    assert frame.locator("#top_k").input_value() == "5"
+    assert page.errors == []
+
+
+def test_controls_that_do_not_exist_are_named(chromium, base_url):
+    page = open_page(chromium, base_url, "index.html?embed=true&controls=temprature,top-p")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    notice = page.locator("#link-notice").inner_text()
+    assert "controls must be a comma-separated list of model, dataset, tokenizer" in notice
+    assert "got 'temprature'" in notice
+    assert visible_fields(page) == ["top_p"]  # the good one still applies, written either way
+    page.context.close()
+
+
+@pytest.mark.parametrize("query", [
+    "panels=experiment",
+    "panels=playground",
+    "panels=tokens,tools",
+    "panels=kvcache,batch,break,compare",
+    "panels=controls,inspector&controls=top_k",
+    "panels=shapes,tries",
+])
+def test_a_widget_points_only_at_what_it_shows(chromium, base_url, query):
+    page = open_page(chromium, base_url, f"embed.html?lazy=none&{query}")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    panels = query.split("&")[0].split("=")[1].split(",")
+    runs = any(p in panels for p in ("text", "inspector", "cache"))
+    assert page.locator("#generate").is_visible() == ("text" in panels)  # no run bar without text
+    text = all_text(page)
+    assert not POINTING.search(text), POINTING.search(text).group(0)
+    if not runs:  # nothing shows a run, so none was made
+        assert page.evaluate("() => window.decodelab.lastRun") is None
+    else:  # the step view has its first sample to show
+        page.wait_for_selector("#stepper:not([hidden])", timeout=BOOT_TIMEOUT_MS)
+    assert page.errors == []
+    page.context.close()
+
+
+def test_the_full_page_keeps_its_pointers_and_run_false_keeps_an_embed_empty(chromium, base_url):
+    page = open_page(chromium, base_url)
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    text = all_text(page)
+    for words in ("Run the settings above at a few temperatures", "One each, with the seed above",
+                  "The Greedy switch above is not used here", "Min-p (under More rules)"):
+        assert words in text
+    assert "this widget" not in text.lower()
+    page.context.close()
+
+    page = open_page(chromium, base_url, "embed.html?lazy=none&run=false")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => window.decodelab.lastRun") is None
+    assert page.locator("#finish-text").inner_text() == "No text generated yet."
+    page.context.close()
