@@ -7,6 +7,7 @@ import {
 } from "./render.js";
 import { installA11y } from "./a11y.js";
 import { installEmbed } from "./embed.js";
+import { installEmbedder } from "./embedder.js";
 import { installExports } from "./exports.js";
 import { installUrlState } from "./urlstate.js";
 import { createLesson } from "./lesson.js";
@@ -1303,3 +1304,4 @@ installA11y(hooks);
 installUrlState(hooks);
 installExports(hooks);
 installEmbed(hooks);
+installEmbedder(hooks);

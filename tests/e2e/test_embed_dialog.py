@@ -1,0 +1,91 @@
+""""Embed this": the snippets for the workbench as it is set, and a live preview of the same."""
+
+import re
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, open_page
+
+pytestmark = pytest.mark.browser
+
+
+def element_attributes(snippet):
+    tag = re.search(r"<decodelab-embed(.*?)></decodelab-embed>", snippet, re.S).group(1)
+    return {name.replace("-", "_"): value for name, value in re.findall(r'([a-z-]+)="([^"]*)"', tag)}
+
+
+def iframe_src(snippet):
+    return re.search(r'<iframe src="([^"]*)"', snippet).group(1).replace("&amp;", "&")
+
+
+def test_embed_this_writes_both_snippets_and_previews_them(chromium, base_url):
+    page = open_page(chromium, base_url, "?dataset=names&prompt=ma&seed=3&temperature=0.8&top_k=8")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    page.get_by_role("button", name="Embed this…").click()
+    dialog = page.get_by_role("dialog", name="Embed this in a course page")
+    assert dialog.is_visible()
+
+    # the defaults: the usual three panels, every control, and only the settings that differ
+    iframe = dialog.get_by_label("An iframe, for any course page or learning platform")
+    query = dict(parse_qsl(urlsplit(iframe_src(iframe.input_value())).query))
+    assert query == {"prompt": "ma", "seed": "3", "temperature": "0.8", "top_k": "8",
+                     "panels": "controls,text,inspector"}
+    assert 'height="720"' in iframe.input_value()
+    assert "Prompt \"ma\", Seed 3, Temperature 0.8, Top-k 8" in dialog.locator("#embed-carried").inner_text()
+
+    # one idea: the run and two controls, dark, on a click
+    dialog.locator("#embed-panel-inspector").uncheck()
+    dialog.get_by_label("Only these (the others are fixed)").check()
+    dialog.locator("#embed-control-temperature").check()
+    dialog.locator("#embed-control-seed").check()
+    dialog.get_by_label("Theme").select_option("dark")
+    dialog.get_by_label("Height", exact=True).fill("560")
+    src = iframe_src(iframe.input_value())
+    query = dict(parse_qsl(urlsplit(src).query))
+    assert query["panels"] == "controls,text" and query["controls"] == "temperature,seed"
+    assert query["theme"] == "dark" and "lazy" not in query
+    assert src.startswith(base_url + "embed.html?")
+    # the element says the same, in attributes
+    element = dialog.get_by_label("The custom element, for pages that allow scripts (it fits its height)")
+    assert f'src="{base_url}element.js"' in element.input_value()
+    assert element_attributes(element.input_value()) == query
+
+    # the preview is that iframe, at that size, and shows just those controls
+    frame = dialog.locator("#embed-preview-box iframe")
+    frame.wait_for(state="attached")
+    page.wait_for_function("(s) => document.querySelector('#embed-preview-box iframe')?.getAttribute('src') === s",
+                           arg=src)
+    assert frame.get_attribute("height") == "560" and frame.get_attribute("width") == "720"
+    inner = page.frame_locator("#embed-preview-box iframe")
+    inner.locator("html[data-state=ready]").wait_for(state="attached", timeout=BOOT_TIMEOUT_MS)
+    inner.locator("#text-gen").filter(has_text=re.compile(".")).or_(
+        inner.locator("#finish-text").filter(has_text="Stopped")).first.wait_for(timeout=BOOT_TIMEOUT_MS)
+    assert inner.locator("html").get_attribute("data-theme") == "dark"
+    shown = inner.locator("#settings .field[data-field]:visible")
+    assert [shown.nth(i).get_attribute("data-field") for i in range(shown.count())] == ["temperature", "seed"]
+    assert inner.locator("#temperature").input_value() == "0.8"
+
+    # a bad choice is named, and the snippets keep the last good one
+    dialog.get_by_label("Height", exact=True).fill("90")
+    assert "Height must be a whole number of pixels from 200 to 4000; got \"90\"." in dialog.inner_text()
+    assert iframe_src(iframe.input_value()) == src
+    dialog.locator("#embed-control-temperature").uncheck()
+    dialog.locator("#embed-control-seed").uncheck()
+    assert "Choose at least one control, or All of them." in dialog.inner_text()
+    assert iframe_src(iframe.input_value()) == src
+
+    # closing takes the preview (and its Python) away
+    dialog.get_by_role("button", name="Close").click()
+    assert not dialog.is_visible()
+    assert page.locator("#embed-preview-box iframe").count() == 0
+    assert page.errors == []
+    page.context.close()
+
+
+def test_the_widget_offers_no_embed_dialog_of_its_own(chromium, base_url):
+    page = open_page(chromium, base_url, "index.html?embed=true&panels=share")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    assert page.locator("#share").is_visible()
+    assert not page.get_by_role("button", name="Embed this…").is_visible()
+    page.context.close()
