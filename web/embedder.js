@@ -95,20 +95,29 @@ export function installEmbedder(hooks) {
   const embedder = { last: null, preview: null };
   let timer = 0;
 
-  // One checkbox per panel (in page order) and per control (in the form's order).
-  // the usual three first, then the rest in the page's order
-  const onPage = [...new Set([...document.querySelectorAll("main [data-panel]")].map((n) => n.dataset.panel))];
-  const panelNames = [...DEFAULT_PANELS.filter((p) => onPage.includes(p)), ...onPage.filter((p) => !DEFAULT_PANELS.includes(p))];
-  for (const name of panelNames) {
-    const node = document.querySelector(`main [data-panel="${name}"]`);
-    const heading = node.querySelector("h2, h3, summary");
-    const words = PANEL_WORDS[name] || (heading ? heading.textContent.trim() : name);
-    panelBox.append(checkbox("embed-panel", name, `${words}`, DEFAULT_PANELS.includes(name), name));
-  }
-  const controlNames = [...document.querySelectorAll("#settings .field[data-field]")].map((n) => n.dataset.field);
-  for (const name of controlNames) {
-    const label = document.querySelector(`#settings label[for="${name}"]`);
-    controlBox.append(checkbox("embed-control", name, label ? label.textContent.trim() : name, false));
+  // One checkbox per panel and per control, made when the dialog opens and removed when it
+  // closes, so its labels ("Temperature", "Try this") never shadow the page's own for a search
+  // by name. Choices carry over from one opening to the next.
+  const choices = { panels: [...DEFAULT_PANELS], controls: [] };
+  function fillChoices() {
+    const onPage = [...new Set([...document.querySelectorAll("main [data-panel]")].map((n) => n.dataset.panel))];
+    // the usual three first, then the rest in the page's order
+    const panelNames = [...DEFAULT_PANELS.filter((p) => onPage.includes(p)), ...onPage.filter((p) => !DEFAULT_PANELS.includes(p))];
+    panelBox.replaceChildren(...panelNames.map((name) => {
+      const node = document.querySelector(`main [data-panel="${name}"]`);
+      const heading = node.querySelector("h2, h3, summary");
+      const words = PANEL_WORDS[name] || (heading ? heading.textContent.trim() : name);
+      return checkbox("embed-panel", name, words, choices.panels.includes(name), name);
+    }));
+    const controlNames = [...document.querySelectorAll("#settings .field[data-field]")].map((n) => n.dataset.field);
+    controlBox.replaceChildren(...controlNames.map((name) => {
+      const label = document.querySelector(`#settings label[for="${name}"]`);
+      const words = label ? label.textContent.trim() : name;
+      const box = checkbox("embed-control", name, words, choices.controls.includes(name));
+      // its own name, so "Temperature" still names one control on the page (tests find it so)
+      box.querySelector("input").setAttribute("aria-label", `Show the ${words} control`);
+      return box;
+    }));
   }
 
   function checkbox(prefix, value, words, checked, note) {
@@ -223,10 +232,15 @@ export function installEmbedder(hooks) {
   $("embed-close").addEventListener("click", () => dialog.close());
   dialog.addEventListener("close", () => {
     clearTimeout(timer);
+    choices.panels = chosen(panelBox);
+    choices.controls = chosen(controlBox);
     frameBox.replaceChildren(); // the preview's Python goes with it
+    panelBox.replaceChildren();
+    controlBox.replaceChildren();
     embedder.preview = null;
   });
   opener.addEventListener("click", () => {
+    fillChoices();
     dialog.showModal();
     update({ now: true });
   });
