@@ -4,7 +4,9 @@ Boots the built site in headless Chromium, runs a generation with settings that 
 filters at work, selects a step, and saves docs/screenshot*.png: the top of the page (light,
 1280 px; dark, 360 px), the step view with every rule in order (dark), and Compare runs. Then it serves the course page
 of the embedding tests (tests/e2e/hosts/course.html) on 127.0.0.1 with the widget on localhost,
-as a course site would embed it, and saves docs/screenshot-embed.png.
+as a course site would embed it, and saves docs/screenshot-embed.png; the same with three one-idea
+widgets, one picture of each, light and dark (docs/screenshot-idea-*.png); and the Embed this dialog
+(docs/screenshot-embed-dialog.png).
 """
 
 import sys
@@ -91,6 +93,55 @@ def shoot_embed(browser, host_url: str, out: Path, width: int, scheme: str) -> N
     page.close()
 
 
+def shoot_ideas(browser, host_url: str, out: Path, width: int, scheme: str) -> None:
+    """Three one-idea widgets on one course page: a control, a step taken apart, the experiment;
+    one picture of each (the tall ones cut at 1150 px)."""
+    page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    page.goto(host_url + "ideas.html")
+    widgets = page.locator("decodelab-embed")
+    for i in range(3):  # each starts when it scrolls into view
+        widgets.nth(i).scroll_into_view_if_needed()
+        page.wait_for_function("(n) => window.seen.filter((m) => m.type === 'ready').length >= n",
+                               arg=i + 1, timeout=120_000)
+    page.wait_for_function("() => window.seen.filter((m) => m.type === 'finished').length >= 2",
+                           timeout=120_000)  # the first samples of the two that show text
+    frames = [f for f in page.frames if f.url.startswith("http://localhost") and "index.html" in f.url]
+    step, experiment = frames[1], frames[2]
+    step.locator("#text-gen [data-step]").nth(2).click()
+    experiment.get_by_role("button", name="Run experiment").click()
+    experiment.wait_for_selector("#experiment[data-state=done]", timeout=120_000)
+    page.wait_for_timeout(600)  # the last height messages, then the iframes' new heights
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    page.set_viewport_size({"width": width, "height": height})
+    page.wait_for_timeout(600)
+    for section, name in (("idea-temperature", "control"), ("idea-step", "step"), ("idea-experiment", "experiment")):
+        box = page.locator(f"#{section}").bounding_box()
+        top = box["y"] - 16
+        page.screenshot(path=str(out / f"screenshot-idea-{name}-{scheme}.png"),
+                        clip={"x": 0, "y": top, "width": width, "height": min(box["height"] + 32, 1150)})
+    page.close()
+
+
+def shoot_dialog(browser, url: str, out: Path) -> None:
+    """Embed this: one control and the text, previewed at a course column's width."""
+    page = open_page(browser, url, "?dataset=names&prompt=ma&seed=7&temperature=0.8&top_k=8",
+                     viewport={"width": 1280, "height": 1000})
+    wait_ready(page)
+    page.get_by_role("button", name="Embed this…").click()
+    dialog = page.get_by_role("dialog")
+    dialog.locator("#embed-panel-inspector").uncheck()
+    dialog.get_by_label("Only these (the others are fixed)").check()
+    dialog.locator("#embed-control-temperature").check()
+    dialog.get_by_label("Height", exact=True).fill("520")
+    dialog.get_by_label("Preview width", exact=True).fill("760")
+    inner = page.frame_locator("#embed-preview-box iframe")
+    inner.locator("#finish:not(.idle)").wait_for(timeout=120_000)
+    page.evaluate("() => { document.activeElement.blur(); document.getElementById('embed-dialog').scrollTop = 0; }")
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(out))
+    page.context.close()
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -104,10 +155,13 @@ def main() -> int:
             shoot(browser, url, docs / "screenshot-dark-360.png", 360, "dark")
             shoot_step(browser, url, docs / "screenshot-step-dark.png", "dark")
             shoot_compare(browser, url, docs / "screenshot-compare.png", "light")
+            shoot_dialog(browser, url, docs / "screenshot-embed-dialog.png")
             widget, widget_url = serve(ROOT / "static", host="localhost")
             host, host_url = serve(course_pages(widget_url), host="127.0.0.1")
             try:
                 shoot_embed(browser, host_url, docs / "screenshot-embed.png", 1100, "light")
+                for scheme in ("light", "dark"):
+                    shoot_ideas(browser, host_url, docs, 900, scheme)
             finally:
                 host.shutdown()
                 widget.shutdown()
@@ -115,7 +169,8 @@ def main() -> int:
     finally:
         server.shutdown()
     print("wrote docs/screenshot.png, docs/screenshot-dark-360.png, docs/screenshot-step-dark.png, "
-          "docs/screenshot-compare.png and docs/screenshot-embed.png")
+          "docs/screenshot-compare.png, docs/screenshot-embed-dialog.png, docs/screenshot-embed.png "
+          "and docs/screenshot-idea-*.png")
     return 0
 
 
