@@ -13,9 +13,11 @@
 // started); src (the widget's folder or its embed.html), height (pixels, or auto: the default,
 // which follows the content), label (the iframe's accessible name).
 // Methods: apply(settings, {generate}) -> Promise of the "applied" reply; generate() -> Promise
-// of the "finished" (or "error") message. Property: ready (a Promise of the "ready" message).
+// of the "finished" (or "error") message; getGrade(), getState(), setState(state) for the quiz.
+// Property: ready (a Promise of the "ready" message).
 // Events on the element: decodelab-ready, decodelab-started, decodelab-finished,
-// decodelab-applied, decodelab-error, decodelab-height (event.detail is the message).
+// decodelab-applied, decodelab-error, decodelab-height, decodelab-answered, decodelab-grade,
+// decodelab-state (event.detail is the message).
 
 const NAMESPACE = "decodelab";
 const VERSION = 1;
@@ -97,6 +99,27 @@ class DecodelabEmbed extends HTMLElement {
     const done = this.#next(["finished", "error"]);
     this.#send({ type: "generate" });
     return done;
+  }
+
+  /** The quiz's answers as they stand, marked; resolves with the "grade" reply ({grade}). */
+  getGrade() {
+    const reply = this.#next(["grade"]);
+    this.#send({ type: "get-grade" });
+    return reply;
+  }
+
+  /** The quiz's answers, to save; resolves with the "state" reply ({state, errors}). */
+  getState() {
+    const reply = this.#next(["state"]);
+    this.#send({ type: "get-state" });
+    return reply;
+  }
+
+  /** Put saved answers back; resolves with the "state" reply (errors name what was refused). */
+  setState(state) {
+    const reply = this.#next(["state"]);
+    this.#send({ type: "set-state", state });
+    return reply;
   }
 
   get frame() {

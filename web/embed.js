@@ -14,12 +14,19 @@
 //                    finished  {finish_reason, stop_reason, text, steps, settings}
 //                    error     {errors: [{field, message}]} or {message}  a run was refused or failed
 //                    applied   {settings, errors}            the reply to "settings"
+//                    answered  {grade, state}                a quiz question was checked
+//                    grade     {grade}                       the reply to "get-grade"
+//                    state     {state, errors}               the reply to "get-state" and "set-state"
 //   host -> widget   settings  {settings: {...}, generate: true|false}
 //                    generate  {}
+//                    get-grade {}                            the quiz's answers as they stand, marked
+//                    get-state {}                            the quiz's answers, to save
+//                    set-state {state}                       put saved answers back
 //
 // Settings from a host are checked by the same field table as the form and the address; a bad
 // one is reported (in the "applied" reply and on the page) and the rest still applies.
 
+import { installPlatform } from "./platforms.js";
 import { setOnScreen } from "./presence.js";
 import { showNotice } from "./urlstate.js";
 
@@ -61,31 +68,42 @@ export function allowedOrigins(hosts) {
  * is dropped and counted in channel.ignored.
  */
 export function makeChannel(allowed) {
-  const channel = { allowed, ignored: 0, handlers: [] };
+  const channel = { allowed, ignored: 0, handlers: [], others: [] };
   // Post only where the parent really is: the browser tells us its origin when it can (then one
   // message to it if it is allowed); otherwise one message per allowed origin, and the browser
   // delivers only the one that matches.
   const known = location.ancestorOrigins && location.ancestorOrigins.length ? parentOrigin() : null;
   const targets = known ? (allowed.includes(known) ? [known] : []) : allowed;
-  channel.post = (type, fields = {}) => {
+  channel.post = (type, fields = {}) => channel.postRaw({ [NAMESPACE]: VERSION, type, ...fields });
+  // A message in a platform's own format (platforms.js), to the same targets.
+  channel.postRaw = (message) => {
     if (window.parent === window) return;
-    for (const origin of targets) window.parent.postMessage({ [NAMESPACE]: VERSION, type, ...fields }, origin);
+    for (const origin of targets) window.parent.postMessage(message, origin);
   };
   window.addEventListener("message", (event) => {
     const m = event.data;
-    if (event.source !== window.parent || window.parent === window || !allowed.includes(event.origin)
-        || !m || typeof m !== "object" || m[NAMESPACE] !== VERSION || typeof m.type !== "string") {
+    if (event.source !== window.parent || window.parent === window || !allowed.includes(event.origin)) {
       channel.ignored += 1; // counted, so a test (or a curious author) can see it happen
+      return;
+    }
+    if (!m || typeof m !== "object" || m[NAMESPACE] !== VERSION || typeof m.type !== "string") {
+      // not ours: a platform's protocol may claim it (platforms.js)
+      if (!channel.others.some((handler) => handler(m))) channel.ignored += 1;
       return;
     }
     for (const handler of channel.handlers) handler(m);
   });
   channel.listen = (handler) => channel.handlers.push(handler);
+  // handler(data) -> true when it took a message that is not in the decodelab namespace
+  channel.listenOthers = (handler) => channel.others.push(handler);
   return channel;
 }
 
-/** Tell the host the page's height whenever it changes, so the iframe can fit it. */
-export function reportHeight(channel, node = document.body) {
+/**
+ * Tell the host the page's height whenever it changes, so the iframe can fit it; also(height)
+ * tells a platform in its own words (platforms.js).
+ */
+export function reportHeight(channel, node = document.body, also = null) {
   let last = 0;
   let frame = 0;
   const send = () => {
@@ -94,6 +112,7 @@ export function reportHeight(channel, node = document.body) {
     if (height && height !== last) {
       last = height;
       channel.post("height", { height });
+      also?.(height);
     }
   };
   new ResizeObserver(() => {
@@ -113,7 +132,10 @@ export function installEmbed(hooks) {
   const root = document.documentElement;
   const view = share.view;
   root.dataset.embed = "true";
-  const panels = view.panels || DEFAULT_PANELS;
+  // ?question= on its own shows those questions alone
+  const panels = view.panels || (view.question ? ["questions"] : DEFAULT_PANELS);
+  const quiz = hooks.lesson?.questions;
+  if (view.question && quiz) quiz.only(view.question);
   for (const node of document.querySelectorAll("[data-panel]")) {
     if (panels.includes(node.dataset.panel)) delete node.dataset.panelOff;
     else node.dataset.panelOff = "true";
@@ -134,15 +156,20 @@ export function installEmbed(hooks) {
 
   const channel = makeChannel(allowedOrigins(view.hosts));
   const embed = {
-    channel, panels, controls: view.controls, get ignored() { return channel.ignored; }, allowed: channel.allowed,
+    channel, panels, controls: view.controls, quiz, get ignored() { return channel.ignored; }, allowed: channel.allowed,
   };
   hooks.embed = embed;
-  reportHeight(channel);
+  const platform = installPlatform(view.lms, channel, quiz);
+  embed.platform = platform;
+  reportHeight(channel, document.body, platform.height);
 
   const current = () => share.check(share.read()).values;
 
   document.addEventListener("decodelab:run-start", (event) => {
     channel.post("started", { settings: event.detail.settings });
+  });
+  document.addEventListener("decodelab:answered", () => {
+    channel.post("answered", { grade: quiz.grade(), state: quiz.state() });
   });
   document.addEventListener("decodelab:run-end", (event) => {
     const r = event.detail || {};
@@ -170,7 +197,11 @@ export function installEmbed(hooks) {
   });
   queue.catch(() => {});
   channel.listen((m) => {
-    queue = queue.then(() => handle(m)).catch(() => {});
+    // the quiz needs no Python: it answers at once, even while Python is still loading
+    if (m.type === "get-grade") channel.post("grade", { grade: quiz.grade() });
+    else if (m.type === "get-state") channel.post("state", { state: quiz.state(), errors: [] });
+    else if (m.type === "set-state") channel.post("state", { errors: quiz.restore(m.state), state: quiz.state() });
+    else queue = queue.then(() => handle(m)).catch(() => {});
   });
 
   async function idle() {

@@ -12,6 +12,7 @@
 // kept and passed on with the rest ("generate": true also starts it), as is a "start" message.
 
 import { allowedOrigins, makeChannel, reportHeight } from "./embed.js";
+import { installPlatform } from "./platforms.js";
 import { applyTheme, queryValues, viewFromQuery } from "./urlstate.js";
 
 const $ = (id) => document.getElementById(id);
@@ -72,7 +73,8 @@ channel.listen((m) => {
     start("host");
   }
 });
-reportHeight(channel);
+// Canvas sizes the frame from its own message, the poster's height included (platforms.js).
+reportHeight(channel, document.body, installPlatform(view.lms, channel, null).height);
 
 // A one-line summary of what will run, from the link (the widget checks it properly).
 const SHORT = [["dataset", ""], ["model", ""], ["prompt", "prompt"], ["seed", "seed"], ["temperature", "temperature"], ["top_k", "top-k"], ["top_p", "top-p"]];

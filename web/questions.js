@@ -186,14 +186,21 @@ export function createQuestions({ playground }) {
   const $ = (id) => document.getElementById(id);
   const list = $("quiz-list");
   const score = $("quiz-score");
-  const results = {}; // id -> true | false
+  const results = {}; // id -> true | false, for the questions checked
+  const parts = {}; // id -> {q, form, input, mark}
+  let shown = QUESTIONS.map((q) => q.id); // a widget may show fewer (?question=)
 
   function updateScore() {
-    const answered = Object.keys(results).length;
-    const right = Object.values(results).filter(Boolean).length;
-    score.textContent = answered
-      ? `${right} of ${QUESTIONS.length} right so far${answered < QUESTIONS.length ? ` (${QUESTIONS.length - answered} still open)` : ""}.`
-      : `${QUESTIONS.length} questions. Answer in any order; each one explains itself.`;
+    const total = shown.length;
+    const checked = shown.filter((id) => id in results);
+    const right = checked.filter((id) => results[id]).length;
+    if (total === 1) {
+      score.textContent = checked.length ? "" : "Answer, then check: the answer explains itself.";
+      return;
+    }
+    score.textContent = checked.length
+      ? `${right} of ${total} right so far${checked.length < total ? ` (${total - checked.length} still open)` : ""}.`
+      : `${total} questions. Answer in any order; each one explains itself.`;
   }
 
   function feedback(box, ok, text) {
@@ -263,8 +270,7 @@ export function createQuestions({ playground }) {
     }
     fieldset.append(foot, box);
     form.append(fieldset);
-    form.addEventListener("submit", (event) => {
-      event.preventDefault();
+    const mark = () => {
       for (const row of form.querySelectorAll(".q-choice")) row.classList.remove("is-right", "is-wrong");
       if (q.choices) {
         const picked = form.querySelector(`input[name="q-${q.id}"]:checked`);
@@ -294,9 +300,112 @@ export function createQuestions({ playground }) {
         feedback(box, ok, ok ? q.right : (q.wrongs[x] || q.wrong));
       }
       updateScore();
+      document.dispatchEvent(new CustomEvent("decodelab:answered", { detail: { id: q.id } }));
+    };
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      mark();
     });
+    parts[q.id] = { q, form, input, mark };
     list.append(form);
   });
   updateScore();
-  return { results };
+
+  // --- the quiz as a host page sees it (embed.js, platforms.js) ----------------------------
+
+  /** What is answered now: a choice's index, the number as typed, or null. */
+  function answerOf(id) {
+    const { q, form, input } = parts[id];
+    if (q.choices) {
+      const picked = form.querySelector(`input[name="q-${q.id}"]:checked`);
+      return picked ? Number(picked.value) : null;
+    }
+    const text = input.value.trim();
+    return text === "" ? null : text;
+  }
+
+  function rightOf(id, answer) {
+    const { q } = parts[id];
+    if (answer === null) return false;
+    if (q.choices) return Boolean(q.choices[answer]?.right);
+    const x = Number(String(answer).replace(",", "."));
+    return Number.isFinite(x) && Math.abs(x - q.answer) <= q.tolerance;
+  }
+
+  /** The answers as they stand (checked or not), marked; only the questions shown count. */
+  function grade() {
+    const questions = shown.map((id) => {
+      const answer = answerOf(id);
+      return { id, answer, correct: rightOf(id, answer) };
+    });
+    const right = questions.filter((q) => q.correct).length;
+    return {
+      right, total: questions.length, answered: questions.filter((q) => q.answer !== null).length,
+      score: questions.length ? right / questions.length : 0, questions,
+    };
+  }
+
+  /** Everything needed to put the quiz back as it is: the answers, and which were checked. */
+  function state() {
+    const answers = {};
+    for (const id of shown) {
+      const a = answerOf(id);
+      if (a !== null) answers[id] = a;
+    }
+    return { version: 1, answers, checked: shown.filter((id) => id in results) };
+  }
+
+  /**
+   * Put a saved state back. Every part is checked first; a state with any problem changes
+   * nothing and returns the problems, each naming what is wrong ([] when it applied).
+   */
+  function restore(saved) {
+    const errors = [];
+    const bad = (message) => errors.push({ field: "state", message });
+    if (!saved || typeof saved !== "object" || Array.isArray(saved)) {
+      bad("A quiz state must be an object like {\"answers\": {\"greedy\": 1}, \"checked\": [\"greedy\"]}.");
+      return errors;
+    }
+    const answers = saved.answers ?? {};
+    const checked = saved.checked ?? [];
+    if (typeof answers !== "object" || Array.isArray(answers)) bad("answers must be an object of question: answer.");
+    if (!Array.isArray(checked)) bad("checked must be a list of question names.");
+    if (errors.length) return errors;
+    for (const [id, value] of Object.entries(answers)) {
+      const part = parts[id];
+      if (!part) bad(`There is no question ${JSON.stringify(id)}; the questions are ${QUESTIONS.map((q) => q.id).join(", ")}.`);
+      else if (part.q.choices && !(Number.isInteger(value) && value >= 0 && value < part.q.choices.length)) {
+        bad(`The answer to ${id} must be a choice from 0 to ${part.q.choices.length - 1}; got ${JSON.stringify(value)}.`);
+      } else if (!part.q.choices && !(typeof value === "string" && value.length <= 40)) {
+        bad(`The answer to ${id} must be the number as typed, at most 40 characters; got ${JSON.stringify(value)}.`);
+      }
+    }
+    for (const id of checked) {
+      if (!parts[id]) bad(`There is no question ${JSON.stringify(id)} to mark as checked.`);
+    }
+    if (errors.length) return errors;
+    for (const id of Object.keys(results)) delete results[id];
+    for (const { q, form, input } of Object.values(parts)) {
+      for (const radio of form.querySelectorAll("input[type=radio]")) radio.checked = false;
+      if (input) input.value = "";
+      for (const row of form.querySelectorAll(".q-choice")) row.classList.remove("is-right", "is-wrong");
+      const box = form.querySelector(".q-feedback");
+      box.hidden = true;
+      box.replaceChildren();
+      if (q.choices && Number.isInteger(answers[q.id])) form.querySelector(`#q-${q.id}-${answers[q.id]}`).checked = true;
+      else if (input && typeof answers[q.id] === "string") input.value = answers[q.id];
+    }
+    for (const id of checked) if (answerOf(id) !== null) parts[id].mark();
+    updateScore();
+    return [];
+  }
+
+  /** Show only these questions (a widget of one idea). */
+  function only(ids) {
+    shown = QUESTIONS.map((q) => q.id).filter((id) => ids.includes(id));
+    for (const [id, { form }] of Object.entries(parts)) form.hidden = !shown.includes(id);
+    updateScore();
+  }
+
+  return { results, grade, state, restore, only, ids: QUESTIONS.map((q) => q.id) };
 }

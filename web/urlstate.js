@@ -15,6 +15,8 @@ export const VIEW_PARAMS = {
   theme: "one of light, dark, auto",
   panels: "a comma-separated list of panel names",
   controls: "a comma-separated list of setting names (the only controls an embedded widget shows)",
+  question: "the names of the questions to show, separated by commas",
+  lms: "one of canvas, edx, none (the learning platform whose protocol to speak)",
   run: "true or false (true: generate once the page is ready)",
   embed: "true or false (true: the compact page for embedding)",
   lazy: "one of view, click, none",
@@ -25,6 +27,7 @@ export const VIEW_PARAMS = {
 };
 export const THEMES = ["light", "dark", "auto"];
 export const LAZY = ["view", "click", "none"];
+export const LMS = ["canvas", "edx", "none"];
 
 const TRUE_WORDS = ["true", "1", "on", "yes"];
 const FALSE_WORDS = ["false", "0", "off", "no", ""];
@@ -195,9 +198,10 @@ function choicesOf(spec, context) {
  * Returns {view: {theme, panels, controls, run, embed, lazy, hosts, focus}, errors}; controls is
  * null when the link does not limit them.
  */
-export function viewFromQuery(values, panels = null, controls = null) {
+export function viewFromQuery(values, panels = null, controls = null, questions = null) {
   const view = {
-    theme: "auto", panels: null, controls: null, run: false, embed: false, lazy: "view", hosts: [], focus: false,
+    theme: "auto", panels: null, controls: null, question: null, lms: "none", run: false, embed: false, lazy: "view",
+    hosts: [], focus: false,
   };
   const errors = [];
   const one = (name) => {
@@ -258,6 +262,25 @@ export function viewFromQuery(values, panels = null, controls = null) {
     }
     const known = [...new Set(asked.filter((c) => controls.includes(c)))];
     if (known.length) view.controls = known;
+  }
+  const questionList = one("question");
+  if (questionList !== undefined && questions) {
+    const asked = questionList.split(",").map((s) => s.trim().toLowerCase().replaceAll("-", "_")).filter(Boolean);
+    const unknown = asked.filter((q) => !questions.includes(q));
+    if (unknown.length || !asked.length) {
+      errors.push({
+        field: "question",
+        message: `question must be one or more of ${questions.join(", ")}, separated by commas; got ${unknown.length ? unknown.map(pyRepr).join(", ") : "nothing"}.`,
+      });
+    }
+    const known = [...new Set(asked.filter((q) => questions.includes(q)))];
+    if (known.length) view.question = known;
+  }
+  const lms = one("lms");
+  if (lms !== undefined) {
+    const word = lms.trim().toLowerCase().replace("open-edx", "edx").replace("openedx", "edx");
+    if (LMS.includes(word)) view.lms = word;
+    else bad("lms", lms);
   }
   for (const given of values.get("host") || []) {
     for (const part of given.split(",").map((s) => s.trim()).filter(Boolean)) {
@@ -340,7 +363,7 @@ export function installUrlState(hooks) {
   const values = queryValues(location.search);
   const panelNames = [...new Set([...document.querySelectorAll("[data-panel]")].map((n) => n.dataset.panel))];
   const controlNames = [...form.querySelectorAll(".field[data-field]")].map((n) => n.dataset.field);
-  const { view, errors: viewErrors } = viewFromQuery(values, panelNames, controlNames);
+  const { view, errors: viewErrors } = viewFromQuery(values, panelNames, controlNames, hooks.lesson?.questions?.ids);
   applyTheme(view.theme);
 
   const share = {

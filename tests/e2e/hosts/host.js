@@ -3,7 +3,7 @@ window.seen = []; // detail of every decodelab-* event of every <decodelab-embed
 window.raw = []; // every message event: {origin, data}
 window.addEventListener("message", (event) => window.raw.push({ origin: event.origin, data: event.data }));
 for (const el of document.querySelectorAll("decodelab-embed")) {
-  for (const type of ["ready", "started", "finished", "applied", "error", "height"]) {
+  for (const type of ["ready", "started", "finished", "applied", "error", "height", "answered", "grade", "state"]) {
     el.addEventListener(`decodelab-${type}`, (event) => window.seen.push(event.detail));
   }
 }
