@@ -15,6 +15,9 @@ What it measures (all timings are medians over repeats):
   - the transformer (cache check off, full step records): decode steps per second at 97 to 127
     tokens of context, and 256 new tokens with the KV cache and without it (every step
     recomputing the whole window), in the browser and natively (the `bench_generation` endpoint).
+  - a course page with four widgets against one with a single widget: memory (PSS of every
+    browser process), CPU time and time until all are ready, with the widgets sharing one Python
+    and with a Python each (tests/manywidgets.py);
   - the page's weight in bytes, raw and as sent by a host serving the build's gzipped copies; the main thread while the page
     streams long runs (long tasks over 50 ms and the longest frame, in wall-clock time; the
     longest task in CPU time and in wall-clock time, from a Chromium trace); Stop in a long run
@@ -205,6 +208,9 @@ def measure(quick: bool = False) -> dict:
             browser.close()
     finally:
         server.shutdown()
+    from tests import manywidgets
+
+    widgets = manywidgets.measure()
     native_rate = native_rates(steps, repeats)
     native_t = native_transformer(t_runs)
     from tests.conftest import api
@@ -214,7 +220,7 @@ def measure(quick: bool = False) -> dict:
     native_json = api("bench_json", {})
     phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "warmup_ms", "total_ms", "page_ready_ms")
     return {
-        "main_thread": responsiveness, "page_weight": page_weight(ROOT / "static"),
+        "main_thread": responsiveness, "page_weight": page_weight(ROOT / "static"), "widgets": widgets,
         "quick": quick, "repeats": repeats, "steps": steps,
         "boot_cold_ms": {k: median_of(cold, k) for k in phases},
         "boot_warm_ms": {k: median_of(warm, k) for k in phases},
@@ -270,6 +276,9 @@ def table(r: dict) -> str:
     lines += tool_lines(r["tools"])
     lines += json_lines(r["json_mode"])
     lines += hardening_lines(r)
+    from tests import manywidgets
+
+    lines += manywidgets.lines(r["widgets"])
     return "\n".join(lines)
 
 

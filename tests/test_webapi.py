@@ -43,6 +43,29 @@ def test_pages_are_kept_apart_and_must_be_set_up(fresh):
     del webapi.SESSIONS["other"]
 
 
+def test_pages_of_one_python_share_its_models_but_not_their_own_text(fresh):
+    """Widgets that share one worker: each its own session, one copy of every model."""
+    assert api("setup", {"assets": str(fresh)}, session="w2")["ok"]
+    try:
+        mine, theirs = webapi.SESSIONS["page"].library, webapi.SESSIONS["w2"].library
+        assert mine.model("transformer", "names") is theirs.model("transformer", "names")
+        assert mine.model("bigram", "prose", "bpe") is theirs.model("bigram", "prose", "bpe")
+        # text one of them trains on is its own, and the other cannot run it
+        assert api("train", {"text": "abba\nbaab\n"}, session="w2")["ok"]
+        assert "custom" in theirs.datasets() and "custom" not in mine.datasets()
+        refused = api("start", {"dataset": "custom", "model": "bigram"})
+        assert not refused["ok"] and refused["errors"][0]["field"] == "dataset"
+        assert run_to_end({"dataset": "custom", "prompt": "a", "seed": 1}, session="w2")["text"]
+        # the same name trained by both pages gives two models, each of its own text
+        assert api("train", {"text": "xyzzy\n"})["ok"]
+        assert mine.model("bigram", "custom") is not theirs.model("bigram", "custom")
+        assert set(mine.corpus("custom").chars) != set(theirs.corpus("custom").chars)
+    finally:
+        webapi.forget("w2")
+        webapi.SESSIONS["page"].library._custom.clear()
+    assert "w2" not in webapi.SESSIONS
+
+
 def test_warm_up_runs_every_model_and_keeps_nothing(fresh):
     info = api("setup", {"assets": str(fresh)})
     assert info["cache_tolerance"] == CHECK_TOLERANCE["float64"] == 1e-9

@@ -174,7 +174,7 @@ const hooks = {
   // Memory the worker holds (WebAssembly memory, live Python objects) and its restarts.
   memory: () => request({ type: "memory-report" }).then((m) => m.result),
   get health() {
-    return { ...worker.stats, recovering: worker.recovering, interruptible: worker.interruptible,
+    return { ...worker.stats, recovering: worker.recovering, interruptible: worker.interruptible, shared: worker.shared,
       sealedText: textStream.sealedCount };
   },
 };
@@ -358,7 +358,9 @@ function onReady({ info, timings }) {
   kv.ready();
   updateGreedyNotes();
   const t = timings || {};
-  dom.status.textContent = `Ready. Python started in ${seconds(t.total_ms || 0)}.`;
+  dom.status.textContent = t.joined
+    ? "Ready. This widget shares the Python that the site's other widgets on this page started."
+    : `Ready. Python started in ${seconds(t.total_ms || 0)}.`;
   dom.bootTime.textContent = [
     ["runtime", t.runtime_ms], ["numpy", t.numpy_ms], ["package", t.decodelab_ms], ["data", t.assets_ms],
     ["warm-up", t.warmup_ms],

@@ -4,7 +4,9 @@
 
 // A Content-Security-Policy violation inside the worker is reported to the page (tests check
 // that there are none); the page's own violations are events on its document.
+// (A shared worker has no one page to tell; its pages' own checks stand.)
 self.addEventListener("securitypolicyviolation", (event) => {
+  if (typeof self.postMessage !== "function") return;
   self.postMessage({ type: "csp-violation", directive: event.effectiveDirective, blocked: String(event.blockedURI || "") });
 });
 

@@ -26,6 +26,12 @@
 // are the page's own and are not touched. If restarting keeps failing it stops trying and says
 // so ("restart-failed").
 //
+// Widgets of one site on a course page can share one Python: with `shared`, the worker is a
+// SharedWorker that every widget connects to (worker.js keeps each page's state apart). A
+// shared worker cannot be terminated by one of its pages, so if it hangs or fails, this page goes
+// on with a dedicated worker of its own, started the usual way. Where the browser has no
+// SharedWorker, or the page is not a widget, the worker is dedicated from the start.
+//
 // Fault injection for tests: with ?faults=1 in the page's address, injectFault("hang" | "crash"
 // | "fatal") asks the worker to misbehave; the worker honours it only when it was started with
 // faults=1 too. ?watchdog=MS (with faults=1 only) shortens the heartbeat limit for tests.
@@ -38,15 +44,54 @@ const GRACE_MS = 3000; // after an interrupt, the time the worker gets to answer
 const MAX_RESTARTS = 3; // within RESTART_WINDOW_MS; more means something is broken for good
 const RESTART_WINDOW_MS = 120000;
 
-/** ?faults=1 (and, with it, ?watchdog=MS) from the page's address. */
+/**
+ * ?faults=1 (and, with it, ?watchdog=MS) from the page's address; shared for a widget
+ * (?embed=true) where the browser has SharedWorker, unless ?worker=dedicated asks otherwise
+ * (?worker=shared asks for it even with faults=1, to test the way back to a dedicated worker).
+ */
 export function optionsFromAddress(search = location.search) {
   const params = new URLSearchParams(search);
   const faults = params.get("faults") === "1";
   const ms = Number(params.get("watchdog"));
-  return { faults, answerMs: faults && Number.isFinite(ms) && ms >= 500 ? ms : ANSWER_MS };
+  const embed = ["true", "1", "on", "yes"].includes((params.get("embed") || "").toLowerCase());
+  const asked = params.get("worker"); // "dedicated" or "shared" (tests of the fallback: with faults=1)
+  const shared = typeof SharedWorker === "function" && asked !== "dedicated" && ((embed && !faults) || asked === "shared");
+  return { faults, shared, answerMs: faults && Number.isFinite(ms) && ms >= 500 ? ms : ANSWER_MS };
 }
 
-export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_MS } = optionsFromAddress()) {
+// The worker behind one interface, dedicated or shared.
+function spawn(url, shared) {
+  if (shared) {
+    const worker = new SharedWorker(url, { type: "module", name: "decodelab" });
+    const port = worker.port;
+    const bye = () => port.postMessage({ type: "bye" });
+    addEventListener("pagehide", bye);
+    return {
+      shared: true,
+      postMessage: (m) => port.postMessage(m),
+      terminate: () => {
+        removeEventListener("pagehide", bye);
+        bye();
+        port.close();
+      },
+      onMessage: (handler) => {
+        port.addEventListener("message", handler);
+        port.start();
+      },
+      onError: (handler) => worker.addEventListener("error", handler),
+    };
+  }
+  const worker = new Worker(url, { type: "module" });
+  return {
+    shared: false,
+    postMessage: (m) => worker.postMessage(m),
+    terminate: () => worker.terminate(),
+    onMessage: (handler) => worker.addEventListener("message", handler),
+    onError: (handler) => worker.addEventListener("error", handler),
+  };
+}
+
+export function createSupervisor(scriptUrl, { faults = false, shared = false, answerMs = ANSWER_MS } = optionsFromAddress()) {
   const events = new EventTarget();
   const url = new URL(scriptUrl);
   if (faults) url.searchParams.set("faults", "1");
@@ -76,18 +121,32 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
   function start() {
     booted = false;
     waitingPing = null;
-    worker = new Worker(url, { type: "module" });
+    try {
+      worker = spawn(url, shared);
+    } catch (err) {
+      if (!shared) throw err;
+      shared = false; // this browser refuses a shared worker here: one of our own, then
+      worker = spawn(url, false);
+    }
     const me = worker;
-    if (interrupt) {
+    if (interrupt && !worker.shared) {
       Atomics.store(interrupt, 0, 0);
       worker.postMessage({ type: "interrupt-buffer", buffer: interrupt });
     }
-    worker.addEventListener("message", (event) => {
+    worker.onMessage((event) => {
       if (me === worker) onMessage(event.data || {});
     });
-    worker.addEventListener("error", (event) => {
+    worker.onError((event) => {
       if (me !== worker) return;
       event.preventDefault();
+      if (worker.shared && !booted) {
+        // A browser that keeps a widget's storage apart from its course page's (third-party
+        // storage blocked) may refuse a shared worker: this widget starts its own instead.
+        worker.terminate();
+        shared = false;
+        start();
+        return;
+      }
       if (!everReady) {
         // The first start-up failed: the page shows it as a boot error; nothing to restart.
         events.dispatchEvent(new ErrorEvent("error", { message: event.message }));
@@ -173,6 +232,7 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
     }
     worker.terminate();
     worker = null;
+    shared = false; // a shared worker that failed stays with its other pages; this one goes alone
     trainsInFlight.clear();
     replayId = null;
     stats.restarts += 1;
@@ -196,7 +256,7 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
     if (waitingPing) {
       const waited = now - waitingPing.at;
       if (waited <= limit) return;
-      if (interrupt && booted && !waitingPing.interruptedAt) {
+      if (interrupt && booted && !worker.shared && !waitingPing.interruptedAt) {
         waitingPing.interruptedAt = now; // the gentle way first: end the stuck Python call
         Atomics.store(interrupt, 0, 2);
         return;
@@ -237,7 +297,13 @@ export function createSupervisor(scriptUrl, { faults = false, answerMs = ANSWER_
       return Boolean(recovering);
     },
     /** True where the page is cross-origin isolated: a stuck Python call can be interrupted. */
-    interruptible: Boolean(interrupt),
+    get interruptible() {
+      return Boolean(interrupt) && !(worker && worker.shared);
+    },
+    /** True while this page's Python is a worker shared with the site's other widgets. */
+    get shared() {
+      return Boolean(worker && worker.shared);
+    },
     faults,
     stats,
   };

@@ -23,6 +23,7 @@ export const VIEW_PARAMS = {
   host: "one or more origins such as https://course.example.org, separated by commas",
   focus: "true or false",
   faults: "1 (tests only: lets a test make the Python worker hang or crash)",
+  worker: "dedicated or shared: a widget's Python of its own, or one shared with the site's other widgets",
   watchdog: "a number of milliseconds, at least 500 (tests only, with faults=1)",
 };
 export const THEMES = ["light", "dark", "auto"];

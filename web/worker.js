@@ -6,10 +6,14 @@
 // booleans, arrays and plain objects (Python results cross as JSON text and are parsed here),
 // so nothing Python-owned ever reaches postMessage.
 //
-// Python is reached through one function, webapi.call(endpoint, request), JSON text both ways.
-// Generation runs in short time-boxed batches (the "advance" endpoint, BATCH_MS each), with a
-// real trip through the event loop between batches, so that a "stop" message is read while a
-// run is going.
+// Python is reached through one function, webapi.call(endpoint, request, session), JSON text
+// both ways. Generation runs in short time-boxed batches (the "advance" endpoint, BATCH_MS each),
+// each a job of its own, with a real trip through the event loop between jobs, so that a "stop"
+// message is read while a run is going.
+//
+// The same file runs as a dedicated worker (one page) or as a SharedWorker: then every widget of
+// the site on a course page connects to one Python, each with its own session in webapi (its
+// run, its Stop, its own trained text), and their jobs take turns, batch by batch.
 
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport, useInterruptBuffer, watchFatal } from "./health.js";
 import { guardRuntime, runtimeProblem } from "./integrity.js";
@@ -19,26 +23,34 @@ const BATCH_MS = 12;
 const PYODIDE_DIR = new URL("./pyodide/", import.meta.url).href;
 const ASSETS_URL = new URL("./assets/", import.meta.url);
 const ASSETS_FS = "/assets";
-const SESSION = "page"; // this worker serves one page: its state in Python is this session
+const SHARED = typeof SharedWorkerGlobalScope !== "undefined" && self instanceof SharedWorkerGlobalScope;
+const BOOT_SESSION = "page"; // the session start-up sets up (a dedicated worker's only one)
 
 let pyodide = null;
 let webapi = null; // the decodelab.webapi module (a PyProxy kept for the worker's lifetime)
-let current = null; // {id, stopRequested} of the generation in progress
 let ready = false; // true once boot has finished without error
-const earlyStops = new Set(); // ids of runs stopped before they began
+let booted = null; // {info, timings} once ready; {error} if start-up failed
 let bootStart = 0;
 
-// --- messages out ---------------------------------------------------------------------------
+// --- the pages served ---------------------------------------------------------------------------
 
-function post(message) {
-  self.postMessage(message);
+const clients = new Set();
+let connections = 0;
+
+// One page: how to reach it, its session in Python, its run and its stops.
+function makeClient(send, session) {
+  return { send, session, current: null, earlyStops: new Set(), restoreAbandoned: false, announced: false };
+}
+
+function broadcast(message) {
+  for (const client of clients) client.send(message);
 }
 
 let shown = { phase: "runtime", label: "", fraction: 0 }; // the start's latest progress
 
 function progress(phase, label, fraction) {
   shown = { phase, label, fraction: Math.max(fraction, shown.fraction) };
-  post({ type: "progress", ...shown, ms: Math.round(performance.now() - bootStart) });
+  broadcast({ type: "progress", ...shown, ms: Math.round(performance.now() - bootStart) });
 }
 
 // While the runtime, numpy, the package and the lesson files download, the phase's words say how
@@ -166,7 +178,7 @@ async function boot() {
     throw new Error(`The Python runtime (pyodide/pyodide.mjs) could not be loaded: ${err.message || err}.`);
   }
   pyodide = await Promise.race([guard.failed, loadPyodide({ indexURL: PYODIDE_DIR, lockFileURL: PYODIDE_DIR + "pyodide-lock.json" })]);
-  watchFatal(pyodide, post); // Python unusable from now on (out of memory): the page restarts us
+  watchFatal(pyodide, broadcast); // Python unusable from now on (out of memory): the pages restart us
   useInterruptBuffer(pyodide); // where the page is cross-origin isolated (supervisor.js)
   lap("runtime_ms");
 
@@ -192,7 +204,7 @@ async function boot() {
   await loadAssets();
   let info;
   try {
-    info = call("setup", { assets: ASSETS_FS });
+    info = call(BOOT_SESSION, "setup", { assets: ASSETS_FS });
   } catch (err) {
     throw new Error(`The models could not be set up: ${describeError(err).message}`);
   }
@@ -204,7 +216,7 @@ async function boot() {
   // the page opens all the same, and a real run reports whatever is wrong next to its fields.
   progress("warmup", "Warming up the models…", 0.97);
   try {
-    call("warm_up");
+    call(BOOT_SESSION, "warm_up");
   } catch (err) {
     console.warn(`The warm-up run failed: ${describeError(err).detail}`);
   }
@@ -213,121 +225,191 @@ async function boot() {
 
   ready = true;
   progress("ready", "Ready.", 1);
-  post({ type: "ready", info, timings });
+  booted = { info, timings };
+  for (const client of clients) announce(client);
+}
+
+// A page is told Python is ready once its session is set up (sharing the loaded models).
+function announce(client) {
+  if (client.announced || !booted || !booted.info) return;
+  client.announced = true;
+  let info = booted.info;
+  if (client.session !== BOOT_SESSION) {
+    try {
+      info = call(client.session, "setup", { assets: ASSETS_FS });
+    } catch (err) {
+      client.send({ type: "boot-error", message: `The models could not be set up: ${describeError(err).message}` });
+      return;
+    }
+  }
+  const joined = !client.first; // another page's start-up brought Python up
+  client.send({ type: "ready", info, timings: { ...booted.timings, shared: SHARED, joined, pages: clients.size } });
 }
 
 // --- requests -----------------------------------------------------------------------------
 
 // The one way into Python: an endpoint of decodelab.webapi by name, a plain object in, a plain
 // object out ({ok: true, ...} or {ok: false, errors: [{field, label, message}]}).
-function call(endpoint, request = {}) {
-  return JSON.parse(webapi.call(endpoint, JSON.stringify(request), SESSION));
+function call(session, endpoint, request = {}) {
+  return JSON.parse(webapi.call(endpoint, JSON.stringify(request), session));
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// Jobs run one at a time, in arrival order, after boot, with a turn of the event loop between
+// them (a waiting "stop" or heartbeat is read there). A run is one job per batch, each queued
+// behind what other pages asked meanwhile, so widgets sharing this Python take turns.
+const jobs = [];
+let pumping = false;
+const bootDone = boot().catch((err) => {
+  const text = runtimeProblem() || String((err && err.message) || err);
+  console.error(text);
+  booted = { error: text.includes("Traceback") ? describeError(err).message : text };
+  broadcast({ type: "boot-error", message: booted.error });
+});
+
+function enqueue(client, message, work) {
+  jobs.push({ client, message, work });
+  if (!pumping) pump();
+}
+
+async function pump() {
+  pumping = true;
+  await bootDone;
+  while (jobs.length) {
+    const job = jobs.shift();
+    if (clients.has(job.client)) await runJob(job);
+    await yieldToEventLoop();
+  }
+  pumping = false;
+}
+
+async function runJob({ client, message, work }) {
+  const post = client.send;
+  if (!ready) {
+    post({ type: "error", id: message.id, message: "Python did not start, so this request cannot run." });
+    return;
+  }
+  try {
+    clearInterrupt(); // an interrupt meant for a call that has ended must not hit this one
+    await work();
+  } catch (err) {
+    client.current = null;
+    if (isFatal(err)) { // Python cannot be used again: every page starts a worker of its own
+      broadcast({ type: "fatal", id: message.id, message: describeError(err).message });
+      self.close();
+      return;
+    }
+    if (isInterrupt(err)) { // the page interrupted a call that stopped answering
+      post({ type: "interrupted" });
+      post({ type: "error", id: message.id, message: INTERRUPTED });
+      return;
+    }
+    // An unexpected Python exception: report it and keep serving.
+    const { message: text, detail } = describeError(err);
+    console.error(detail);
+    post({ type: "error", id: message.id, message: text });
+  }
+}
 
 // paceMs > 0 is slow motion: one step per batch (a budget of 0 ms still runs one step), then
 // a pause, so the page can show each step as it happens.
-async function generate({ id, settings = {}, pace_ms: pace }) {
+function generate(client, message) {
+  const { id, settings = {}, pace_ms: pace } = message;
+  const post = client.send;
   const paceMs = Math.min(Math.max(Number(pace) || 0, 0), 2000);
-  const started = call("start", settings);
+  const started = call(client.session, "start", settings);
   if (!started.ok) {
     post({ type: "invalid", id, errors: started.errors });
     return;
   }
   post({ type: "started", id, settings: started.settings, prompt_tokens: started.prompt_tokens, healed: started.healed });
-  current = { id, stopRequested: earlyStops.delete(id) };
-  for (const old of earlyStops) if (old < id) earlyStops.delete(old); // stops that came too late
-  try {
-    for (;;) {
-      const out = current.stopRequested ? call("cancel") : call("advance", { budget_ms: paceMs > 0 ? 0 : BATCH_MS });
-      if (out.steps.length || !current.stopRequested) post({ type: "steps", id, steps: out.steps });
-      if (out.done) {
-        post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, cut: out.cut, json: out.json });
-        return;
-      }
-      if (paceMs > 0) await sleep(paceMs);
-      else await yieldToEventLoop(); // a waiting "stop" is handled here
+  const run = { id, stopRequested: client.earlyStops.delete(id) };
+  client.current = run;
+  for (const old of client.earlyStops) if (old < id) client.earlyStops.delete(old); // stops that came too late
+  const batch = () => {
+    if (client.current !== run) return; // replaced or failed meanwhile
+    const out = run.stopRequested ? call(client.session, "cancel") : call(client.session, "advance", { budget_ms: paceMs > 0 ? 0 : BATCH_MS });
+    if (out.steps.length || !run.stopRequested) post({ type: "steps", id, steps: out.steps });
+    if (out.done) {
+      client.current = null;
+      post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, cut: out.cut, json: out.json });
+      return;
     }
-  } finally {
-    current = null;
-  }
+    if (paceMs > 0) setTimeout(() => enqueue(client, message, batch), paceMs);
+    else enqueue(client, message, batch);
+  };
+  batch();
 }
 
 // After a restart: make the run on screen again (webapi restore_start), in batches so that the
 // worker keeps answering the page; given up as soon as the learner starts a new run, which
 // replaces the one on screen anyway.
-let restoreAbandoned = false;
-
-async function restore({ id, settings = {}, steps }) {
-  restoreAbandoned = false;
-  let out = call("restore_start", { settings, steps });
-  while (out.ok && !out.done) {
-    await yieldToEventLoop(); // a heartbeat, or a new run that makes this moot, gets its turn
-    if (restoreAbandoned) {
-      out = { ok: false, abandoned: true };
-      break;
-    }
-    out = call("restore_advance", { budget_ms: BATCH_MS });
-  }
-  post({ type: "reply", id, result: out });
+function restore(client, { id, settings = {}, steps }) {
+  client.restoreAbandoned = false;
+  const finish = (out) => client.send({ type: "reply", id, result: out });
+  let out = call(client.session, "restore_start", { settings, steps });
+  const more = () => {
+    if (client.restoreAbandoned) return finish({ ok: false, abandoned: true });
+    out = call(client.session, "restore_advance", { budget_ms: BATCH_MS });
+    if (out.ok && !out.done) enqueue(client, { id }, more);
+    else finish(out);
+  };
+  if (out.ok && !out.done) enqueue(client, { id }, more);
+  else finish(out);
 }
 
-// What the page can ask, besides the heartbeat and "stop": one call into Python (any endpoint
-// of decodelab.webapi), the two requests that run over many turns of the event loop, and the
-// memory the worker holds (WebAssembly memory, Python objects), for the soak test.
+// What a page can ask, besides the heartbeat and "stop": one call into Python (any endpoint of
+// decodelab.webapi), the two requests that run over many jobs, and the memory the worker holds
+// (WebAssembly memory, Python objects), for the soak test.
 const HANDLERS = {
-  call: (m) => post({ type: "reply", id: m.id, result: call(String(m.endpoint), m.request ?? {}) }),
+  call: (client, m) => client.send({ type: "reply", id: m.id, result: call(client.session, String(m.endpoint), m.request ?? {}) }),
   generate,
   restore,
-  "memory-report": (m) => post({ type: "reply", id: m.id, result: memoryReport(pyodide) }),
+  "memory-report": (client, m) => client.send({ type: "reply", id: m.id, result: memoryReport(pyodide) }),
 };
 
-// Requests run one at a time, in arrival order, after boot. "stop" skips the queue: it only
-// raises a flag that the running generation reads between batches.
-let queue = boot().catch((err) => {
-  const text = runtimeProblem() || String((err && err.message) || err);
-  console.error(text);
-  post({ type: "boot-error", message: text.includes("Traceback") ? describeError(err).message : text });
-});
-
-self.onmessage = (event) => {
-  const message = event.data || {};
+function receive(client, message) {
+  const post = client.send;
   if (controlMessage(message, { post, pyodide: () => pyodide })) return; // heartbeat, test faults
   if (message.type === "stop") {
-    if (current && (message.id === undefined || message.id === current.id)) current.stopRequested = true;
-    else if (message.id !== undefined) earlyStops.add(message.id);
+    const run = client.current;
+    if (run && (message.id === undefined || message.id === run.id)) run.stopRequested = true;
+    else if (message.id !== undefined) client.earlyStops.add(message.id);
     return;
   }
-  if (message.type === "generate") restoreAbandoned = true; // the run on screen is replaced
+  if (message.type === "bye") { // the page is going: its state in Python goes too
+    clients.delete(client);
+    if (ready && client.session !== BOOT_SESSION) webapi.forget(client.session);
+    return;
+  }
+  if (message.type === "generate") client.restoreAbandoned = true; // the run on screen is replaced
   const handler = Object.hasOwn(HANDLERS, message.type) ? HANDLERS[message.type] : null;
   if (!handler) {
     post({ type: "error", id: message.id, message: `Unknown request type ${JSON.stringify(message.type)}.` });
     return;
   }
-  queue = queue.then(async () => {
-    if (!ready) {
-      post({ type: "error", id: message.id, message: "Python did not start, so this request cannot run." });
-      return;
-    }
-    try {
-      clearInterrupt(); // an interrupt meant for a call that has ended must not hit this one
-      await handler(message);
-    } catch (err) {
-      if (isFatal(err)) { // Python cannot be used again: the page starts a new worker
-        post({ type: "fatal", id: message.id, message: describeError(err).message });
-        self.close();
-        return;
-      }
-      if (isInterrupt(err)) { // the page interrupted a call that stopped answering
-        post({ type: "interrupted" });
-        post({ type: "error", id: message.id, message: INTERRUPTED });
-        return;
-      }
-      // An unexpected Python exception: report it and keep serving.
-      const { message: text, detail } = describeError(err);
-      console.error(detail);
-      post({ type: "error", id: message.id, message: text });
-    }
-  });
-};
+  enqueue(client, message, () => handler(client, message));
+}
+
+// A new page: it sees the start-up's progress so far, and hears "ready" once its session is set up.
+function connect(send, session) {
+  const client = makeClient(send, session);
+  client.first = connections <= 1;
+  clients.add(client);
+  if (booted && booted.error) send({ type: "boot-error", message: booted.error });
+  else if (booted) enqueue(client, {}, () => announce(client));
+  else if (shown.label) send({ type: "progress", ...shown, ms: Math.round(performance.now() - bootStart) });
+  return client;
+}
+
+if (SHARED) {
+  self.onconnect = (event) => {
+    const port = event.ports[0];
+    connections += 1;
+    const client = connect((m) => port.postMessage(m), `widget-${connections}`);
+    port.onmessage = (e) => receive(client, e.data || {});
+  };
+} else {
+  connections = 1;
+  const client = connect((m) => self.postMessage(m), BOOT_SESSION);
+  self.onmessage = (event) => receive(client, event.data || {});
+}

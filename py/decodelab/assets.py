@@ -74,6 +74,19 @@ class Library:
         self.given = root is not None
         self.root = Path(root) if root is not None else default_dir()
         self._corpora, self._models, self._custom = {}, {}, {}
+        self._custom_models = {}  # models of the learner's own text, never shared
+
+    def sharing(self) -> "Library":
+        """A library on the same folder that shares this one's loaded corpora and models, with
+        custom datasets of its own: one Python serving several widgets loads each model once,
+        and text one widget trained on stays that widget's."""
+        other = Library(self.root)
+        other.given = self.given
+        other._corpora, other._models = self._corpora, self._models
+        return other
+
+    def _cache(self, dataset: str) -> dict:
+        return self._custom_models if dataset in self._custom else self._models
 
     def _file(self, folder: str, name: str):
         """A file of the assets folder, or None when there is no folder or no such file."""
@@ -111,7 +124,8 @@ class Library:
         """A model of `kind` trained on `dataset` read by `tokenizer` ("chars" or "bpe");
         FieldErrors name the field at fault and what exists instead."""
         key = (kind, dataset, tokenizer)
-        if key not in self._models:
+        models = self._cache(dataset)
+        if key not in models:
             if kind not in MODELS:
                 raise FieldError("model", f"Model must be one of {', '.join(MODELS)}; got {kind!r}.")
             self.corpus(dataset)  # a clear message for an unknown dataset
@@ -120,11 +134,11 @@ class Library:
                                               "with special tokens for the question, the answer, "
                                               "a tool call and its result; choose bpe.")
             if check("tokenizer", tokenizer) == "bpe":
-                self._models[key] = self._bpe_model(kind, dataset)
+                models[key] = self._bpe_model(kind, dataset)
             else:
                 loader = self._bigram if kind == "bigram" else self._transformer
-                self._models[key] = loader(dataset)
-        return self._models[key]
+                models[key] = loader(dataset)
+        return models[key]
 
     def for_settings(self, settings):
         """The model a run with these settings uses."""
@@ -169,7 +183,8 @@ class Library:
         if name == "chars":
             return CharTokenizer(corpus.chars)
         key = ("bpe", dataset)  # kept beside the models (their keys have three parts)
-        if key not in self._models:
+        models = self._cache(dataset)
+        if key not in models:
             path = None if dataset in self._custom else self._file("models", f"bpe-{dataset}.npz")
             if path is None:
                 have = [d for d in self.datasets() if self._file("models", f"bpe-{d}.npz")]
@@ -178,8 +193,8 @@ class Library:
                                               f"has chars only.")
             from decodelab.bpe import BPE
 
-            self._models[key] = BPE.load(path)
-        return self._models[key]
+            models[key] = BPE.load(path)
+        return models[key]
 
     def has_model(self, kind: str, dataset: str, tokenizer: str = "chars") -> bool:
         if dataset in self._custom:
@@ -197,5 +212,5 @@ class Library:
     def add_custom(self, corpus: Corpus):
         """Register a learner's own corpus and train a bigram on it at once."""
         self._custom[corpus.name] = corpus
-        self._models.pop(("bigram", corpus.name, "chars"), None)
+        self._custom_models.pop(("bigram", corpus.name, "chars"), None)
         return self.model("bigram", corpus.name)

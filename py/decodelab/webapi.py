@@ -107,13 +107,21 @@ def call(name: str, request_json: str = "{}", session: str = "page") -> str:
             raise FieldError("request", f"Unknown request {name!r}; known requests are "
                                         f"{', '.join(ENDPOINTS)}.")
         if name == "setup":
-            SESSIONS[session] = Session(Library(req.get("assets")))
+            # pages served by one Python (widgets sharing a worker) share its loaded models
+            fresh = Library(req.get("assets"))
+            same = next((s.library for s in SESSIONS.values() if s.library.root == fresh.root), None)
+            SESSIONS[session] = Session(same.sharing() if same else fresh)
         elif session not in SESSIONS:
             raise FieldError("request", "Python is not set up for this page yet.")
         out = ENDPOINTS[name](SESSIONS[session], req)
     except (FieldError, FieldErrors) as e:
         return json.dumps(_errors(e))
     return json.dumps({"ok": True, **out})
+
+
+def forget(session: str) -> None:
+    """Drop a page's state when the page is gone (a widget that shared the worker closed)."""
+    SESSIONS.pop(session, None)
 
 
 # --- start-up -------------------------------------------------------------------------------------

@@ -62,3 +62,11 @@ def test_quick_benchmark_prints_every_row(site_root):
     # they tick apart, so a task can show a few microseconds more CPU than wall time)
     assert 0 < main["longest_task_cpu_ms"] <= main["longest_task_wall_ms"] + 1
     assert main["stop_wall_ms"] > 0 and main["stop_cpu_ms"] > 0
+    # many widgets: every page measured, each with its widgets in it, and sharing one Python
+    # costs less than a Python per widget (the numbers themselves are the benchmark's to report)
+    w = result["widgets"]
+    assert [v["frames"] for v in w.values()] == [1, 4, 4]
+    for label, v in w.items():
+        assert f"| {label} |" in text and v["memory_mib"] > 0 and v["cpu_s"] > 0 and v["ready_ms"] > 0
+    shared, each = w["four widgets, one shared Python"], w["four widgets, a Python each"]
+    assert shared["memory_mib"] < each["memory_mib"] and shared["cpu_s"] < each["cpu_s"]
