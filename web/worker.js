@@ -313,6 +313,10 @@ async function runJob({ client, message, work }) {
 // paceMs > 0 is slow motion: one step per batch (a budget of 0 ms still runs one step), then
 // a pause, so the page can show each step as it happens.
 function generate(client, message) {
+  if (client.current) { // this page's previous run goes first (its Stop is already on its way)
+    enqueue(client, message, () => generate(client, message));
+    return;
+  }
   const { id, settings = {}, pace_ms: pace } = message;
   const post = client.send;
   const paceMs = Math.min(Math.max(Number(pace) || 0, 0), 2000);

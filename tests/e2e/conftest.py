@@ -109,3 +109,103 @@ def app(chromium, base_url):
     page = wait_ready(open_page(chromium, base_url))
     yield page
     page.context.close()
+
+
+# --- course pages that embed the widget (tests/e2e/hosts/), on other origins ------------------
+#
+# The course pages are served from 127.0.0.1 and the widget from localhost, so every message
+# crosses origins as it would between a course site and the site hosting decodelab. A third
+# origin (another port on 127.0.0.1) plays a page that should not be obeyed.
+
+HOSTS = Path(__file__).resolve().parent / "hosts"  # course pages that embed the widget
+
+
+def origin(url):
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+@pytest.fixture(scope="module")
+def widget_url(site_root):
+    server, url = serve(site_root, host="localhost")
+    yield url
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def rogue_url(tmp_path_factory):
+    server, url = serve(HOSTS, host="127.0.0.1")
+    yield url
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def host_url(tmp_path_factory, widget_url, rogue_url):
+    """The host pages, with the widget's and the rogue's addresses filled in, on 127.0.0.1."""
+    root = tmp_path_factory.mktemp("hosts")
+    for path in HOSTS.iterdir():
+        text = path.read_text()
+        text = text.replace("{{WIDGET}}", widget_url).replace("{{ROGUE}}", rogue_url)
+        (root / path.name).write_text(text)
+    server, url = serve(root, host="127.0.0.1")
+    yield url
+    server.shutdown()
+
+
+class SitesGuard:
+    """Like conftest's OfflineGuard, for a page that spans several of our own origins."""
+
+    def __init__(self, context, *urls):
+        self.origins = [origin(u) for u in urls]
+        self.blocked = []
+        self.requests = []
+        context.route("**/*", self._route)
+
+    def _route(self, route):
+        url = route.request.url
+        self.requests.append(url)
+        if any(url.startswith(o + "/") for o in self.origins) or url.startswith(("data:", "blob:")):
+            route.continue_()
+        else:
+            self.blocked.append(url)
+            route.abort()
+
+
+@pytest.fixture
+def open_host(chromium, host_url, widget_url, rogue_url):
+    contexts = []
+
+    def opener(name, viewport=None):
+        context = chromium.new_context(viewport=viewport or {"width": 1100, "height": 900},
+                                         service_workers="block")
+        contexts.append(context)
+        guard = SitesGuard(context, host_url, widget_url, rogue_url)
+        page = context.new_page()
+        page.errors = []
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+        page.guard = guard
+        page.goto(host_url + name)
+        return page
+
+    yield opener
+    for context in contexts:
+        context.close()
+
+
+def seen(page, kind):
+    return page.evaluate("(t) => window.seen.filter((m) => m.type === t)", kind)
+
+
+def wait_seen(page, kind, count=1, timeout=BOOT_TIMEOUT_MS):
+    page.wait_for_function("([t, n]) => window.seen.filter((m) => m.type === t).length >= n",
+                           arg=[kind, count], timeout=timeout)
+    return seen(page, kind)
+
+
+def widget_frame(page):
+    """The widget's frame (the poster first, then the page it becomes)."""
+    for frame in page.frames:
+        if frame.url.startswith("http://localhost"):
+            return frame
+    return None

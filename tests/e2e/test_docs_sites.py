@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, serve
-from tests.e2e.test_embed import SitesGuard, widget_url  # noqa: F401  (a fixture, used by name)
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, SitesGuard, serve
 from tests.e2e.test_page import cli_trace
 
 pytestmark = pytest.mark.browser

@@ -5,9 +5,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, open_page
-from tests.e2e.test_embed import (  # noqa: F401  (fixtures, used by name)
-    host_url, open_host, rogue_url, seen, wait_seen, widget_frame, widget_url)
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, open_page, wait_seen, widget_frame
 from tests.e2e.test_page import cli_trace
 
 pytestmark = pytest.mark.browser

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS
-from tests.e2e.test_embed import (  # noqa: F401  (fixtures, used by name)
-    host_url, open_host, rogue_url, seen, wait_seen, widget_url)
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, wait_seen
 
 pytestmark = pytest.mark.browser
 

@@ -11,9 +11,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, serve
-from tests.e2e.test_embed import (  # noqa: F401  (fixtures, used by name)
-    HOSTS, SitesGuard, host_url, open_host, rogue_url, seen, wait_seen, widget_url)
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, HOSTS, SitesGuard, serve, wait_seen
 from tests.e2e.test_page import cli_trace
 
 pytestmark = pytest.mark.browser
