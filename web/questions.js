@@ -403,7 +403,11 @@ export function createQuestions({ playground }) {
   /** Show only these questions (a widget of one idea). */
   function only(ids) {
     shown = QUESTIONS.map((q) => q.id).filter((id) => ids.includes(id));
-    for (const [id, { form }] of Object.entries(parts)) form.hidden = !shown.includes(id);
+    for (const [id, { form }] of Object.entries(parts)) {
+      form.hidden = !shown.includes(id);
+      // numbered as they are shown: a widget's one question is its first
+      form.querySelector(".q-num").textContent = String(shown.indexOf(id) + 1);
+    }
     updateScore();
   }
 
