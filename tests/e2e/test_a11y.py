@@ -261,3 +261,23 @@ def test_axe_finds_no_serious_violation_on_the_poster_or_a_bad_link(chromium, ba
     finally:
         poster.context.close()
         bad.context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_serious_violation_in_the_embed_dialog(chromium, base_url, scheme):
+    page = wait_ready(open_page(chromium, base_url, color_scheme=scheme))
+    try:
+        page.get_by_role("button", name="Embed this…").click()
+        dialog = page.get_by_role("dialog", name="Embed this in a course page")
+        dialog.get_by_label("Only these (the others are fixed)").check()
+        dialog.get_by_label("Show the Temperature control").check()
+        dialog.get_by_label("Height", exact=True).fill("90")  # an error next to its field
+        page.wait_for_selector("#embed-height-error:not([hidden])")
+        assert page.evaluate("() => document.activeElement.closest('dialog') !== null")  # focus inside
+        violations = axe_violations(page)
+        assert violations == [], json.dumps(violations, indent=1)
+        page.keyboard.press("Escape")  # a dialog closes with Escape, and focus goes back
+        assert not dialog.is_visible()
+        assert page.evaluate("() => document.activeElement.id") == "embed-open"
+    finally:
+        page.context.close()
