@@ -169,7 +169,7 @@ const hooks = {
     state.locks = values && Object.keys(values).length ? { ...values } : null;
     state.baseline = baseline ? { ...baseline } : null;
   },
-  isLocked: (name) => Boolean(state.locks && name in state.locks),
+  isLocked: (name) => Boolean(state.locks && Object.hasOwn(state.locks, name)),
   timings: null, // boot phases in ms, from the worker, once ready
   // Memory the worker holds (WebAssembly memory, live Python objects) and its restarts.
   memory: () => request({ type: "memory-report" }).then((m) => m.result),
@@ -542,8 +542,9 @@ function fitDataset() {
   const d = state.datasets[controls.dataset.value];
   if (!d) return;
   const tokenizers = d.tokenizers || ["chars"];
-  if (!tokenizers.includes(controls.tokenizer.value)) controls.tokenizer.value = tokenizers[0];
-  if (d.tools && !controls.prompt.value.trim() && d.sample_question) controls.prompt.value = d.sample_question;
+  // a tokenizer an embed keeps fixed stays; a mismatch is then named when the run is checked
+  if (!tokenizers.includes(controls.tokenizer.value) && !hooks.isLocked("tokenizer")) controls.tokenizer.value = tokenizers[0];
+  if (d.tools && !controls.prompt.value.trim() && d.sample_question && !hooks.isLocked("prompt")) controls.prompt.value = d.sample_question;
   showTools();
 }
 
@@ -631,7 +632,13 @@ function generateFromForm() {
   dom.formError.hidden = true;
   const result = collect();
   if (result.errors) {
-    const first = FIELD_NAMES.find((name) => result.errors[name]);
+    // a setting whose control is not shown (an embed's fixed one) is named under the form
+    const hidden = Object.entries(result.errors).filter(([name]) => hooks.isLocked(name));
+    if (hidden.length) {
+      dom.formError.textContent = hidden.map(([, message]) => message).join(" ");
+      dom.formError.hidden = false;
+    }
+    const first = FIELD_NAMES.find((name) => result.errors[name] && !hooks.isLocked(name));
     if (first) {
       if (dom.moreRules.contains(controls[first])) dom.moreRules.open = true;
       controls[first].focus();

@@ -140,8 +140,8 @@ class DecodelabEmbed extends HTMLElement {
     if (this.#live) this.#post(full);
     else {
       this.#queue.push(full);
-      // A request to generate starts a widget that is still waiting as a poster.
-      if (message.type === "generate" || message.generate) this.#start();
+      // A request to generate, or for the quiz, starts a widget that is still waiting as a poster.
+      if (message.type === "generate" || message.generate || message.type.endsWith("-state") || message.type === "get-grade") this.#start();
     }
   }
 
@@ -171,12 +171,9 @@ class DecodelabEmbed extends HTMLElement {
       this.#live = true;
       for (const queued of this.#queue.splice(0)) this.#post(queued);
     }
-    const waiting = this.#waiters;
-    this.#waiters = [];
-    for (const w of waiting) {
-      if (w.types.includes(m.type)) w.resolve(m);
-      else this.#waiters.push(w);
-    }
+    // one reply answers one request: the first still waiting for its kind
+    const i = this.#waiters.findIndex((w) => w.types.includes(m.type));
+    if (i >= 0) this.#waiters.splice(i, 1)[0].resolve(m);
     this.dispatchEvent(new CustomEvent(`decodelab-${m.type}`, { detail: m }));
   }
 }

@@ -200,7 +200,7 @@ export function installEmbed(hooks) {
     // the quiz needs no Python: it answers at once, even while Python is still loading
     if (m.type === "get-grade") channel.post("grade", { grade: quiz.grade() });
     else if (m.type === "get-state") channel.post("state", { state: quiz.state(), errors: [] });
-    else if (m.type === "set-state") channel.post("state", { errors: quiz.restore(m.state), state: quiz.state() });
+    else if (m.type === "set-state") channel.post("state", { errors: restoreQuiz(m.state), state: quiz.state() });
     else queue = queue.then(() => handle(m)).catch(() => {});
   });
 
@@ -221,6 +221,15 @@ export function installEmbed(hooks) {
     } else if (m.type === "generate") {
       await idle();
       await generate();
+    }
+  }
+
+  // A saved state put back; whatever goes wrong is a reason in the reply, never silence.
+  function restoreQuiz(state) {
+    try {
+      return quiz.restore(state);
+    } catch (err) {
+      return [{ field: "state", message: `The quiz state could not be restored: ${err.message || err}` }];
     }
   }
 

@@ -211,7 +211,7 @@ export function createExperiment({ call, collect }) {
         const label = document.querySelector(`label[for="${name}"]`);
         return label ? label.textContent.trim() : name;
       });
-      status.textContent = onScreen("controls")
+      status.textContent = Object.keys(checked.errors).every((name) => onScreen("controls", name))
         ? `First fix the settings marked above (${labels.join(", ")}); the experiment uses them.`
         : `This widget's settings cannot be used (${labels.join(", ")}); the experiment needs them.`;
       section.dataset.state = "invalid";

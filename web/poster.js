@@ -13,7 +13,7 @@
 
 import { allowedOrigins, makeChannel, reportHeight } from "./embed.js";
 import { installPlatform } from "./platforms.js";
-import { applyTheme, queryValues, viewFromQuery } from "./urlstate.js";
+import { VIEW_PARAMS, applyTheme, queryValues, viewFromQuery } from "./urlstate.js";
 
 const $ = (id) => document.getElementById(id);
 const values = queryValues(location.search);
@@ -50,14 +50,19 @@ function start(how) {
 // The text, its step view or the live cache check: panels that show a run.
 function showsText() {
   const panels = values.get("panels");
-  if (!panels) return true; // the default panels include the text
+  if (!panels) return !values.has("question"); // the default panels include the text; questions alone do not
   return panels[0].split(",").map((p) => p.trim().toLowerCase()).some((p) => ["text", "inspector", "cache"].includes(p));
 }
 
-// A host's settings before the start: every value becomes text, as in a link.
+// A host's settings before the start: every value becomes text, as in a link. Only settings:
+// what the page is (its panels, controls, hosts, platform) is the link's to say, and a setting
+// the link fixes (controls=) is not the host's to change, before the start as after it.
+const fixedBy = values.get("controls")?.[0].split(",").map((s) => s.trim().toLowerCase().replaceAll("-", "_")) || null;
+
 function keep(settings) {
   if (!settings || typeof settings !== "object" || Array.isArray(settings)) return;
   for (const [name, value] of Object.entries(settings)) {
+    if (Object.hasOwn(VIEW_PARAMS, name) || (fixedBy && !fixedBy.includes(name))) continue;
     fromHost.delete(name);
     const list = Array.isArray(value) ? value : [value];
     for (const item of list) fromHost.append(name, typeof item === "object" && item !== null ? JSON.stringify(item) : String(item));

@@ -7,6 +7,7 @@
 // One request at a time: changes that come while one is on its way are folded into the next.
 
 import { el, pct, readable, spoken } from "./render.js";
+import { onScreen } from "./presence.js";
 
 const SHOWN = 8; // candidates drawn
 
@@ -44,7 +45,10 @@ export function createPreview(app) {
     const checked = app.peek();
     if (checked.errors) {
       dom.box.dataset.state = "invalid";
-      dom.where.textContent = "Fix the setting marked above to see the next token again.";
+      const named = Object.keys(checked.errors);
+      dom.where.textContent = named.every((name) => onScreen("controls", name))
+        ? "Fix the setting marked above to see the next token again."
+        : `This widget's settings cannot be used: ${Object.values(checked.errors).join(" ")}`;
       return;
     }
     const { run, step } = wanted();

@@ -371,8 +371,9 @@ export function createQuestions({ playground }) {
     if (typeof answers !== "object" || Array.isArray(answers)) bad("answers must be an object of question: answer.");
     if (!Array.isArray(checked)) bad("checked must be a list of question names.");
     if (errors.length) return errors;
+    const known = (id) => Object.hasOwn(parts, id);
     for (const [id, value] of Object.entries(answers)) {
-      const part = parts[id];
+      const part = known(id) ? parts[id] : null;
       if (!part) bad(`There is no question ${JSON.stringify(id)}; the questions are ${QUESTIONS.map((q) => q.id).join(", ")}.`);
       else if (part.q.choices && !(Number.isInteger(value) && value >= 0 && value < part.q.choices.length)) {
         bad(`The answer to ${id} must be a choice from 0 to ${part.q.choices.length - 1}; got ${JSON.stringify(value)}.`);
@@ -381,7 +382,7 @@ export function createQuestions({ playground }) {
       }
     }
     for (const id of checked) {
-      if (!parts[id]) bad(`There is no question ${JSON.stringify(id)} to mark as checked.`);
+      if (!known(id)) bad(`There is no question ${JSON.stringify(id)} to mark as checked.`);
     }
     if (errors.length) return errors;
     for (const id of Object.keys(results)) delete results[id];

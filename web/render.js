@@ -77,7 +77,8 @@ export function el(tag, className, text) {
 export function formSettings(app, status) {
   const result = app.collect();
   if (!result.errors) return result.settings;
-  status.textContent = onScreen("controls")
+  // the words point at the fields only where every one at fault is on the screen
+  status.textContent = Object.keys(result.errors).every((name) => onScreen("controls", name))
     ? "Some settings above need fixing first: see the messages next to them."
     : `This widget's settings cannot be used: ${Object.values(result.errors).join(" ")}`;
   return null;

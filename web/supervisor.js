@@ -65,12 +65,16 @@ function spawn(url, shared) {
     const worker = new SharedWorker(url, { type: "module", name: "decodelab" });
     const port = worker.port;
     const bye = () => port.postMessage({ type: "bye" });
-    addEventListener("pagehide", bye);
+    // a page kept for the back button comes back to its session, so only a page that goes says so
+    const leaving = (event) => {
+      if (!event.persisted) bye();
+    };
+    addEventListener("pagehide", leaving);
     return {
       shared: true,
       postMessage: (m) => port.postMessage(m),
       terminate: () => {
-        removeEventListener("pagehide", bye);
+        removeEventListener("pagehide", leaving);
         bye();
         port.close();
       },

@@ -39,7 +39,7 @@ let connections = 0;
 
 // One page: how to reach it, its session in Python, its run and its stops.
 function makeClient(send, session) {
-  return { send, session, current: null, earlyStops: new Set(), restoreAbandoned: false, announced: false };
+  return { send, session, current: null, next: null, earlyStops: new Set(), restoreAbandoned: false, announced: false };
 }
 
 function broadcast(message) {
@@ -266,8 +266,8 @@ const bootDone = boot().catch((err) => {
   broadcast({ type: "boot-error", message: booted.error });
 });
 
-function enqueue(client, message, work) {
-  jobs.push({ client, message, work });
+function enqueue(client, message, work, run = null) {
+  jobs.push({ client, message, work, run });
   if (!pumping) pump();
 }
 
@@ -277,12 +277,13 @@ async function pump() {
   while (jobs.length) {
     const job = jobs.shift();
     if (clients.has(job.client)) await runJob(job);
+    else if (job.message.id !== undefined) job.client.send({ type: "error", id: job.message.id, message: "This page said it was leaving, so its request was not run." });
     await yieldToEventLoop();
   }
   pumping = false;
 }
 
-async function runJob({ client, message, work }) {
+async function runJob({ client, message, work, run }) {
   const post = client.send;
   if (!ready) {
     post({ type: "error", id: message.id, message: "Python did not start, so this request cannot run." });
@@ -292,7 +293,7 @@ async function runJob({ client, message, work }) {
     clearInterrupt(); // an interrupt meant for a call that has ended must not hit this one
     await work();
   } catch (err) {
-    client.current = null;
+    if (run && client.current === run) finishRun(client); // only a batch's failure ends its run
     if (isFatal(err)) { // Python cannot be used again: every page starts a worker of its own
       broadcast({ type: "fatal", id: message.id, message: describeError(err).message });
       self.close();
@@ -312,9 +313,17 @@ async function runJob({ client, message, work }) {
 
 // paceMs > 0 is slow motion: one step per batch (a budget of 0 ms still runs one step), then
 // a pause, so the page can show each step as it happens.
+// A run has ended (done, stopped or failed): a run the page asked for meanwhile starts now.
+function finishRun(client) {
+  client.current = null;
+  const next = client.next;
+  client.next = null;
+  if (next) enqueue(client, next, () => generate(client, next));
+}
+
 function generate(client, message) {
   if (client.current) { // this page's previous run goes first (its Stop is already on its way)
-    enqueue(client, message, () => generate(client, message));
+    client.next = message;
     return;
   }
   const { id, settings = {}, pace_ms: pace } = message;
@@ -334,12 +343,12 @@ function generate(client, message) {
     const out = run.stopRequested ? call(client.session, "cancel") : call(client.session, "advance", { budget_ms: paceMs > 0 ? 0 : BATCH_MS });
     if (out.steps.length || !run.stopRequested) post({ type: "steps", id, steps: out.steps });
     if (out.done) {
-      client.current = null;
       post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, cut: out.cut, json: out.json });
+      finishRun(client);
       return;
     }
-    if (paceMs > 0) setTimeout(() => enqueue(client, message, batch), paceMs);
-    else enqueue(client, message, batch);
+    if (paceMs > 0) setTimeout(() => enqueue(client, message, batch, run), paceMs);
+    else enqueue(client, message, batch, run);
   };
   batch();
 }
@@ -348,7 +357,6 @@ function generate(client, message) {
 // worker keeps answering the page; given up as soon as the learner starts a new run, which
 // replaces the one on screen anyway.
 function restore(client, { id, settings = {}, steps }) {
-  client.restoreAbandoned = false;
   const finish = (out) => client.send({ type: "reply", id, result: out });
   let out = call(client.session, "restore_start", { settings, steps });
   const more = () => {
@@ -383,9 +391,11 @@ function receive(client, message) {
   if (message.type === "bye") { // the page is going: its state in Python goes too
     clients.delete(client);
     if (ready && client.session !== BOOT_SESSION) webapi.forget(client.session);
+    if (SHARED && !clients.size) self.close(); // the last page has gone: so does Python
     return;
   }
   if (message.type === "generate") client.restoreAbandoned = true; // the run on screen is replaced
+  if (message.type === "restore") client.restoreAbandoned = false; // (a generate after it abandons it)
   const handler = Object.hasOwn(HANDLERS, message.type) ? HANDLERS[message.type] : null;
   if (!handler) {
     post({ type: "error", id: message.id, message: `Unknown request type ${JSON.stringify(message.type)}.` });

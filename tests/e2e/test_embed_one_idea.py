@@ -67,6 +67,23 @@ def test_controls_show_one_idea_and_keep_the_rest_at_the_links_values(open_host)
     assert page.errors == []
 
 
+def test_a_fixed_setting_that_stops_a_run_is_named_where_it_can_be_seen(chromium, base_url):
+    page = open_page(chromium, base_url, "index.html?embed=true&controls=max_new_tokens"
+                                         "&min_new_tokens=20&max_new_tokens=30")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    page.get_by_label("Max new tokens", exact=True).fill("10")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    error = page.locator("#form-error")
+    error.wait_for()
+    assert error.inner_text().startswith("Min new tokens must be")  # its own field is not shown
+    assert page.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "invalid"
+    page.get_by_label("Max new tokens", exact=True).fill("40")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    assert page.evaluate("() => window.decodelab.lastRun.then((r) => [r.status, r.settings.min_new_tokens])") \
+        == ["done", 20]
+    page.context.close()
+
+
 def test_controls_that_do_not_exist_are_named(chromium, base_url):
     page = open_page(chromium, base_url, "index.html?embed=true&controls=temprature,top-p")
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)

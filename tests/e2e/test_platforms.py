@@ -122,8 +122,12 @@ def test_any_page_can_grade_and_restore_the_quiz_through_the_message_api(open_ho
     frame.locator("#q-orders").get_by_role("button", name="Check answer").click()
     answered = wait_seen(page, "answered")[-1]
     assert answered["state"]["checked"] == ["top_p", "orders"]
-    # a bad state is named and changes nothing
+    # a bad state is named and changes nothing, whatever its names are
     bad = page.evaluate(f"() => {lab}.setState({{answers: {{top_p: 3}}}})")
     assert bad["errors"][0]["message"].startswith("The answer to top_p must be the number as typed")
     assert bad["state"]["answers"]["top_p"] == "3"
+    for state in ({"answers": {"constructor": 1}}, {"checked": ["toString"]}):
+        reply = page.evaluate(f"(s) => {lab}.setState(s)", state)
+        assert reply["errors"] and "There is no question" in reply["errors"][0]["message"], reply
+        assert reply["state"]["answers"]["top_p"] == "3" and reply["state"]["checked"] == ["top_p", "orders"]
     assert page.errors == []
