@@ -68,30 +68,31 @@ def project_metadata() -> dict:
         raise BuildError(f"cannot read [project] from {rel(path)}: {exc}") from None
 
 
-def test_requirements() -> list[str]:
-    """The project's dependencies plus its `test` optional group from pyproject.toml."""
+def test_requirements(group: str = "test") -> list[str]:
+    """The project's dependencies plus an optional group from pyproject.toml: `test`, or
+    `build` (what assembling the site needs: brotli, for the precompressed copies)."""
     project = project_metadata()
     try:
-        return list(project.get("dependencies", [])) + project["optional-dependencies"]["test"]
+        return list(project.get("dependencies", [])) + project["optional-dependencies"][group]
     except KeyError:
-        raise BuildError("pyproject.toml has no [project.optional-dependencies] test") from None
+        raise BuildError(f"pyproject.toml has no [project.optional-dependencies] {group}") from None
 
 
 def requirement_name(requirement: str) -> str:
     return re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement).group(1)
 
 
-def setup_pip() -> None:
+def setup_pip(group: str = "test") -> None:
     from importlib import metadata
 
     missing = []
-    for req in test_requirements():
+    for req in test_requirements(group):
         try:
             metadata.version(requirement_name(req))
         except metadata.PackageNotFoundError:
             missing.append(req)
     if not missing:
-        say("setup: Python test dependencies present")
+        say(f"setup: Python {group} dependencies present")
         return
     say("setup: installing Python packages: " + ", ".join(missing))
     if run([sys.executable, "-m", "pip", "install", *missing]).returncode != 0:
@@ -428,6 +429,7 @@ def site(runtime: list[Path], page_wheel: Path, stamps: Stamps) -> Path:
 def build(npm: bool = True) -> Path:
     if npm:
         setup_npm()
+    setup_pip("build")
     cache, stamps = UserCache(), Stamps()
     say(f"cache: {cache.root}")
     runtime = fetching.fetch(cache)

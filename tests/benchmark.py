@@ -328,20 +328,24 @@ def json_lines(j: dict) -> list:
 def page_weight(root: Path) -> dict:
     """Bytes of the built site by part (the Python runtime and wheels in pyodide/, the lesson
     data in assets/, the page): raw, and as served compressed by a host that sends the build's
-    gzipped copies (name.gz) where there is one and the file itself otherwise."""
+    gzip copies (name.gz), or its brotli copies (name.br), where there is one and the file
+    itself otherwise."""
     parts = {}
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path.name.endswith(".gz"):
+        if not path.is_file() or path.name.endswith((".gz", ".br")):
             continue
         top = path.relative_to(root).parts[0]
         part = top if (root / top).is_dir() else "page"
         size = path.stat().st_size
-        copy = path.with_name(path.name + ".gz")
-        raw, packed = parts.get(part, (0, 0))
-        parts[part] = (raw + size, packed + (copy.stat().st_size if copy.exists() else size))
-    total = (sum(r for r, _ in parts.values()), sum(g for _, g in parts.values()))
-    return {**{k: {"raw": r, "gzip": g} for k, (r, g) in parts.items()},
-            "total": {"raw": total[0], "gzip": total[1]}}
+        sent = []
+        for suffix in (".gz", ".br"):
+            copy = path.with_name(path.name + suffix)
+            sent.append(copy.stat().st_size if copy.exists() else size)
+        raw, gz, br = parts.get(part, (0, 0, 0))
+        parts[part] = (raw + size, gz + sent[0], br + sent[1])
+    total = tuple(sum(v[i] for v in parts.values()) for i in range(3))
+    return {**{k: {"raw": r, "gzip": g, "brotli": b} for k, (r, g, b) in parts.items()},
+            "total": {"raw": total[0], "gzip": total[1], "brotli": total[2]}}
 
 
 def main_thread_during_runs(page, steps: int) -> dict:
@@ -392,9 +396,10 @@ def stop_latency(page) -> dict:
 
 def hardening_lines(r: dict) -> list:
     w = r["page_weight"]
-    lines = ["", "| page weight (MB) | raw | gzip |", "| --- | ---: | ---: |"]
+    lines = ["", "| page weight (MB) | raw | gzip | brotli |", "| --- | ---: | ---: | ---: |"]
     for part in sorted(k for k in w if k != "total") + ["total"]:
-        lines.append(f"| {part} | {w[part]['raw'] / 1e6:.2f} | {w[part]['gzip'] / 1e6:.2f} |")
+        lines.append(f"| {part} | {w[part]['raw'] / 1e6:.2f} | {w[part]['gzip'] / 1e6:.2f} | "
+                     f"{w[part]['brotli'] / 1e6:.2f} |")
     m = r["main_thread"]
     lines += ["", f"Main thread while streaming {m['tokens']:,} tokens: {m['long_tasks']} long tasks"
                   f" (over 50 ms of wall clock), the longest {m['longest_task_ms']:.0f} ms; the "

@@ -607,6 +607,7 @@ def test_service_worker_lists_every_other_file_with_its_digest(tmp_path):
     (site / "index.html").write_text("<!doctype html>")
     (site / "pyodide" / "a.wasm").write_bytes(bytes(range(256)))
     (site / "index.html.gz").write_bytes(b"precompressed copies are not listed")
+    (site / "index.html.br").write_bytes(b"nor are these")
     build = sitelib.write_service_worker(site, template)
     text = (site / "sw.js").read_text()
     listed = json.loads(text.split("const FILES = ", 1)[1].split(";\n", 1)[0].replace(",\n]", "\n]"))
@@ -632,14 +633,19 @@ def test_precompressed_copies_are_the_files_gzipped_where_that_pays(tmp_path):
     noise = os.urandom(4000)  # gzip cannot shrink it: no copy
     (tmp_path / "app.js").write_bytes(text)
     (tmp_path / "sub" / "model.npz").write_bytes(noise)
+    import brotli
+
     total = sitelib.write_precompressed(tmp_path)
-    copy = tmp_path / "app.js.gz"
-    assert gzip.decompress(copy.read_bytes()) == text and total == copy.stat().st_size
-    assert not (tmp_path / "sub" / "model.npz.gz").exists()
+    copy, squeezed = tmp_path / "app.js.gz", tmp_path / "app.js.br"
+    assert gzip.decompress(copy.read_bytes()) == text and total["gzip"] == copy.stat().st_size
+    assert brotli.decompress(squeezed.read_bytes()) == text and total["brotli"] == squeezed.stat().st_size
+    assert squeezed.stat().st_size < copy.stat().st_size
+    assert not (tmp_path / "sub" / "model.npz.gz").exists() and not (tmp_path / "sub" / "model.npz.br").exists()
     # the same bytes again (no timestamp), and a copy is never compressed again
     first = copy.read_bytes()
     sitelib.write_precompressed(tmp_path)
     assert copy.read_bytes() == first and not (tmp_path / "app.js.gz.gz").exists()
+    assert not (tmp_path / "app.js.br.gz").exists() and not (tmp_path / "app.js.gz.br").exists()
     # the site's weight counts the files, not their copies
     assert sum(sitelib.weight(tmp_path).values()) == len(text) + len(noise)
 

@@ -6,7 +6,8 @@
                          and integrity.json (every runtime file's sha256, checked by the worker)
     static/assets/       the corpora and models, and manifest.json with each file's sha256
     static/sw.js         the service worker, with every file's SHA-256 (offline after a visit)
-    static/**.gz         gzipped copies of the files gzip makes smaller, for hosts that serve them
+    static/**.gz, .br    gzip and brotli copies of the files they make smaller, for hosts that
+                         serve them
 """
 
 from __future__ import annotations
@@ -105,22 +106,33 @@ def assemble(dest: Path, web_dir: Path, runtime: list[Path], wheel_path: Path, l
     return weight(dest)
 
 
-PRECOMPRESSED = (".gz",)  # copies beside the files, not files of the site
+PRECOMPRESSED = (".gz", ".br")  # copies beside the files, not files of the site
+# Brotli's quality 9: 3.9 MB of copies in about 2 s here, against 3.3 MB in 38 s at 11 (the
+# largest), for a build that runs often; gzip's copies of the same files hold 4.6 MB.
+BROTLI_QUALITY = 9
 
 
-def write_precompressed(site: Path, saving: float = 0.1) -> int:
+def write_precompressed(site: Path, saving: float = 0.1) -> dict:
     """Beside every file that gzip makes at least `saving` smaller, its gzipped copy (name.gz,
-    level 9, no timestamp: the same bytes every build), for hosts that send a precompressed copy
-    to browsers that accept it. Returns the bytes the copies hold."""
-    total = 0
+    level 9, no timestamp: the same bytes every build) and, where brotli makes it smaller still,
+    its brotli copy (name.br), for hosts that send a precompressed copy to browsers that accept
+    it. Returns the bytes each kind of copy holds."""
+    import brotli  # the build's one package (pyproject's `build` group; setup installs it)
+
+    total = {"gzip": 0, "brotli": 0}
     for path in sorted(site.rglob("*")):
         if not path.is_file() or path.name.endswith(PRECOMPRESSED):
             continue
         data = path.read_bytes()
         packed = gzip.compress(data, compresslevel=9, mtime=0)
-        if len(packed) <= len(data) * (1 - saving):
-            path.with_name(path.name + ".gz").write_bytes(packed)
-            total += len(packed)
+        if len(packed) > len(data) * (1 - saving):
+            continue
+        path.with_name(path.name + ".gz").write_bytes(packed)
+        total["gzip"] += len(packed)
+        squeezed = brotli.compress(data, quality=BROTLI_QUALITY)
+        if len(squeezed) < len(packed):
+            path.with_name(path.name + ".br").write_bytes(squeezed)
+            total["brotli"] += len(squeezed)
     return total
 
 

@@ -456,14 +456,18 @@ def test_every_runtime_file_is_listed_with_its_hash(site_root):
 
     listed = {f["path"]: f for f in json.loads((site_root / "pyodide" / "integrity.json").read_text())["files"]}
     on_disk = {p.name for p in (site_root / "pyodide").iterdir() if p.name != "integrity.json"}
-    copies = {name for name in on_disk if name.endswith(".gz")}  # for hosts that serve them
+    import brotli
+
+    copies = {name for name in on_disk if name.endswith((".gz", ".br"))}  # for hosts that serve them
     assert set(listed) == on_disk - copies
     for name, row in listed.items():
         assert hashlib.sha256((site_root / "pyodide" / name).read_bytes()).hexdigest() == row["sha256"]
-    # a gzipped copy holds its file's very bytes, so the same hash checks what it sends
-    assert copies and all(name[:-3] in listed or name == "integrity.json.gz" for name in copies)
+    # a gzip or brotli copy holds its file's very bytes, so the same hash checks what it sends
+    assert copies and all(name[:-3] in listed or name[:-3] == "integrity.json" for name in copies)
+    assert any(name.endswith(".br") for name in copies)
     for name in copies:
-        assert gzip.decompress((site_root / "pyodide" / name).read_bytes()) == (site_root / "pyodide" / name[:-3]).read_bytes()
+        unpack = gzip.decompress if name.endswith(".gz") else brotli.decompress
+        assert unpack((site_root / "pyodide" / name).read_bytes()) == (site_root / "pyodide" / name[:-3]).read_bytes()
 
 
 # --- content security -------------------------------------------------------------------------
