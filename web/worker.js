@@ -311,8 +311,6 @@ async function runJob({ client, message, work, run }) {
   }
 }
 
-// paceMs > 0 is slow motion: one step per batch (a budget of 0 ms still runs one step), then
-// a pause, so the page can show each step as it happens.
 // A run has ended (done, stopped or failed): a run the page asked for meanwhile starts now.
 function finishRun(client) {
   client.current = null;
@@ -321,6 +319,9 @@ function finishRun(client) {
   if (next) enqueue(client, next, () => generate(client, next));
 }
 
+// A run: started in one job, then one job per batch, each queued behind whatever other pages
+// asked meanwhile. paceMs > 0 is slow motion: one step per batch (a budget of 0 ms still runs
+// one step), then a pause, so the page can show each step as it happens.
 function generate(client, message) {
   if (client.current) { // this page's previous run goes first (its Stop is already on its way)
     client.next = message;
