@@ -147,6 +147,22 @@ def boot(page) -> dict:
     return page.evaluate("() => window.decodelab.timings")
 
 
+def wait_kept(page, kinds=("runtime-snapshot", "bytecode"), timeout_s=60) -> None:
+    """Until the page's start has kept, for the next one, each of `kinds` (web/kept.js)."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate("""async kinds => {
+        for (const name of await caches.keys()) {
+            if (!name.startsWith("decodelab-kept ")) continue;
+            const urls = (await (await caches.open(name)).keys()).map((r) => r.url);
+            return kinds.every((kind) => urls.some((url) => url.includes(`/${kind}/`)));
+        }
+        return false;
+    }""", list(kinds)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the start kept no {' and '.join(kinds)} in {timeout_s} s")
+        time.sleep(0.25)
+
+
 def boots(browser, repeats: int) -> tuple:
     """The page's start four ways, in a new browser profile each time: cold (nothing saved), warm
     (a reload, with the site saved by its service worker), later (the reload after that: the
@@ -159,6 +175,7 @@ def boots(browser, repeats: int) -> tuple:
         cold.append(boot(page))
         page.wait_for_function("() => window.decodelab.offline.state !== 'saving' "
                                "&& window.decodelab.offline.state !== 'off'", timeout=120_000)
+        wait_kept(page)
         for kept in (warm, later):
             page.reload()
             kept.append(boot(page))

@@ -18,6 +18,8 @@
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport, useInterruptBuffer, watchFatal } from "./health.js";
 import { guardRuntime, runtimeProblem } from "./integrity.js";
 import { createDownloads, megabytes } from "./downloads.js";
+import { packBytecode, settleSources, unpackBytecode, useBytecodeDir } from "./bytecode.js";
+import { drop, findKept, keep } from "./kept.js";
 
 const BATCH_MS = 12;
 const PYODIDE_DIR = new URL("./pyodide/", import.meta.url).href;
@@ -31,6 +33,8 @@ let webapi = null; // the decodelab.webapi module (a PyProxy kept for the worker
 let ready = false; // true once boot has finished without error
 let booted = null; // {info, timings} once ready; {error} if start-up failed
 let bootStart = 0;
+let snapshot = null; // the runtime's memory snapshot (kept.js) this start found
+let bytecode = null; // the kept bytecode of numpy and the package (bytecode.js)
 
 // --- the pages served ---------------------------------------------------------------------------
 
@@ -157,6 +161,49 @@ async function loadAssets() {
   }));
 }
 
+// The runtime files whose bytes decide the memory a snapshot holds. (The package list,
+// pyodide-lock.json, is read by the loader's JavaScript on every start.)
+const RUNTIME_FILES = ["pyodide.asm.js", "pyodide.asm.wasm", "pyodide.mjs", "python_stdlib.zip"];
+// The wheels whose sources the kept bytecode was compiled from (named as in integrity.json).
+const BYTECODE_PACKAGES = ["numpy", "decodelab"];
+
+// Pyodide started from the runtime's snapshot when there is one (kept.js); otherwise started
+// afresh and then, where it can be kept, its memory copied for the next start, before any
+// package is loaded. timings.snapshot says which: "restored", "made", or "none". A restored
+// memory is reseeded, so two starts from one copy do not share random numbers.
+async function startRuntime(loadPyodide, guard, timings) {
+  const load = (extra) => Promise.race([guard.failed, loadPyodide({
+    indexURL: PYODIDE_DIR, lockFileURL: PYODIDE_DIR + "pyodide-lock.json", ...extra,
+  })]);
+  if (snapshot.bytes) {
+    try {
+      const restored = await load({ _loadSnapshot: snapshot.bytes });
+      restored.runPython("import random; random.seed()"); // not the random state of the start that made it
+      timings.snapshot = "restored";
+      return restored;
+    } catch (err) {
+      if (runtimeProblem()) throw err; // a runtime file failed its check: no start can help
+      console.warn(`The runtime's snapshot could not be restored, so Python starts afresh: ${describeError(err).message}`);
+      await drop(snapshot);
+      snapshot = { ...snapshot, bytes: null, state: "none" };
+    }
+  }
+  if (snapshot.state !== "none") {
+    timings.snapshot = "none";
+    return load({});
+  }
+  const started = await load({ _makeSnapshot: true });
+  timings.snapshot = "none";
+  try {
+    const bytes = started.makeMemorySnapshot(); // before any package: see snapshot.js
+    timings.snapshot = "made";
+    keep(snapshot, bytes); // saved while the start goes on
+  } catch (err) {
+    console.warn(`The runtime's snapshot was not made: ${describeError(err).message}`);
+  }
+  return started;
+}
+
 async function boot() {
   bootStart = performance.now();
   const timings = {};
@@ -177,13 +224,32 @@ async function boot() {
   } catch (err) {
     throw new Error(`The Python runtime (pyodide/pyodide.mjs) could not be loaded: ${err.message || err}.`);
   }
-  pyodide = await Promise.race([guard.failed, loadPyodide({ indexURL: PYODIDE_DIR, lockFileURL: PYODIDE_DIR + "pyodide-lock.json" })]);
+  snapshot = await findKept(PYODIDE_DIR, guard.list, "runtime-snapshot", RUNTIME_FILES);
+  pyodide = await startRuntime(loadPyodide, guard, timings);
+  const wheels = guard.list.map((file) => file.path)
+    .filter((path) => path.endsWith(".whl") && BYTECODE_PACKAGES.some((name) => path.startsWith(`${name}-`)));
+  bytecode = wheels.length === BYTECODE_PACKAGES.length
+    ? await findKept(PYODIDE_DIR, guard.list, "bytecode", [...RUNTIME_FILES, ...wheels])
+    : { state: "off", bytes: null };
+  timings.bytecode = bytecode.state === "kept" ? "kept" : "none";
+  if (bytecode.state !== "off") useBytecodeDir(pyodide);
+  if (bytecode.bytes) {
+    try {
+      unpackBytecode(pyodide, bytecode.bytes);
+    } catch (err) {
+      console.warn(`The kept bytecode is not used: ${err.message}`);
+      timings.bytecode = "none";
+      drop(bytecode);
+      bytecode = { ...bytecode, bytes: null, state: "none" };
+    }
+  }
   watchFatal(pyodide, broadcast); // Python unusable from now on (out of memory): the pages restart us
   useInterruptBuffer(pyodide); // where the page is cross-origin isolated (supervisor.js)
   lap("runtime_ms");
 
   progress("numpy", "Loading numpy…", 0.55);
   await loadPythonPackage("numpy");
+  if (bytecode.state !== "off") settleSources(pyodide, "numpy");
   try {
     pyodide.pyimport("numpy").destroy();
   } catch (err) {
@@ -193,6 +259,7 @@ async function boot() {
 
   progress("decodelab", "Loading the decodelab package…", 0.75);
   await loadPythonPackage("decodelab");
+  if (bytecode.state !== "off") settleSources(pyodide, "decodelab");
   try {
     webapi = pyodide.pyimport("decodelab.webapi");
   } catch (err) {
@@ -224,9 +291,22 @@ async function boot() {
   timings.total_ms = Math.round(performance.now() - bootStart);
 
   ready = true;
+  if (bytecode.state === "none") setTimeout(keepBytecode, 0);
   progress("ready", "Ready.", 1);
   booted = { info, timings };
   for (const client of clients) announce(client);
+}
+
+// After a start that found no kept bytecode: keep what Python wrote (bytecode.js).
+function keepBytecode() {
+  try {
+    const t0 = performance.now();
+    const { pack, files } = packBytecode(pyodide);
+    if (files) keep(bytecode, pack);
+    booted.timings.bytecode_pack = { files, bytes: pack.byteLength, ms: Math.round(performance.now() - t0) };
+  } catch (err) {
+    console.warn(`The bytecode was not kept for the next start: ${describeError(err.errno ? `file system error ${err.errno}` : err).message}`);
+  }
 }
 
 // A page is told Python is ready once its session is set up (sharing the loaded models).
@@ -260,6 +340,9 @@ function call(session, endpoint, request = {}) {
 const jobs = [];
 let pumping = false;
 const bootDone = boot().catch((err) => {
+  // What this start used may be what broke it: the next start begins afresh.
+  if (snapshot && snapshot.bytes) drop(snapshot);
+  if (bytecode && bytecode.bytes) drop(bytecode);
   const text = runtimeProblem() || String((err && err.message) || err);
   console.error(text);
   booted = { error: text.includes("Traceback") ? describeError(err).message : text };

@@ -1,0 +1,76 @@
+// What one start keeps for the next, in the browser's Cache Storage, so that a return visit
+// skips work whose result would come out the same:
+//
+// - "runtime-snapshot": a copy of Python's memory right after the runtime is up, before any
+//   package is loaded (Pyodide 0.27 cannot restore a memory that holds numpy's compiled
+//   modules). Restoring it replaces the interpreter's own set-up, about a second of WebAssembly.
+// - "bytecode": numpy's and the package's modules compiled to bytecode (bytecode.js). Pyodide's
+//   numpy comes as source, and a fresh file system would have every module compiled again.
+//
+// Each thing is keyed by the integrity values of the files it came from (the runtime's checked
+// list, integrity.js), so it is only ever used with the very files that made it: new files make
+// a new one and the old one is deleted. A new build of the lesson that leaves those files alone
+// keeps it. Anything that cannot be read, or a start that used it and then failed, deletes it:
+// the next start is a plain one. Where Cache Storage is missing (a page served over plain HTTP
+// from another machine) or refused (some private windows, a course page of another site),
+// every start is a plain one.
+
+const CACHE_PREFIX = "decodelab-kept ";
+
+function usable() {
+  return typeof caches !== "undefined" && typeof caches.open === "function";
+}
+
+async function digestHex(text) {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
+}
+
+/**
+ * The kept `kind` made from the runtime files `paths` of dirUrl, whose checked list is `list`
+ * (integrity.js's entries): {kind, bytes, key, cache, state}. `bytes` is a Uint8Array when a
+ * copy is kept (state "kept"); else null, with state "none" (make one) or "off" (it cannot be
+ * kept here).
+ */
+export async function findKept(dirUrl, list, kind, paths) {
+  const off = { kind, bytes: null, key: null, prefix: null, cache: null, state: "off" };
+  if (!usable()) return off;
+  const byPath = new Map(list.map((file) => [file.path, file.integrity]));
+  if (!paths.every((path) => byPath.has(path))) return off;
+  const prefix = new URL(`${kind}/`, dirUrl).href;
+  const key = prefix + await digestHex(paths.map((path) => byPath.get(path)).join("\n"));
+  const cache = CACHE_PREFIX + dirUrl;
+  try {
+    const response = await (await caches.open(cache)).match(key);
+    if (!response) return { kind, bytes: null, key, prefix, cache, state: "none" };
+    return { kind, bytes: new Uint8Array(await response.arrayBuffer()), key, prefix, cache, state: "kept" };
+  } catch {
+    return off;
+  }
+}
+
+/** Keep `bytes` as `found`'s thing; copies of the same kind from other files go. Never throws. */
+export async function keep(found, bytes) {
+  if (!found.key) return false;
+  try {
+    const cache = await caches.open(found.cache);
+    for (const request of await cache.keys()) {
+      if (request.url.startsWith(found.prefix) && request.url !== found.key) await cache.delete(request);
+    }
+    await cache.put(found.key, new Response(bytes, { headers: { "Content-Type": "application/octet-stream" } }));
+    return true;
+  } catch (err) {
+    console.warn(`The ${found.kind} was not kept for the next start: ${(err && err.message) || err}`);
+    return false;
+  }
+}
+
+/** Delete `found`'s copy (it could not be used). Never throws. */
+export async function drop(found) {
+  if (!found || !found.key) return;
+  try {
+    await (await caches.open(found.cache)).delete(found.key);
+  } catch {
+    // nothing kept, nothing to delete
+  }
+}
