@@ -45,7 +45,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported a
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "py")]
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, open_page, serve, wait_ready  # noqa: E402
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, open_page, serve, wait_kept, wait_ready  # noqa: E402
 from tests.e2e.tasktime import PRESS_STOP, PageTrace  # noqa: E402
 
 RUNS = {
@@ -145,22 +145,6 @@ def browser_rates(page, steps: int, repeats: int) -> dict:
 def boot(page) -> dict:
     wait_ready(page)
     return page.evaluate("() => window.decodelab.timings")
-
-
-def wait_kept(page, kinds=("runtime-snapshot", "bytecode"), timeout_s=60) -> None:
-    """Until the page's start has kept, for the next one, each of `kinds` (web/kept.js)."""
-    deadline = time.monotonic() + timeout_s
-    while not page.evaluate("""async kinds => {
-        for (const name of await caches.keys()) {
-            if (!name.startsWith("decodelab-kept ")) continue;
-            const urls = (await (await caches.open(name)).keys()).map((r) => r.url);
-            return kinds.every((kind) => urls.some((url) => url.includes(`/${kind}/`)));
-        }
-        return false;
-    }""", list(kinds)):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the start kept no {' and '.join(kinds)} in {timeout_s} s")
-        time.sleep(0.25)
 
 
 def boots(browser, repeats: int) -> tuple:

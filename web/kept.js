@@ -10,20 +10,22 @@
 // Each thing is keyed by the integrity values of the files it came from (the runtime's checked
 // list, integrity.js), so it is only ever used with the very files that made it: new files make
 // a new one and the old one is deleted. A new build of the lesson that leaves those files alone
-// keeps it. Anything that cannot be read, or a start that used it and then failed, deletes it:
-// the next start is a plain one. Where Cache Storage is missing (a page served over plain HTTP
+// keeps it. Each copy carries the SHA-256 of its bytes, checked before use (about 40 ms for the
+// snapshot): a copy that does not match, or that cannot be read, or a start that used it and
+// then failed, is deleted, and the start goes on as a plain one. Where Cache Storage is missing (a page served over plain HTTP
 // from another machine) or refused (some private windows, a course page of another site),
 // every start is a plain one.
 
 const CACHE_PREFIX = "decodelab-kept ";
+const DIGEST_HEADER = "X-Decodelab-SHA256";
 
 function usable() {
   return typeof caches !== "undefined" && typeof caches.open === "function";
 }
 
-async function digestHex(text) {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
+async function sha256Hex(bytes) {
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /**
@@ -38,12 +40,19 @@ export async function findKept(dirUrl, list, kind, paths) {
   const byPath = new Map(list.map((file) => [file.path, file.integrity]));
   if (!paths.every((path) => byPath.has(path))) return off;
   const prefix = new URL(`${kind}/`, dirUrl).href;
-  const key = prefix + await digestHex(paths.map((path) => byPath.get(path)).join("\n"));
+  const key = prefix + (await sha256Hex(new TextEncoder().encode(paths.map((path) => byPath.get(path)).join("\n")))).slice(0, 32);
   const cache = CACHE_PREFIX + dirUrl;
   try {
     const response = await (await caches.open(cache)).match(key);
-    if (!response) return { kind, bytes: null, key, prefix, cache, state: "none" };
-    return { kind, bytes: new Uint8Array(await response.arrayBuffer()), key, prefix, cache, state: "kept" };
+    const found = { kind, bytes: null, key, prefix, cache, state: "none" };
+    if (!response) return found;
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (await sha256Hex(bytes) !== response.headers.get(DIGEST_HEADER)) {
+      console.warn(`The ${kind} kept by an earlier start is damaged; it is not used.`);
+      await drop(found);
+      return found;
+    }
+    return { ...found, bytes, state: "kept" };
   } catch {
     return off;
   }
@@ -57,7 +66,8 @@ export async function keep(found, bytes) {
     for (const request of await cache.keys()) {
       if (request.url.startsWith(found.prefix) && request.url !== found.key) await cache.delete(request);
     }
-    await cache.put(found.key, new Response(bytes, { headers: { "Content-Type": "application/octet-stream" } }));
+    const headers = { "Content-Type": "application/octet-stream", [DIGEST_HEADER]: await sha256Hex(bytes) };
+    await cache.put(found.key, new Response(bytes, { headers }));
     return true;
   } catch (err) {
     console.warn(`The ${found.kind} was not kept for the next start: ${(err && err.message) || err}`);

@@ -167,6 +167,18 @@ const RUNTIME_FILES = ["pyodide.asm.js", "pyodide.asm.wasm", "pyodide.mjs", "pyt
 // The wheels whose sources the kept bytecode was compiled from (named as in integrity.json).
 const BYTECODE_PACKAGES = ["numpy", "decodelab"];
 
+// Pyodide 0.27's snapshot: a 48-byte head (a magic number, then where the memory starts), JSON,
+// then the WebAssembly memory, whole 64 KiB pages. (Pyodide sizes its memory from the length
+// before it reads the head, so anything else must not reach it.)
+const SNAPSHOT_MAGIC = 1886286592;
+function looksLikeSnapshot(bytes) {
+  if (bytes.byteLength < 48) return false;
+  const head = new DataView(bytes.buffer, bytes.byteOffset, 48);
+  const memoryAt = head.getUint32(4, true);
+  return head.getUint32(0, true) === SNAPSHOT_MAGIC && memoryAt >= 48 && memoryAt < bytes.byteLength
+    && (bytes.byteLength - memoryAt) % 65536 === 0;
+}
+
 // Pyodide started from the runtime's snapshot when there is one (kept.js); otherwise started
 // afresh and then, where it can be kept, its memory copied for the next start, before any
 // package is loaded. timings.snapshot says which: "restored", "made", or "none". A restored
@@ -175,6 +187,11 @@ async function startRuntime(loadPyodide, guard, timings) {
   const load = (extra) => Promise.race([guard.failed, loadPyodide({
     indexURL: PYODIDE_DIR, lockFileURL: PYODIDE_DIR + "pyodide-lock.json", ...extra,
   })]);
+  if (snapshot.bytes && !looksLikeSnapshot(snapshot.bytes)) {
+    console.warn("The runtime's snapshot is not one, so Python starts afresh.");
+    await drop(snapshot);
+    snapshot = { ...snapshot, bytes: null, state: "none" };
+  }
   if (snapshot.bytes) {
     try {
       const restored = await load({ _loadSnapshot: snapshot.bytes });

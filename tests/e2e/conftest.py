@@ -7,6 +7,7 @@ test would notice the page reaching out to a CDN or anywhere else.
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -94,6 +95,30 @@ def open_page(chromium, base_url, path="", viewport=None, color_scheme="light",
 def wait_ready(page):
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     return page
+
+
+KEPT = """async kinds => {
+    const urls = [];
+    for (const name of await caches.keys()) {
+        if (name.startsWith("decodelab-kept ")) urls.push(...(await (await caches.open(name)).keys()).map((r) => r.url));
+    }
+    return Object.fromEntries(kinds.map((kind) => [kind, urls.filter((url) => url.includes(`/${kind}/`))]));
+}"""
+
+
+def kept(page, kinds=("runtime-snapshot", "bytecode")) -> dict:
+    """What the page's starts have kept for the next one (web/kept.js): kind -> its URLs."""
+    return page.evaluate(KEPT, list(kinds))
+
+
+def wait_kept(page, kinds=("runtime-snapshot", "bytecode"), timeout_s=60) -> dict:
+    """Until the page's start has kept each of `kinds` for the next start."""
+    deadline = time.monotonic() + timeout_s
+    while not all((found := kept(page, kinds)).values()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the start kept no {' and '.join(kinds)} in {timeout_s} s: {found}")
+        time.sleep(0.25)
+    return found
 
 
 @pytest.fixture

@@ -1,0 +1,114 @@
+"""A return visit: the first start keeps a snapshot of Python's memory and numpy's and the
+package's bytecode (web/kept.js, web/bytecode.js); the next start uses them and answers exactly
+as before; anything kept that is damaged is replaced, never trusted."""
+
+import json
+import time
+
+from tests.e2e.conftest import kept, open_page, wait_kept, wait_ready
+from tests.e2e.test_page import assert_same_trace, cli_trace
+
+SETTINGS = {"model": "transformer", "dataset": "prose", "prompt": "The ", "seed": 4,
+            "temperature": 0.9, "top_k": 30, "max_new_tokens": 24, "ignore_eos": True}
+
+
+def start(page) -> dict:
+    """The timings of the page's start, once it is ready."""
+    wait_ready(page)
+    return page.evaluate("() => window.decodelab.timings")
+
+
+def run(page) -> dict:
+    result = page.evaluate("s => window.decodelab.generate(s)", SETTINGS)
+    assert result["status"] == "done", result
+    return json.loads(page.evaluate("() => window.decodelab.trace()"))
+
+
+def sizes(page, urls) -> list:
+    return page.evaluate("urls => Promise.all(urls.map((u) => caches.match(u).then((r) => r.arrayBuffer())))"
+                         ".then((bs) => bs.map((b) => b.byteLength))", urls)
+
+
+def byte16(page, url) -> int:
+    """The first byte of the runtime's build id in the kept snapshot."""
+    return page.evaluate("u => caches.match(u).then((r) => r.arrayBuffer()).then((b) => new Uint8Array(b)[16])", url)
+
+
+def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_same(chromium, base_url):
+    page = open_page(chromium, base_url)
+    try:
+        first = start(page)
+        assert (first["snapshot"], first["bytecode"]) == ("made", "none"), first
+        expected = cli_trace(**SETTINGS)
+        assert_same_trace(run(page), expected)
+        found = wait_kept(page)
+        # one of each, and the snapshot is the runtime's memory (tens of MB), not a stub
+        assert [len(urls) for urls in found.values()] == [1, 1]
+        snapshot_bytes, bytecode_bytes = sizes(page, found["runtime-snapshot"] + found["bytecode"])
+        assert snapshot_bytes > 10_000_000 and bytecode_bytes > 500_000, (snapshot_bytes, bytecode_bytes)
+
+        page.reload()
+        again = start(page)
+        assert (again["snapshot"], again["bytecode"]) == ("restored", "kept"), again
+        assert_same_trace(run(page), expected)
+        # a start from what was kept keeps nothing new: the same two copies
+        assert kept(page) == found
+        assert page.errors == []
+    finally:
+        page.context.close()
+
+
+def test_damaged_copies_are_not_used_and_are_replaced(chromium, base_url):
+    page = open_page(chromium, base_url)
+    try:
+        start(page)
+        found = wait_kept(page)
+        urls = found["runtime-snapshot"] + found["bytecode"]
+        page.evaluate("""urls => Promise.all(urls.map(async (u) => {
+            for (const name of await caches.keys()) {
+                const cache = await caches.open(name);
+                if (await cache.match(u)) await cache.put(u, new Response(new Uint8Array([7, 0, 0, 0, 1, 2, 3])));
+            }
+        }))""", urls)
+        assert sizes(page, urls) == [7, 7]
+
+        page.reload()
+        timings = start(page)
+        # neither damaged copy was used: Python started afresh and compiled its modules...
+        assert (timings["snapshot"], timings["bytecode"]) == ("made", "none"), timings
+        assert_same_trace(run(page), cli_trace(**SETTINGS))
+        # ...and kept good copies in their place, which the next start uses
+        assert wait_kept(page) == found
+        deadline = time.monotonic() + 60
+        while min(sizes(page, urls)) <= 7:
+            assert time.monotonic() < deadline, "the damaged copies were not replaced"
+            time.sleep(0.25)
+        # a copy whose checksum matches but which Pyodide refuses (as it would one made by
+        # another build of the runtime): Python starts afresh and a new one is kept
+        original = byte16(page, found["runtime-snapshot"][0])
+        page.evaluate("""async (u) => {
+            for (const name of await caches.keys()) {
+                const cache = await caches.open(name);
+                const old = await cache.match(u);
+                if (!old) continue;
+                const bytes = new Uint8Array(await old.arrayBuffer());
+                bytes[16] ^= 0xff;  // the runtime's build id
+                const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+                const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+                await cache.put(u, new Response(bytes, {headers: {"X-Decodelab-SHA256": hex}}));
+            }
+        }""", found["runtime-snapshot"][0])
+        page.reload()
+        timings = start(page)
+        assert (timings["snapshot"], timings["bytecode"]) == ("made", "kept"), timings
+        assert_same_trace(run(page), cli_trace(**SETTINGS))
+        deadline = time.monotonic() + 60  # the new copy is saved while the start goes on
+        while byte16(page, found["runtime-snapshot"][0]) != original:
+            assert time.monotonic() < deadline, "no new snapshot was kept"
+            time.sleep(0.25)
+        page.reload()
+        timings = start(page)
+        assert (timings["snapshot"], timings["bytecode"]) == ("restored", "kept"), timings
+        assert page.errors == []
+    finally:
+        page.context.close()
