@@ -10,6 +10,7 @@ Dimension legend: V vocabulary size (EOS + characters).
 Left out: any context beyond one token (the transformer has that).
 """
 
+import functools
 import io
 
 import numpy as np
@@ -37,10 +38,16 @@ class BigramModel:
         self.counts = counts  # (V, V) int64, row = previous token, column = next token
         self.tokenizer = tokenizer
         self.alpha = float(alpha)
-        smoothed = counts + self.alpha  # (V, V)
-        self.log_probs = np.log(smoothed / smoothed.sum(axis=1, keepdims=True))  # (V, V)
-        self.log_probs.setflags(write=False)  # rows are handed out as logits: never edited
         self.context_size = 1
+
+    @functools.cached_property
+    def log_probs(self) -> np.ndarray:
+        """(V, V) log P(next | previous), add-alpha smoothed. Made on first use: a BPE model's
+        table is a million cells, and the page's start only needs its counts."""
+        smoothed = self.counts + self.alpha  # (V, V)
+        table = np.log(smoothed / smoothed.sum(axis=1, keepdims=True))
+        table.setflags(write=False)  # rows are handed out as logits: never edited
+        return table
 
     @classmethod
     def fit(cls, corpus, alpha: float = 1.0, tokenizer=None) -> "BigramModel":
@@ -58,7 +65,9 @@ class BigramModel:
     def nll(self, sequences) -> float:
         """Mean negative log-likelihood in nats per predicted token (EOS included)."""
         prev, nxt = pair_ids(sequences, self.tokenizer)
-        return float(-self.log_probs[prev, nxt].mean())
+        # the table's cells for these pairs, from the counts (the table itself may not be made)
+        rows = self.counts.sum(axis=1) + self.alpha * self.tokenizer.vocab_size  # (V,)
+        return float(-(np.log(self.counts[prev, nxt] + self.alpha) - np.log(rows[prev])).mean())
 
     def all_logits(self, tokens, dtype=np.float64) -> np.ndarray:
         """The logits at every position (T, V): row t is the table's row for tokens[t]."""

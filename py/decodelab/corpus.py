@@ -8,6 +8,8 @@ Left out: downloading and cleaning the raw sources (build.py does that once, and
 by hash).
 """
 
+import functools
+
 import numpy as np
 
 from decodelab.fields import FieldError
@@ -29,7 +31,12 @@ class Corpus:
         n_val = min(n_val, len(self.sequences) - 1)
         self.val = [self.sequences[i] for i in order[:n_val]]
         self.train = [self.sequences[i] for i in order[n_val:]]
-        self.chars = "".join(sorted(set("".join(self.sequences))))
+
+    @functools.cached_property
+    def chars(self) -> str:
+        """Every character of the corpus, sorted (for a character tokenizer; found on first use,
+        as the page's start does not need them for a corpus of millions of characters)."""
+        return "".join(sorted(set("".join(self.sequences))))
 
 
 

@@ -129,7 +129,8 @@ def test_a_file_that_fails_its_check_is_not_saved_and_the_page_works_online(cont
         status = offline(page)
         assert status["state"] == "failed", status
         assert "could not be saved" in page.locator("#offline").inner_text()
-        assert page.evaluate("() => caches.keys()") == []  # nothing half-saved is kept
+        # nothing half-saved is kept (what Python's start keeps for the next is apart: test_return)
+        assert [n for n in page.evaluate("() => caches.keys()") if not n.startswith("decodelab-kept ")] == []
         result = page.evaluate("s => window.decodelab.generate(s)", {"seed": 1, "max_new_tokens": 8})
         assert result["status"] == "done"
     finally:

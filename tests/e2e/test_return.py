@@ -112,3 +112,31 @@ def test_damaged_copies_are_not_used_and_are_replaced(chromium, base_url):
         assert page.errors == []
     finally:
         page.context.close()
+
+
+# A browser that refuses Cache Storage to the page (as some private windows do): every start
+# is a plain one, and nothing says otherwise.
+REFUSED = 'self.caches.open = () => Promise.reject(new DOMException("The operation is insecure.", "SecurityError"));\n'
+
+
+def test_where_nothing_can_be_kept_every_start_is_a_plain_one(chromium, base_url):
+    page = open_page(chromium, base_url)
+    try:
+        def refuse(route):
+            response = route.fetch()
+            route.fulfill(response=response, body=REFUSED + response.text())
+        start(page)
+        wait_kept(page)  # the first start's copies, kept before the refusal: gone
+        page.context.route("**/kept.js", refuse)
+        page.evaluate("async () => { for (const name of await caches.keys()) await caches.delete(name); }")
+        page.reload()
+        for _ in range(2):
+            timings = start(page)
+            assert (timings["snapshot"], timings["bytecode"]) == ("none", "none"), timings
+            assert_same_trace(run(page), cli_trace(**SETTINGS))
+            page.reload()
+        assert page.evaluate("() => caches.keys()") == []
+        assert page.errors == []
+    finally:
+        page.context.unroute_all(behavior="ignoreErrors")  # a request still on its way
+        page.context.close()
