@@ -212,7 +212,7 @@ async function startRuntime(loadPyodide, guard, timings) {
   const started = await load({ _makeSnapshot: true });
   timings.snapshot = "none";
   try {
-    const bytes = started.makeMemorySnapshot(); // before any package: see snapshot.js
+    const bytes = started.makeMemorySnapshot(); // before any package: see kept.js
     timings.snapshot = "made";
     keep(snapshot, bytes); // saved while the start goes on
   } catch (err) {
