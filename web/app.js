@@ -360,7 +360,7 @@ function onReady({ info, timings }) {
   const t = timings || {};
   dom.status.textContent = t.joined
     ? "Ready. This widget shares the Python that the site's other widgets on this page started."
-    : `Ready. Python started in ${seconds(t.total_ms || 0)}.`;
+    : `Ready. Python started in ${seconds(t.total_ms || 0)}${t.snapshot === "restored" ? ", from what this browser kept of its last start" : ""}.`;
   dom.bootTime.textContent = [
     ["runtime", t.runtime_ms], ["numpy", t.numpy_ms], ["package", t.decodelab_ms], ["data", t.assets_ms],
     ["warm-up", t.warmup_ms],

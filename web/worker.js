@@ -242,6 +242,7 @@ async function boot() {
     throw new Error(`The Python runtime (pyodide/pyodide.mjs) could not be loaded: ${err.message || err}.`);
   }
   snapshot = await findKept(PYODIDE_DIR, guard.list, "runtime-snapshot", RUNTIME_FILES);
+  if (snapshot.bytes) progress("runtime", "Restoring the Python runtime this browser kept from its last start…", 0.02);
   pyodide = await startRuntime(loadPyodide, guard, timings);
   const wheels = guard.list.map((file) => file.path)
     .filter((path) => path.endsWith(".whl") && BYTECODE_PACKAGES.some((name) => path.startsWith(`${name}-`)));

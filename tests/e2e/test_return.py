@@ -39,6 +39,7 @@ def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_
     try:
         first = start(page)
         assert (first["snapshot"], first["bytecode"]) == ("made", "none"), first
+        assert "kept" not in page.locator("#status").inner_text()
         expected = cli_trace(**SETTINGS)
         assert_same_trace(run(page), expected)
         found = wait_kept(page)
@@ -50,6 +51,8 @@ def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_
         page.reload()
         again = start(page)
         assert (again["snapshot"], again["bytecode"]) == ("restored", "kept"), again
+        # the learner is told where the quick start came from
+        assert page.locator("#status").inner_text().endswith(", from what this browser kept of its last start.")
         assert_same_trace(run(page), expected)
         # a start from what was kept keeps nothing new: the same two copies
         assert kept(page) == found
