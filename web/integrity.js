@@ -22,6 +22,12 @@ const failed = new Promise((_, no) => {
 });
 failed.catch(() => {}); // nobody may be waiting when it happens
 
+/** The SHA-256 of some bytes, as 64 hex digits. */
+export async function sha256Hex(bytes) {
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 /** The first problem found, in words, or null. */
 export function runtimeProblem() {
   return problems.length ? problems[0] : null;

@@ -16,16 +16,13 @@
 // Storage is missing (a page served over plain HTTP from another machine) or refused (as in
 // some browsers' private windows), every start is a plain one.
 
+import { sha256Hex } from "./integrity.js";
+
 const CACHE_PREFIX = "decodelab-kept ";
 const DIGEST_HEADER = "X-Decodelab-SHA256";
 
 function usable() {
   return typeof caches !== "undefined" && typeof caches.open === "function";
-}
-
-async function sha256Hex(bytes) {
-  const digest = await crypto.subtle.digest("SHA-256", bytes);
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /**

@@ -16,7 +16,7 @@
 // run, its Stop, its own trained text), and their jobs take turns, batch by batch.
 
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport, useInterruptBuffer, watchFatal } from "./health.js";
-import { guardRuntime, runtimeProblem } from "./integrity.js";
+import { guardRuntime, runtimeProblem, sha256Hex } from "./integrity.js";
 import { createDownloads, megabytes } from "./downloads.js";
 import { packBytecode, settleSources, unpackBytecode, useBytecodeDir } from "./bytecode.js";
 import { drop, findKept, keep } from "./kept.js";
@@ -94,11 +94,6 @@ function yieldToEventLoop() {
 }
 
 // --- boot ---------------------------------------------------------------------------------
-
-async function sha256Hex(buffer) {
-  const digest = await crypto.subtle.digest("SHA-256", buffer);
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 function mkdirTree(path) {
   const dir = path.slice(0, path.lastIndexOf("/"));

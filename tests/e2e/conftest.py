@@ -75,6 +75,14 @@ class OfflineGuard:
             route.abort()
 
 
+def record_errors(page):
+    """page.errors: every uncaught error and console error the page reports from now on."""
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    return page
+
+
 def open_page(chromium, base_url, path="", viewport=None, color_scheme="light",
               service_workers="block"):
     # service workers blocked unless asked for: what a test observes and routes is the network
@@ -83,10 +91,7 @@ def open_page(chromium, base_url, path="", viewport=None, color_scheme="light",
                                    color_scheme=color_scheme, accept_downloads=True,
                                    service_workers=service_workers)
     guard = OfflineGuard(context, base_url)
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page = record_errors(context.new_page())
     page.guard = guard
     page.goto(base_url + path)
     return page
@@ -205,10 +210,7 @@ def open_host(chromium, host_url, widget_url, rogue_url):
                                          service_workers="block")
         contexts.append(context)
         guard = SitesGuard(context, host_url, widget_url, rogue_url)
-        page = context.new_page()
-        page.errors = []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+        page = record_errors(context.new_page())
         page.guard = guard
         page.goto(host_url + name)
         return page

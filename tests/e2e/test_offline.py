@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, ROOT, serve, wait_ready
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, ROOT, record_errors, serve, wait_ready
 from tools.site import write_service_worker
 
 SAVED = "() => ['saved', 'update', 'failed', 'off'].includes(window.decodelab.offline.state)"
@@ -34,10 +34,7 @@ def context(chromium):
 
 
 def visit(context, url):
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page = record_errors(context.new_page())
     page.goto(url)
     wait_ready(page)
     page.wait_for_function(SAVED, timeout=BOOT_TIMEOUT_MS)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, HOSTS, SitesGuard, serve, wait_seen
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, HOSTS, SitesGuard, record_errors, serve, wait_seen
 from tests.e2e.test_page import cli_trace
 
 pytestmark = pytest.mark.browser
@@ -42,11 +42,8 @@ def open_course(chromium, same_site_url, widget_url):
     def opener(name):
         context = chromium.new_context(viewport={"width": 1000, "height": 4000}, service_workers="block")
         contexts.append(context)
-        page = context.new_page()
+        page = record_errors(context.new_page())
         page.guard = SitesGuard(context, same_site_url, widget_url)
-        page.errors = []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
         page.goto(same_site_url + name)
         return page
 
