@@ -93,7 +93,7 @@ const controls = Object.fromEntries(FIELD_NAMES.map((name) => [name, dom.form.el
 const SAMPLING_ONLY = [...dom.form.querySelectorAll("[data-sampling-only] [name]")].map((c) => c.name);
 // The rules behind "More rules": the beginner's path shows the others first.
 const MORE_RULES = [...dom.moreRules.querySelectorAll("[name]")].map((c) => c.name);
-const PHASES = ["runtime", "numpy", "decodelab", "assets", "warmup"];
+const PHASES = ["runtime", "numpy", "decodelab", "assets"];
 const SLOW_MS = 140; // pause after each step in slow motion
 
 // What each kind of model does, in a sentence (Python may send its own description instead).
@@ -243,6 +243,7 @@ worker.addEventListener("message", (event) => {
   switch (m.type) {
     case "progress": return onProgress(m);
     case "ready": return onReady(m);
+    case "warmed-up": return onWarmedUp(m);
     case "boot-error": return onBootError(m.message);
     case "started": return onStarted(m);
     case "steps": return onSteps(m);
@@ -363,12 +364,16 @@ function onReady({ info, timings }) {
     : `Ready. Python started in ${seconds(t.total_ms || 0)}${t.snapshot === "restored" ? ", from what this browser kept of its last start" : ""}.`;
   dom.bootTime.textContent = [
     ["runtime", t.runtime_ms], ["numpy", t.numpy_ms], ["package", t.decodelab_ms], ["data", t.assets_ms],
-    ["warm-up", t.warmup_ms],
   ].filter(([, ms]) => ms != null).map(([what, ms]) => `${what} ${seconds(ms)}`).join(" · ");
   dom.bootBox.classList.add("is-ready");
   setState("ready");
   readyResolve(info);
   if (offline.status.state === "off") offline.start(); // saving the site waits for the page's start
+}
+
+// The worker's first short run of each model, just after ready, has ended (worker.js warmUp).
+function onWarmedUp({ ms }) {
+  if (hooks.timings) hooks.timings.warmup_ms = ms;
 }
 
 function onBootError(message) {

@@ -3,12 +3,13 @@
 //
 // - "runtime-snapshot": a copy of Python's memory right after the runtime is up, before any
 //   package is loaded (Pyodide 0.27 cannot restore a memory that holds numpy's compiled
-//   modules). Restoring it replaces the interpreter's own set-up, about a second of WebAssembly.
+//   modules), with the standard-library modules the start needs already imported (snapshot.js).
+//   Restoring it replaces the interpreter's own set-up, about a second of WebAssembly.
 // - "bytecode": numpy's and the package's modules compiled to bytecode (bytecode.js). Pyodide's
 //   numpy comes as source, and a fresh file system would have every module compiled again.
 //
 // Each thing is keyed by the integrity values of the files it came from (the runtime's checked
-// list, integrity.js), so it is only ever used with the very files that made it: new files make
+// list, integrity.js) and by the recipe that made it (the snapshot's list of modules), so it is only ever used with the very files that made it: new files make
 // a new one and the old one is deleted. A new build of the lesson that leaves those files alone
 // keeps it. Each copy carries the SHA-256 of its bytes, checked before use (some 30 ms for the
 // snapshot's 21 MB). A copy that does not match or cannot be read is deleted, and so is one
@@ -27,17 +28,18 @@ function usable() {
 
 /**
  * The kept `kind` made from the runtime files `paths` of dirUrl, whose checked list is `list`
- * (integrity.js's entries): {kind, bytes, key, cache, state}. `bytes` is a Uint8Array when a
- * copy is kept (state "kept"); else null, with state "none" (make one) or "off" (it cannot be
- * kept here).
+ * (integrity.js's entries), and from `recipe` (words for whatever else decides its bytes):
+ * {kind, bytes, key, cache, state}. `bytes` is a Uint8Array when a copy is kept (state "kept");
+ * else null, with state "none" (make one) or "off" (it cannot be kept here).
  */
-export async function findKept(dirUrl, list, kind, paths) {
+export async function findKept(dirUrl, list, kind, paths, recipe = "") {
   const off = { kind, bytes: null, key: null, prefix: null, cache: null, state: "off" };
   if (!usable()) return off;
   const byPath = new Map(list.map((file) => [file.path, file.integrity]));
   if (!paths.every((path) => byPath.has(path))) return off;
   const prefix = new URL(`${kind}/`, dirUrl).href;
-  const key = prefix + (await sha256Hex(new TextEncoder().encode(paths.map((path) => byPath.get(path)).join("\n")))).slice(0, 32);
+  const made = [...paths.map((path) => byPath.get(path)), ...(recipe ? [recipe] : [])].join("\n");
+  const key = prefix + (await sha256Hex(new TextEncoder().encode(made))).slice(0, 32);
   const cache = CACHE_PREFIX + dirUrl;
   try {
     const response = await (await caches.open(cache)).match(key);

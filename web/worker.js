@@ -20,6 +20,7 @@ import { guardRuntime, runtimeProblem, sha256Hex } from "./integrity.js";
 import { createDownloads, megabytes } from "./downloads.js";
 import { packBytecode, settleSources, unpackBytecode, useBytecodeDir } from "./bytecode.js";
 import { drop, findKept, keep } from "./kept.js";
+import { SNAPSHOT_MODULES, importedSinceSnapshot, looksLikeSnapshot, prepareForSnapshot } from "./snapshot.js";
 
 const BATCH_MS = 12;
 const PYODIDE_DIR = new URL("./pyodide/", import.meta.url).href;
@@ -162,18 +163,6 @@ const RUNTIME_FILES = ["pyodide.asm.js", "pyodide.asm.wasm", "pyodide.mjs", "pyt
 // The wheels whose sources the kept bytecode was compiled from (named as in integrity.json).
 const BYTECODE_PACKAGES = ["numpy", "decodelab"];
 
-// Pyodide 0.27's snapshot: a 48-byte head (a magic number, then where the memory starts), JSON,
-// then the WebAssembly memory, whole 64 KiB pages. (Pyodide sizes its memory from the length
-// before it reads the head, so anything else must not reach it.)
-const SNAPSHOT_MAGIC = 1886286592;
-function looksLikeSnapshot(bytes) {
-  if (bytes.byteLength < 48) return false;
-  const head = new DataView(bytes.buffer, bytes.byteOffset, 48);
-  const memoryAt = head.getUint32(4, true);
-  return head.getUint32(0, true) === SNAPSHOT_MAGIC && memoryAt >= 48 && memoryAt < bytes.byteLength
-    && (bytes.byteLength - memoryAt) % 65536 === 0;
-}
-
 // Pyodide started from the runtime's snapshot when there is one (kept.js); otherwise started
 // afresh and then, where it can be kept, its memory copied for the next start, before any
 // package is loaded. timings.snapshot says which: "restored", "made", or "none". A restored
@@ -207,7 +196,8 @@ async function startRuntime(loadPyodide, guard, timings) {
   const started = await load({ _makeSnapshot: true });
   timings.snapshot = "none";
   try {
-    const bytes = started.makeMemorySnapshot(); // before any package: see kept.js
+    prepareForSnapshot(started);
+    const bytes = started.makeMemorySnapshot(); // before any package: see snapshot.js
     timings.snapshot = "made";
     keep(snapshot, bytes); // saved while the start goes on
   } catch (err) {
@@ -236,7 +226,7 @@ async function boot() {
   } catch (err) {
     throw new Error(`The Python runtime (pyodide/pyodide.mjs) could not be loaded: ${err.message || err}.`);
   }
-  snapshot = await findKept(PYODIDE_DIR, guard.list, "runtime-snapshot", RUNTIME_FILES);
+  snapshot = await findKept(PYODIDE_DIR, guard.list, "runtime-snapshot", RUNTIME_FILES, SNAPSHOT_MODULES.join(" "));
   if (snapshot.bytes) progress("runtime", "Restoring the Python runtime this browser kept from its last start…", 0.02);
   pyodide = await startRuntime(loadPyodide, guard, timings);
   const wheels = guard.list.map((file) => file.path)
@@ -291,23 +281,31 @@ async function boot() {
   if (!info.ok) throw new Error(`The models could not be set up: ${info.errors.map((e) => e.message).join(" ")}`);
   lap("assets_ms");
 
-  // One short run of each model before the page opens (webapi.warm_up says why): the first run
-  // the learner starts is then as smooth as every later one. Only an optimisation: if it fails,
-  // the page opens all the same, and a real run reports whatever is wrong next to its fields.
-  progress("warmup", "Warming up the models…", 0.97);
+  timings.total_ms = Math.round(performance.now() - bootStart);
+  timings.imported_after_snapshot = importedSinceSnapshot(pyodide);
+
+  ready = true;
+  progress("ready", "Ready.", 1);
+  booted = { info, timings };
+  for (const client of clients) announce(client);
+  // The pages' requests wait for these two (they queue behind the start, bootDone).
+  warmUp();
+  if (bytecode.state === "none") keepBytecode();
+}
+
+// One short run of each model as soon as the page has opened, while the learner reads
+// (webapi.warm_up says why): the first run the learner starts is then as smooth as every later
+// one, and a run asked for meanwhile waits a few tenths of a second at most. Only an
+// optimisation: if it fails, a real run reports whatever is wrong next to its fields.
+function warmUp() {
+  const t0 = performance.now();
   try {
     call(BOOT_SESSION, "warm_up");
   } catch (err) {
     console.warn(`The warm-up run failed: ${describeError(err).detail}`);
   }
-  lap("warmup_ms");
-  timings.total_ms = Math.round(performance.now() - bootStart);
-
-  ready = true;
-  if (bytecode.state === "none") setTimeout(keepBytecode, 0);
-  progress("ready", "Ready.", 1);
-  booted = { info, timings };
-  for (const client of clients) announce(client);
+  booted.timings.warmup_ms = Math.round(performance.now() - t0);
+  broadcast({ type: "warmed-up", ms: booted.timings.warmup_ms });
 }
 
 // After a start that found no kept bytecode: keep what Python wrote (bytecode.js).

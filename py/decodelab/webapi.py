@@ -46,8 +46,8 @@ REUSE_APPENDED = "12+7"
 # A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
 # quick baseline compiler and recompiles each function that gets hot with the optimizing one, on
 # background threads. The first real run would pay for that: the recompiling takes the processor
-# from the page while it draws. Warming up while the page shows its loading bar moves the cost
-# there (see `warm_up`).
+# from the page while it draws. Warming up as soon as the page has opened, while the learner
+# reads, moves the cost there (see `warm_up`).
 WARM_UP = (
     {"model": "bigram", "max_new_tokens": 300, "ignore_eos": True, "temperature": 0.8,
      "top_k": 20, "top_p": 0.95, "min_p": 0.01, "repetition_penalty": 1.1, "stop": ["qq"]},

@@ -73,12 +73,15 @@ def test_shell_first_then_ready_with_phases_and_nothing_from_outside(fresh_page)
     assert page.get_by_role("heading").first.is_visible()
     assert page.locator("progress").count() >= 1
     wait_ready(page)
-    # every start-up phase is done, the warm-up run of each model last, and each was timed
+    # every start-up phase is done, and each was timed; the warm-up run of each model comes just
+    # after ready, and says when it has ended
     phases = page.evaluate("() => [...document.querySelectorAll('[data-phase]')]"
                            ".map(li => [li.dataset.phase, li.dataset.state])")
-    assert phases == [[p, "done"] for p in ("runtime", "numpy", "decodelab", "assets", "warmup")]
+    assert phases == [[p, "done"] for p in ("runtime", "numpy", "decodelab", "assets")]
+    page.wait_for_function("() => window.decodelab.timings.warmup_ms !== undefined")
     timings = page.evaluate("() => window.decodelab.timings")
     assert all(timings[f"{p}_ms"] > 0 for p in ("runtime", "numpy", "decodelab", "assets", "warmup"))
+    assert timings["imported_after_snapshot"] == [], timings  # snapshot.js SNAPSHOT_MODULES
     for name in ("Generate", "Export trace", "Stop"):
         assert page.get_by_role("button", name=name, exact=True).count() == 1
     for label in ("Model", "Dataset", "Prompt", "Seed", "Temperature", "Greedy", "Top-k", "Top-p",

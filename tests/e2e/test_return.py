@@ -51,6 +51,8 @@ def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_
         page.reload()
         again = start(page)
         assert (again["snapshot"], again["bytecode"]) == ("restored", "kept"), again
+        # the standard library the start needs came with the snapshot (snapshot.js)
+        assert again["imported_after_snapshot"] == [], again
         # the learner is told where the quick start came from
         assert page.locator("#status").inner_text().endswith(", from what this browser kept of its last start.")
         assert_same_trace(run(page), expected)
