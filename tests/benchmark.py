@@ -162,8 +162,8 @@ def boots(browser, repeats: int) -> tuple:
         server, url = serve(ROOT / "static")
         page = open_page(browser, url, service_workers="allow")
         cold.append(boot(page))
-        page.wait_for_function("() => window.decodelab.offline.state !== 'saving' "
-                               "&& window.decodelab.offline.state !== 'off'", timeout=120_000)
+        page.wait_for_function("() => ['saved', 'update', 'failed']"
+                               ".includes(window.decodelab.offline.state)", timeout=120_000)
         wait_kept(page)
         for kept in (warm, later):
             page.reload()

@@ -368,7 +368,7 @@ function onReady({ info, timings }) {
   dom.bootBox.classList.add("is-ready");
   setState("ready");
   readyResolve(info);
-  if (offline.status.state === "off") offline.start(); // saving the site waits for the page's start
+  offline.start(); // saving the site waits for the page's start (a second call does nothing)
 }
 
 // The worker's first short run of each model, just after ready, has ended (worker.js warmUp).

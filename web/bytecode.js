@@ -13,8 +13,9 @@
 // the integrity values of the runtime and of both wheels: it is only ever used with the very
 // sources it was compiled from.
 //
-// A pack is one Uint8Array: a 4-byte little-endian length, a JSON list of [path, bytes], then
-// the files one after another.
+// The files are kept as one pack (pack.js).
+
+import { filesBelow, packFiles, unpackFiles } from "./pack.js";
 
 // Below an existing folder: Python's writer makes the missing folders of a path one by one, and a
 // missing folder right under the root goes wrong (it is made relative to the working folder).
@@ -40,45 +41,11 @@ for _folder in importlib.util.find_spec(${JSON.stringify(name)}).submodule_searc
 
 /** Write a pack's files under BYTECODE_DIR. Throws if the pack is not one. */
 export function unpackBytecode(pyodide, pack) {
-  const view = new DataView(pack.buffer, pack.byteOffset, pack.byteLength);
-  const headerBytes = view.getUint32(0, true);
-  const files = JSON.parse(new TextDecoder().decode(pack.subarray(4, 4 + headerBytes)));
-  let at = 4 + headerBytes;
-  for (const [path, bytes] of files) {
-    if (typeof path !== "string" || !path.startsWith(`${BYTECODE_DIR}/`) || path.includes("..") || !path.endsWith(".pyc")
-        || !Number.isInteger(bytes) || bytes < 0 || at + bytes > pack.byteLength) {
-      throw new Error(`the kept bytecode has an unreadable entry (${JSON.stringify(path)})`);
-    }
-    pyodide.FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
-    pyodide.FS.writeFile(path, pack.subarray(at, at + bytes));
-    at += bytes;
-  }
-  if (at !== pack.byteLength) throw new Error("the kept bytecode has bytes after its last file");
-  return files.length;
+  return unpackFiles(pyodide.FS, pack, (path) => path.startsWith(`${BYTECODE_DIR}/`) && path.endsWith(".pyc"), "bytecode");
 }
 
 /** Every .pyc Python has written under BYTECODE_DIR, as one pack: {pack, files}. */
 export function packBytecode(pyodide) {
-  const { FS } = pyodide;
-  const paths = [];
-  const walk = (dir) => {
-    for (const name of FS.readdir(dir)) {
-      if (name === "." || name === "..") continue;
-      const path = `${dir}/${name}`;
-      if (FS.isDir(FS.stat(path).mode)) walk(path);
-      else if (name.endsWith(".pyc")) paths.push(path);
-    }
-  };
-  walk(BYTECODE_DIR);
-  const bodies = paths.map((path) => FS.readFile(path));
-  const header = new TextEncoder().encode(JSON.stringify(paths.map((path, i) => [path, bodies[i].byteLength])));
-  const pack = new Uint8Array(4 + header.byteLength + bodies.reduce((sum, body) => sum + body.byteLength, 0));
-  new DataView(pack.buffer).setUint32(0, header.byteLength, true);
-  pack.set(header, 4);
-  let at = 4 + header.byteLength;
-  for (const body of bodies) {
-    pack.set(body, at);
-    at += body.byteLength;
-  }
-  return { pack, files: paths.length };
+  const paths = filesBelow(pyodide.FS, BYTECODE_DIR, (name) => name.endsWith(".pyc"));
+  return { pack: packFiles(pyodide.FS, paths), files: paths.length };
 }

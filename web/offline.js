@@ -3,6 +3,8 @@
 // it holds.
 //
 // The state, for the page's footer and for tests (window.decodelab.offline):
+//   "waiting"      not asked yet: the page has not finished its start
+//   "checking"     asking the browser what it holds
 //   "off"          the browser has no service workers or does not allow them here (a private
 //                  window; an embed on another site, where third-party storage is blocked), or
 //                  the site was built without the file list; the page works online as before
@@ -13,6 +15,8 @@
 // and `controlled`: this page itself was served from the saved files.
 
 const STATES = {
+  waiting: "",
+  checking: "",
   off: "",
   saving: "Saving this lesson so that it opens without a network next time…",
   saved: "Saved on this device: the lesson opens without a network from now on.",
@@ -22,7 +26,7 @@ const STATES = {
 
 export function createOffline(note) {
   const status = {
-    state: "off",
+    state: "waiting",
     controlled: Boolean(globalThis.navigator && navigator.serviceWorker && navigator.serviceWorker.controller),
     build: null, // the build whose files are saved (and serve this page, when controlled)
     next: null, // a newer build, saved and waiting
@@ -73,12 +77,20 @@ export function createOffline(note) {
   }
 
   async function start() {
-    if (!globalThis.navigator || !navigator.serviceWorker || !globalThis.isSecureContext) return status;
+    if (status.state !== "waiting") return status; // asked already
+    if (!globalThis.navigator || !navigator.serviceWorker || !globalThis.isSecureContext) {
+      set("off");
+      return status;
+    }
+    set("checking");
     try {
       navigator.serviceWorker.startMessages();
       const registration = await navigator.serviceWorker.register(new URL("./sw.js", import.meta.url),
         { scope: new URL("./", import.meta.url).href });
-      if (!registration) return status; // blocked by the browser (an automation setting)
+      if (!registration) { // blocked by the browser (an automation setting)
+        set("off");
+        return status;
+      }
       registration.addEventListener("updatefound", () => follow(registration));
       await follow(registration);
     } catch (err) {

@@ -20,6 +20,7 @@ import { guardRuntime, runtimeProblem, sha256Hex } from "./integrity.js";
 import { createDownloads, megabytes } from "./downloads.js";
 import { packBytecode, settleSources, unpackBytecode, useBytecodeDir } from "./bytecode.js";
 import { drop, findKept, keep } from "./kept.js";
+import { packInstalled, restoreInstalled } from "./installed.js";
 import { SNAPSHOT_MODULES, importedSinceSnapshot, looksLikeSnapshot, prepareForSnapshot } from "./snapshot.js";
 
 const BATCH_MS = 12;
@@ -36,6 +37,7 @@ let booted = null; // {info, timings} once ready; {error} if start-up failed
 let bootStart = 0;
 let snapshot = null; // the runtime's memory snapshot (kept.js) this start found
 let bytecode = null; // the kept bytecode of numpy and the package (bytecode.js)
+let installed = null; // numpy and the package as installed (installed.js)
 
 // --- the pages served ---------------------------------------------------------------------------
 
@@ -160,7 +162,8 @@ async function loadAssets() {
 // The runtime files whose bytes decide the memory a snapshot holds. (The package list,
 // pyodide-lock.json, is read by the loader's JavaScript on every start.)
 const RUNTIME_FILES = ["pyodide.asm.js", "pyodide.asm.wasm", "pyodide.mjs", "python_stdlib.zip"];
-// The wheels whose sources the kept bytecode was compiled from (named as in integrity.json).
+// The wheels whose sources the kept bytecode was compiled from, and whose files are kept as
+// installed (named as in integrity.json).
 const BYTECODE_PACKAGES = ["numpy", "decodelab"];
 
 // Pyodide started from the runtime's snapshot when there is one (kept.js); otherwise started
@@ -231,9 +234,9 @@ async function boot() {
   pyodide = await startRuntime(loadPyodide, guard, timings);
   const wheels = guard.list.map((file) => file.path)
     .filter((path) => path.endsWith(".whl") && BYTECODE_PACKAGES.some((name) => path.startsWith(`${name}-`)));
-  bytecode = wheels.length === BYTECODE_PACKAGES.length
-    ? await findKept(PYODIDE_DIR, guard.list, "bytecode", [...RUNTIME_FILES, ...wheels])
-    : { state: "off", bytes: null };
+  const fromWheels = wheels.length === BYTECODE_PACKAGES.length;
+  bytecode = fromWheels ? await findKept(PYODIDE_DIR, guard.list, "bytecode", [...RUNTIME_FILES, ...wheels]) : { state: "off", bytes: null };
+  installed = fromWheels ? await findKept(PYODIDE_DIR, guard.list, "installed", [...RUNTIME_FILES, ...wheels]) : { state: "off", bytes: null };
   timings.bytecode = bytecode.state === "kept" ? "kept" : "none";
   if (bytecode.state !== "off") useBytecodeDir(pyodide);
   if (bytecode.bytes) {
@@ -251,7 +254,18 @@ async function boot() {
   lap("runtime_ms");
 
   progress("numpy", "Loading numpy…", 0.55);
-  await loadPythonPackage("numpy");
+  timings.installed = "none";
+  if (installed.bytes) {
+    try {
+      restoreInstalled(pyodide, installed.bytes, BYTECODE_PACKAGES);
+      timings.installed = "kept";
+    } catch (err) {
+      console.warn(`The kept installed packages are not used: ${describeError(err).message}`);
+      drop(installed);
+      installed = { ...installed, bytes: null, state: "none" };
+    }
+  }
+  if (timings.installed !== "kept") await loadPythonPackage("numpy");
   if (bytecode.state !== "off") settleSources(pyodide, "numpy");
   try {
     pyodide.pyimport("numpy").destroy();
@@ -261,7 +275,7 @@ async function boot() {
   lap("numpy_ms");
 
   progress("decodelab", "Loading the decodelab package…", 0.75);
-  await loadPythonPackage("decodelab");
+  if (timings.installed !== "kept") await loadPythonPackage("decodelab");
   if (bytecode.state !== "off") settleSources(pyodide, "decodelab");
   try {
     webapi = pyodide.pyimport("decodelab.webapi");
@@ -291,6 +305,7 @@ async function boot() {
   // The pages' requests wait for these two (they queue behind the start, bootDone).
   warmUp();
   if (bytecode.state === "none") keepBytecode();
+  if (installed.state === "none") keepInstalled();
 }
 
 // One short run of each model as soon as the page has opened, while the learner reads
@@ -317,6 +332,16 @@ function keepBytecode() {
     booted.timings.bytecode_pack = { files, bytes: pack.byteLength, ms: Math.round(performance.now() - t0) };
   } catch (err) {
     console.warn(`The bytecode was not kept for the next start: ${describeError(err.errno ? `file system error ${err.errno}` : err).message}`);
+  }
+}
+
+// After a start that found no kept installed packages: keep them as installed (installed.js).
+function keepInstalled() {
+  try {
+    const { pack, files } = packInstalled(pyodide, BYTECODE_PACKAGES);
+    if (files) keep(installed, pack);
+  } catch (err) {
+    console.warn(`The installed packages were not kept for the next start: ${describeError(err.errno ? `file system error ${err.errno}` : err).message}`);
   }
 }
 
@@ -354,6 +379,7 @@ const bootDone = boot().catch((err) => {
   // What this start used may be what broke it: the next start begins afresh.
   if (snapshot && snapshot.bytes) drop(snapshot);
   if (bytecode && bytecode.bytes) drop(bytecode);
+  if (installed && installed.bytes) drop(installed);
   const text = runtimeProblem() || String((err && err.message) || err);
   console.error(text);
   booted = { error: text.includes("Traceback") ? describeError(err).message : text };

@@ -111,12 +111,12 @@ KEPT = """async kinds => {
 }"""
 
 
-def kept(page, kinds=("runtime-snapshot", "bytecode")) -> dict:
+def kept(page, kinds=("runtime-snapshot", "bytecode", "installed")) -> dict:
     """What the page's starts have kept for the next one (web/kept.js): kind -> its URLs."""
     return page.evaluate(KEPT, list(kinds))
 
 
-def wait_kept(page, kinds=("runtime-snapshot", "bytecode"), timeout_s=60) -> dict:
+def wait_kept(page, kinds=("runtime-snapshot", "bytecode", "installed"), timeout_s=60) -> dict:
     """Until the page's start has kept each of `kinds` for the next start."""
     deadline = time.monotonic() + timeout_s
     while not all((found := kept(page, kinds)).values()):
