@@ -7,7 +7,8 @@ What it measures (all timings are medians over repeats):
   - cold boot: a new browser profile, nothing cached; per phase as the worker reports it
     (runtime, numpy, decodelab, assets) and the page's own navigation-to-ready time;
   - warm boot: a reload in the same profile, once the first start has kept its snapshot of
-    Python's memory and its bytecode (web/kept.js) and the service worker has saved the site
+    Python's memory, its bytecode and the installed packages (web/kept.js) and the service
+    worker has saved the site
     (the files come from there); later: the reload after that (by then the browser keeps the
     runtime's compiled WebAssembly too), and offline: one more with the site's server gone;
   - bigram steps per second with full step records, inside Python in the browser and natively
@@ -233,8 +234,8 @@ def measure(quick: bool = False) -> dict:
         "boot_warm_ms": {k: median_of(warm, k) for k in phases},
         "boot_later_ms": {k: median_of(later, k) for k in phases},
         "boot_offline_ms": {k: median_of(offline, k) for k in phases},
-        # what each start used or made (web/kept.js): e.g. "restored/kept" on a return
-        "boot_kept": {kind: [f"{t.get('snapshot')}/{t.get('bytecode')}" for t in starts]
+        # what each start used or made (web/kept.js): "restored/kept/kept" on a return
+        "boot_kept": {kind: [f"{t.get('snapshot')}/{t.get('bytecode')}/{t.get('installed')}" for t in starts]
                       for kind, starts in (("cold", cold), ("warm", warm), ("later", later),
                                            ("offline", offline))},
         "steps_per_second": {name: {"browser": browser_rate[name], "native": native_rate[name],
@@ -261,7 +262,7 @@ def table(r: dict) -> str:
         lines.append(f"| {k[:-3]} | " + " | ".join(f"{s[k]:.0f}" for s in starts) + " |")
     lines.append("| against cold (page ready) | | " + " | ".join(
         f"{s['page_ready_ms'] / starts[0]['page_ready_ms']:.0%}" for s in starts[1:]) + " |")
-    lines += ["", "Snapshot/bytecode per start: " + "; ".join(
+    lines += ["", "Snapshot/bytecode/installed packages per start: " + "; ".join(
         f"{kind} {', '.join(states)}" for kind, states in r["boot_kept"].items())]
     lines += ["", "| run (steps/s, full step records) | browser | native | native / browser |",
               "| --- | ---: | ---: | ---: |"]

@@ -42,6 +42,33 @@ def test_save_load_round_trip(tmp_path, small_model):
     assert BigramModel.load((tmp_path / "m.npz").read_bytes()).counts.sum() == m.counts.sum()
 
 
+def test_the_held_out_loss_is_measured_when_counted_and_saved_with_the_model(tmp_path, small_model):
+    from decodelab.webapi import held_out_nll
+
+    corpus = Corpus("small", ["anna", "bob", "ada", "eve", "otto", "abba", "ida", "ava"] * 3)
+    m = BigramModel.fit(corpus)
+    assert corpus.val and m.val_nll == m.nll(corpus.val)
+    m.save(tmp_path / "m.npz")
+    assert BigramModel.load(tmp_path / "m.npz").val_nll == m.val_nll
+    # a corpus with nothing held out has nothing to measure
+    assert BigramModel.fit(Corpus("t", ["ab", "b"], val_fraction=0)).val_nll is None
+    # a model saved without it (an older file) is scored when asked
+    with np.load(tmp_path / "m.npz") as z:
+        np.savez(tmp_path / "old.npz", **{k: z[k] for k in z.files if k != "val_nll"})
+    old = BigramModel.load(tmp_path / "old.npz")
+    assert old.val_nll is None and held_out_nll(old, corpus) == pytest.approx(m.val_nll, rel=1e-12)
+
+
+def test_shipped_bigrams_carry_their_held_out_loss(artifacts):
+    from decodelab.assets import Library
+
+    lib = Library(artifacts)
+    for dataset, tokenizer in (("names", "chars"), ("prose", "chars"), ("prose", "bpe")):
+        model, corpus = lib.model("bigram", dataset, tokenizer), lib.corpus(dataset)
+        # the number saved at build time is the page's corpus scored again, in full
+        assert model.val_nll == pytest.approx(model.nll(corpus.val), rel=1e-12), dataset
+
+
 def test_logits_rows_cannot_be_edited_by_a_decoder(small_model):
     logits = small_model.session().prefill([])
     with pytest.raises(ValueError):

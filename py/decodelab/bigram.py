@@ -32,13 +32,17 @@ def pair_ids(sequences, tokenizer: CharTokenizer):
 class BigramModel:
     kind = "bigram"
 
-    def __init__(self, counts: np.ndarray, tokenizer: CharTokenizer, alpha: float = 1.0):
+    def __init__(self, counts: np.ndarray, tokenizer: CharTokenizer, alpha: float = 1.0,
+                 val_nll=None):
         V = tokenizer.vocab_size
         assert counts.shape == (V, V), "counts must be (V, V)"
         self.counts = counts  # (V, V) int64, row = previous token, column = next token
         self.tokenizer = tokenizer
         self.alpha = float(alpha)
         self.context_size = 1
+        # nll() of the held-out split of the corpus it was counted from, measured then and saved
+        # with it (as a transformer's is), so that a page's start need not score it again
+        self.val_nll = val_nll
 
     @functools.cached_property
     def log_probs(self) -> np.ndarray:
@@ -56,7 +60,9 @@ class BigramModel:
         V = tokenizer.vocab_size
         prev, nxt = pair_ids(corpus.train, tokenizer)
         counts = np.bincount(prev * V + nxt, minlength=V * V).reshape(V, V)  # (V, V)
-        return cls(counts.astype(np.int64), tokenizer, alpha)
+        model = cls(counts.astype(np.int64), tokenizer, alpha)
+        model.val_nll = model.nll(corpus.val) if corpus.val else None
+        return model
 
     @property
     def n_params(self) -> int:
@@ -79,14 +85,16 @@ class BigramModel:
     def save(self, path) -> None:
         # a BPE table is a million mostly-zero cells: compressed, it is a few hundred KB
         np.savez_compressed(path, counts=self.counts.astype(np.int32), **self.tokenizer.arrays(),
-                 alpha=np.array(self.alpha))
+                 alpha=np.array(self.alpha),
+                 val_nll=np.array(np.nan if self.val_nll is None else self.val_nll))
 
     @classmethod
     def load(cls, path_or_bytes) -> "BigramModel":
         src = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, bytes) else path_or_bytes
         with np.load(src) as z:
-            return cls(z["counts"].astype(np.int64), from_arrays(z),
-                       float(z["alpha"]))
+            val_nll = float(z["val_nll"]) if "val_nll" in z.files else np.nan
+            return cls(z["counts"].astype(np.int64), from_arrays(z), float(z["alpha"]),
+                       None if np.isnan(val_nll) else val_nll)
 
 
 class BigramSession:

@@ -141,6 +141,14 @@ def _transformer_info(library, name: str, tokenizer: str = "chars"):
                                               np.dtype(SESSION_DTYPE).itemsize, 1)["total_bytes"]}
 
 
+def held_out_nll(bigram, corpus):
+    """A bigram's loss on the corpus's held-out split (None if it has none): as measured when
+    it was counted, or now for a model saved without it."""
+    if not corpus.val:
+        return None
+    return bigram.val_nll if bigram.val_nll is not None else bigram.nll(corpus.val)
+
+
 def _dataset_info(library, name: str) -> dict:
     corpus = library.corpus(name)
     tokenizer = library.tokenizers(name)[0]  # the dataset's own (chars, or BPE for tasks)
@@ -157,7 +165,7 @@ def _dataset_info(library, name: str) -> dict:
             "n_train": len(corpus.train),
             # the held-out loss the page shows for a character model (a BPE one's is in "bpe")
             "n_val": len(corpus.val),
-            "val_nll": model.nll(corpus.val) if corpus.val and tokenizer == "chars" else None,
+            "val_nll": held_out_nll(model, corpus) if tokenizer == "chars" else None,
             "examples": corpus.train[:5],
             "tokenizers": library.tokenizers(name),
             # a model that calls tools (the tasks data), and a question to start it with
@@ -179,7 +187,7 @@ def _bpe_info(library, name: str):
     # experiment (and scoring them all at start-up would cost the page a second)
     scored = bigram and corpus.val and not tasks.has_template(tokens)
     return {"models": [k for k in MODELS if library.has_model(k, name, "bpe")],
-            "val_nll": bigram.nll(corpus.val) if scored else None,
+            "val_nll": held_out_nll(bigram, corpus) if scored else None,
             "vocab_size": tokens.vocab_size, "transformer": _transformer_info(library, name, "bpe"),
             "first_merges": [tokens.label(i) for i in range(FIRST_MERGE, min(FIRST_MERGE + 48,
                                                                              tokens.vocab_size))]}

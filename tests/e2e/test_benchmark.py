@@ -31,9 +31,9 @@ def test_quick_benchmark_prints_every_row(site_root):
                    result["boot_offline_ms"]):
         assert all(v > 0 for k, v in phases.items() if k != "integrity_ms"), phases
     # the starts are what their names say: the first makes the copies, the returns use them
-    assert result["boot_kept"] == {"cold": ["made/none"], "warm": ["restored/kept"],
-                                   "later": ["restored/kept"], "offline": ["restored/kept"]}
-    assert "Snapshot/bytecode per start: cold made/none; warm restored/kept" in text
+    assert result["boot_kept"] == {"cold": ["made/none/none"], "warm": ["restored/kept/kept"],
+                                   "later": ["restored/kept/kept"], "offline": ["restored/kept/kept"]}
+    assert "Snapshot/bytecode/installed packages per start: cold made/none/none; warm restored/kept/kept" in text
     for v in list(result["steps_per_second"].values()) + list(result["transformer_tokens_per_second"].values()):
         assert v["browser"] > 0 and v["native"] > 0
     assert "BPE encoding of a" in text

@@ -1,6 +1,7 @@
-"""A return visit: the first start keeps a snapshot of Python's memory and numpy's and the
-package's bytecode (web/kept.js, web/bytecode.js); the next start uses them and answers exactly
-as before; anything kept that is damaged is replaced, never trusted."""
+"""A return visit: the first start keeps a snapshot of Python's memory, and numpy's and the
+package's bytecode and installed files (web/kept.js, snapshot.js, bytecode.js, installed.js);
+the next start uses them and answers exactly as before; anything kept that is damaged is
+replaced, never trusted."""
 
 import json
 import time
@@ -16,6 +17,11 @@ def start(page) -> dict:
     """The timings of the page's start, once it is ready."""
     wait_ready(page)
     return page.evaluate("() => window.decodelab.timings")
+
+
+def used(timings) -> tuple:
+    """What a start did with each kept copy: snapshot, bytecode, installed packages."""
+    return timings["snapshot"], timings["bytecode"], timings["installed"]
 
 
 def run(page) -> dict:
@@ -38,19 +44,20 @@ def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_
     page = open_page(chromium, base_url)
     try:
         first = start(page)
-        assert (first["snapshot"], first["bytecode"]) == ("made", "none"), first
+        assert used(first) == ("made", "none", "none"), first
         assert "kept" not in page.locator("#status").inner_text()
         expected = cli_trace(**SETTINGS)
         assert_same_trace(run(page), expected)
         found = wait_kept(page)
-        # one of each, and the snapshot is the runtime's memory (tens of MB), not a stub
-        assert [len(urls) for urls in found.values()] == [1, 1]
-        snapshot_bytes, bytecode_bytes = sizes(page, found["runtime-snapshot"] + found["bytecode"])
-        assert snapshot_bytes > 10_000_000 and bytecode_bytes > 500_000, (snapshot_bytes, bytecode_bytes)
+        # one of each, and the snapshot is the runtime's memory (tens of MB), the installed
+        # packages numpy's 12 MB and more, not stubs
+        assert [len(urls) for urls in found.values()] == [1, 1, 1]
+        got = sizes(page, found["runtime-snapshot"] + found["bytecode"] + found["installed"])
+        assert got[0] > 10_000_000 and got[1] > 500_000 and got[2] > 12_000_000, got
 
         page.reload()
         again = start(page)
-        assert (again["snapshot"], again["bytecode"]) == ("restored", "kept"), again
+        assert used(again) == ("restored", "kept", "kept"), again
         # the standard library the start needs came with the snapshot (snapshot.js)
         assert again["imported_after_snapshot"] == [], again
         # the learner is told where the quick start came from
@@ -68,19 +75,19 @@ def test_damaged_copies_are_not_used_and_are_replaced(chromium, base_url):
     try:
         start(page)
         found = wait_kept(page)
-        urls = found["runtime-snapshot"] + found["bytecode"]
+        urls = found["runtime-snapshot"] + found["bytecode"] + found["installed"]
         page.evaluate("""urls => Promise.all(urls.map(async (u) => {
             for (const name of await caches.keys()) {
                 const cache = await caches.open(name);
                 if (await cache.match(u)) await cache.put(u, new Response(new Uint8Array([7, 0, 0, 0, 1, 2, 3])));
             }
         }))""", urls)
-        assert sizes(page, urls) == [7, 7]
+        assert sizes(page, urls) == [7, 7, 7]
 
         page.reload()
         timings = start(page)
         # neither damaged copy was used: Python started afresh and compiled its modules...
-        assert (timings["snapshot"], timings["bytecode"]) == ("made", "none"), timings
+        assert used(timings) == ("made", "none", "none"), timings
         assert_same_trace(run(page), cli_trace(**SETTINGS))
         # ...and kept good copies in their place, which the next start uses
         assert wait_kept(page) == found
@@ -105,7 +112,7 @@ def test_damaged_copies_are_not_used_and_are_replaced(chromium, base_url):
         }""", found["runtime-snapshot"][0])
         page.reload()
         timings = start(page)
-        assert (timings["snapshot"], timings["bytecode"]) == ("made", "kept"), timings
+        assert used(timings) == ("made", "kept", "kept"), timings
         assert_same_trace(run(page), cli_trace(**SETTINGS))
         deadline = time.monotonic() + 60  # the new copy is saved while the start goes on
         while byte16(page, found["runtime-snapshot"][0]) != original:
@@ -113,8 +120,45 @@ def test_damaged_copies_are_not_used_and_are_replaced(chromium, base_url):
             time.sleep(0.25)
         page.reload()
         timings = start(page)
-        assert (timings["snapshot"], timings["bytecode"]) == ("restored", "kept"), timings
+        assert used(timings) == ("restored", "kept", "kept"), timings
         assert page.errors == []
+    finally:
+        page.context.close()
+
+
+def test_kept_packages_that_name_a_file_outside_site_packages_are_not_written(chromium, base_url):
+    page = open_page(chromium, base_url)
+    try:
+        start(page)
+        found = wait_kept(page)
+        url = found["installed"][0]
+        # a pack with a good checksum whose one file would land outside site-packages
+        page.evaluate("""async (u) => {
+            const body = new TextEncoder().encode("import os\\n");
+            const head = new TextEncoder().encode(JSON.stringify([["/lib/python3.12/os.py", body.length]]));
+            const bytes = new Uint8Array(4 + head.length + body.length);
+            new DataView(bytes.buffer).setUint32(0, head.length, true);
+            bytes.set(head, 4);
+            bytes.set(body, 4 + head.length);
+            const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+            const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+            for (const name of await caches.keys()) {
+                const cache = await caches.open(name);
+                if (await cache.match(u)) await cache.put(u, new Response(bytes, {headers: {"X-Decodelab-SHA256": hex}}));
+            }
+        }""", url)
+        page.reload()
+        timings = start(page)
+        # not used: the wheels were installed as on a first visit, and Python works as before
+        assert used(timings) == ("restored", "kept", "none"), timings
+        assert_same_trace(run(page), cli_trace(**SETTINGS))
+        deadline = time.monotonic() + 60  # and a good copy took its place
+        while sizes(page, [url])[0] < 12_000_000:
+            assert time.monotonic() < deadline, "the refused copy was not replaced"
+            time.sleep(0.25)
+        page.reload()
+        assert used(start(page)) == ("restored", "kept", "kept")
+        assert_same_trace(run(page), cli_trace(**SETTINGS))
     finally:
         page.context.close()
 
@@ -137,7 +181,7 @@ def test_where_nothing_can_be_kept_every_start_is_a_plain_one(chromium, base_url
         page.reload()
         for _ in range(2):
             timings = start(page)
-            assert (timings["snapshot"], timings["bytecode"]) == ("none", "none"), timings
+            assert used(timings) == ("none", "none", "none"), timings
             assert_same_trace(run(page), cli_trace(**SETTINGS))
             page.reload()
         assert page.evaluate("() => caches.keys()") == []
