@@ -5,10 +5,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from tests.e2e.conftest import ROOT, wait_ready
+from tests.e2e.conftest import ROOT, record_errors, wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -65,6 +66,30 @@ DEFAULTS = dict(Dataset="names", Tokenizer="chars", Token_healing=False, Prompt=
 
 def reset(page, **values):
     set_fields(page, **{**DEFAULTS, **values})
+
+
+def test_python_starts_before_the_page_script_has_loaded(chromium, base_url):
+    # app.js and its modules held back 5 s: the worker (prestart.js) starts all the same, and
+    # what it says meanwhile, "ready" included if it comes first, reaches the page later
+    held_ms = 5000
+    context = chromium.new_context()
+    try:
+        def late(route):
+            time.sleep(held_ms / 1000)
+            route.continue_()
+        context.route("**/app.js", late)
+        page = record_errors(context.new_page())
+        page.goto(base_url)
+        wait_ready(page)
+        timings = page.evaluate("() => window.decodelab.timings")
+        # had the worker waited for app.js, the page would be ready at least held_ms after the
+        # worker's start began; it began near the page's own start instead
+        assert timings["page_ready_ms"] - timings["total_ms"] < held_ms - 1000, timings
+        result = page.evaluate("s => window.decodelab.generate(s)", {"seed": 3, "max_new_tokens": 12})
+        assert result["status"] == "done", result
+        assert page.errors == []
+    finally:
+        context.close()
 
 
 def test_shell_first_then_ready_with_phases_and_nothing_from_outside(fresh_page):
