@@ -4,7 +4,8 @@
 // Each big file's bytes are counted from a copy of its response (Response.clone), so the
 // response Pyodide reads, and compiles as it streams, is left as it is. The total is the size of
 // the runtime files a start fetches (the build marks them `startup` in pyodide/integrity.json:
-// Pyodide, numpy and the decodelab wheel), so "6.1 of 16.9 MB" is known from the first byte;
+// Pyodide, numpy and the decodelab wheel, less the wheels a return has installed already), so
+// "6.1 of 16.9 MB" is known from the first byte;
 // the lesson files' bytes (assets/manifest.json) join it when their phase begins.
 const EVERY_MS = 100; // at most this often a new figure
 
@@ -19,6 +20,7 @@ export function createDownloads(onChange) {
   let open = 0; // responses still arriving
   let last = 0;
   let startup = null; // the paths a start fetches, once the list is read
+  let sizes = new Map(); // path -> bytes, from the list
 
   function tell(force = false) {
     const now = performance.now();
@@ -49,12 +51,24 @@ export function createDownloads(onChange) {
   return {
     /** The build's list of runtime files ({path, bytes}): the total a start fetches. */
     expect(list) {
+      sizes = new Map(list.map((f) => [f.path, f.bytes]));
       startup = new Set(list.filter((f) => f.startup).map((f) => f.path));
       total = list.filter((f) => startup.has(f.path)).reduce((sum, f) => sum + (Number(f.bytes) || 0), 0);
     },
     /** For integrity.js: a checked runtime file's response, as it arrives. */
     watch(file, response) {
       if (!startup || startup.has(file.path)) count(response.clone());
+    },
+    /** Files of the list this start will not fetch after all (skipped = false: will again). */
+    skip(paths, skipped = true) {
+      for (const path of paths) {
+        const counted = Boolean(startup && startup.has(path));
+        if (!startup || counted !== skipped) continue;
+        const bytes = Number(sizes.get(path)) || 0;
+        if (skipped) startup.delete(path);
+        else startup.add(path);
+        total += skipped ? -bytes : bytes;
+      }
     },
     /** The lesson files come after the runtime: their bytes join the total, and the count. */
     expectMore(bytes) {

@@ -12,7 +12,7 @@
 // list, integrity.js) and by the recipe that made it (the snapshot's list of modules), so it is only ever used with the very files that made it: new files make
 // a new one and the old one is deleted. A new build of the lesson that leaves those files alone
 // keeps it. Each copy carries the SHA-256 of its bytes, checked before use (some 30 ms for the
-// snapshot's 21 MB). A copy that does not match or cannot be read is deleted, and so is one
+// snapshot's 25 MB). A copy that does not match or cannot be read is deleted, and so is one
 // that a start used before failing; that start, or the next, is a plain one. Where Cache
 // Storage is missing (a page served over plain HTTP from another machine) or refused (as in
 // some browsers' private windows), every start is a plain one.

@@ -5,12 +5,13 @@
 // so the copy is made right after the runtime is up. Before it is made, the start imports the
 // pure-Python and built-in standard-library modules that numpy, the package and Pyodide's own
 // package loader import later anyway (SNAPSHOT_MODULES). A return then restores them already
-// imported instead of importing them again: importlib.metadata alone, which the loader imports
-// after unpacking its first wheel, takes about 0.2 s of a start in a browser, 0.4 s on a first
-// reload.
+// imported instead of importing them again: importlib.metadata alone, which Python imports the
+// first time the import caches are refreshed after a package is installed, took about 0.2 s of
+// a start in a browser, 0.4 s on a first reload.
 //
-// ctypes is left out on purpose: importing it makes a C callback, whose WebAssembly function
-// lives in the runtime's function table, which is not part of the copy.
+// ctypes is left out on purpose: its import makes a C callback (ctypes/__init__.py does so
+// once), and libffi's callbacks here are WebAssembly functions added to the runtime's function
+// table, which the copy does not hold.
 
 export const SNAPSHOT_MODULES = [
   "__future__", "base64", "calendar", "csv", "dataclasses", "datetime", "email.message",

@@ -230,13 +230,14 @@ async function boot() {
     throw new Error(`The Python runtime (pyodide/pyodide.mjs) could not be loaded: ${err.message || err}.`);
   }
   snapshot = await findKept(PYODIDE_DIR, guard.list, "runtime-snapshot", RUNTIME_FILES, SNAPSHOT_MODULES.join(" "));
-  if (snapshot.bytes) progress("runtime", "Restoring the Python runtime this browser kept from its last start…", 0.02);
-  pyodide = await startRuntime(loadPyodide, guard, timings);
   const wheels = guard.list.map((file) => file.path)
     .filter((path) => path.endsWith(".whl") && BYTECODE_PACKAGES.some((name) => path.startsWith(`${name}-`)));
   const fromWheels = wheels.length === BYTECODE_PACKAGES.length;
   bytecode = fromWheels ? await findKept(PYODIDE_DIR, guard.list, "bytecode", [...RUNTIME_FILES, ...wheels]) : { state: "off", bytes: null };
   installed = fromWheels ? await findKept(PYODIDE_DIR, guard.list, "installed", [...RUNTIME_FILES, ...wheels]) : { state: "off", bytes: null };
+  if (installed.bytes) downloads.skip(wheels); // not fetched this time, unless the copy fails
+  if (snapshot.bytes) progress("runtime", "Restoring the Python runtime this browser kept from its last start…", 0.02);
+  pyodide = await startRuntime(loadPyodide, guard, timings);
   timings.bytecode = bytecode.state === "kept" ? "kept" : "none";
   if (bytecode.state !== "off") useBytecodeDir(pyodide);
   if (bytecode.bytes) {
@@ -261,6 +262,7 @@ async function boot() {
       timings.installed = "kept";
     } catch (err) {
       console.warn(`The kept installed packages are not used: ${describeError(err).message}`);
+      downloads.skip(wheels, false);
       drop(installed);
       installed = { ...installed, bytes: null, state: "none" };
     }

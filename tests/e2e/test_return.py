@@ -4,9 +4,11 @@ the next start uses them and answers exactly as before; anything kept that is da
 replaced, never trusted."""
 
 import json
+import re
 import time
 
 from tests.e2e.conftest import kept, open_page, wait_kept, wait_ready
+from tests.e2e.test_offline import RECORD_STATUS, STARTUP_FILES
 from tests.e2e.test_page import assert_same_trace, cli_trace
 
 SETTINGS = {"model": "transformer", "dataset": "prose", "prompt": "The ", "seed": 4,
@@ -40,7 +42,7 @@ def byte16(page, url) -> int:
     return page.evaluate("u => caches.match(u).then((r) => r.arrayBuffer()).then((b) => new Uint8Array(b)[16])", url)
 
 
-def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_same(chromium, base_url):
+def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_same(chromium, base_url, site_root):
     page = open_page(chromium, base_url)
     try:
         first = start(page)
@@ -55,9 +57,17 @@ def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_
         got = sizes(page, found["runtime-snapshot"] + found["bytecode"] + found["installed"])
         assert got[0] > 10_000_000 and got[1] > 500_000 and got[2] > 12_000_000, got
 
+        page.add_init_script(RECORD_STATUS)
         page.reload()
         again = start(page)
         assert used(again) == ("restored", "kept", "kept"), again
+        # the bytes it counts are the runtime's without the wheels, not fetched this time (then
+        # the lesson files' too)
+        listed = json.loads((site_root / "pyodide" / "integrity.json").read_text())["files"]
+        runtime = sum(f["bytes"] for f in listed if STARTUP_FILES.fullmatch(f["path"]) and not f["path"].endswith(".whl"))
+        lesson = sum(f["bytes"] for f in json.loads((site_root / "assets" / "manifest.json").read_text())["files"])
+        totals = {m[1] for text, _ in page.evaluate("() => window.__statuses") if (m := re.search(r"of ([\d.]+) MB$", text))}
+        assert f"{runtime / 1e6:.1f}" in totals and totals <= {f"{runtime / 1e6:.1f}", f"{(runtime + lesson) / 1e6:.1f}"}, totals
         # the standard library the start needs came with the snapshot (snapshot.js)
         assert again["imported_after_snapshot"] == [], again
         # the learner is told where the quick start came from
