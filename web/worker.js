@@ -304,7 +304,7 @@ async function boot() {
   progress("ready", "Ready.", 1);
   booted = { info, timings };
   for (const client of clients) announce(client);
-  // The pages' requests wait for these two (they queue behind the start, bootDone).
+  // The pages' requests wait for these (they queue behind the start, bootDone).
   warmUp();
   if (bytecode.state === "none") keepBytecode();
   if (installed.state === "none") keepInstalled();
