@@ -42,7 +42,7 @@ export function createOffline(note) {
     return new Promise((resolve) => {
       const heard = (event) => {
         const m = event.data || {};
-        if (m.type !== "offline-status") return;
+        if (m.type !== "offline-status" || event.source !== sw) return;
         navigator.serviceWorker.removeEventListener("message", heard);
         resolve(m);
       };
@@ -51,7 +51,11 @@ export function createOffline(note) {
     });
   }
 
+  // The browser may find a new build while an earlier follow() still waits for an answer about
+  // the old one: only the latest follow() says what is saved.
+  let latest = 0;
   async function follow(registration) {
+    const mine = ++latest;
     const sw = registration.installing || registration.waiting || registration.active;
     if (!sw) return;
     if (sw.state !== "activated") {
@@ -63,6 +67,7 @@ export function createOffline(note) {
         sw.addEventListener("statechange", check);
         check();
       });
+      if (mine !== latest) return;
       if (sw.state === "redundant") {
         set("failed", { message: "the new files could not all be saved (a file failed its check, or the network went away)" });
         return;
@@ -70,6 +75,7 @@ export function createOffline(note) {
     }
     // installed (waiting for the pages of the old build to close) or active: all files are saved
     const reply = await ask(sw);
+    if (mine !== latest) return;
     if (!reply.build) return set("off"); // a site built without the file list (never served so)
     if (reply.held < reply.files) return set("failed", { message: `${reply.held} of ${reply.files} files saved` });
     const update = sw !== registration.active && Boolean(registration.active);

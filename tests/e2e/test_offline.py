@@ -98,6 +98,10 @@ def test_a_new_build_is_taken_whole_on_the_next_visit(context, site_copy, tmp_pa
         page = visit(context, url)
         assert not page.title().startswith("Week 4")
         assert not fetched(page, "app.js").endswith("// week 4\n")
+        # (the old build may say "saved" first: the browser looks for a new one after the visit
+        # has asked what it holds)
+        page.wait_for_function("() => window.decodelab.offline.state !== 'saved'", timeout=BOOT_TIMEOUT_MS)
+        page.wait_for_function(SAVED, timeout=BOOT_TIMEOUT_MS)
         status = offline(page)
         assert status["controlled"] and status["state"] == "update" and status["next"] == new, status
         assert "new version" in page.locator("#offline").inner_text()
