@@ -21,6 +21,7 @@ export function createDownloads(onChange) {
   let last = 0;
   let startup = null; // the paths a start fetches, once the list is read
   let sizes = new Map(); // path -> bytes, from the list
+  const skipped = new Set(); // startup paths this start does not fetch after all
 
   function tell(force = false) {
     const now = performance.now();
@@ -59,16 +60,21 @@ export function createDownloads(onChange) {
     watch(file, response) {
       if (!startup || startup.has(file.path)) count(response.clone());
     },
-    /** Files of the list this start will not fetch after all (skipped = false: will again). */
-    skip(paths, skipped = true) {
+    /** Files of the list this start will not fetch after all: they leave the total. */
+    skip(paths) {
       for (const path of paths) {
-        const counted = Boolean(startup && startup.has(path));
-        if (!startup || counted !== skipped) continue;
-        const bytes = Number(sizes.get(path)) || 0;
-        if (skipped) startup.delete(path);
-        else startup.add(path);
-        total += skipped ? -bytes : bytes;
+        if (!startup || !startup.delete(path)) continue;
+        skipped.add(path);
+        total -= Number(sizes.get(path)) || 0;
       }
+    },
+    /** The skipped files will be fetched after all: they come back into the total. */
+    unskip() {
+      for (const path of skipped) {
+        startup.add(path);
+        total += Number(sizes.get(path)) || 0;
+      }
+      skipped.clear();
     },
     /** The lesson files come after the runtime: their bytes join the total, and the count. */
     expectMore(bytes) {

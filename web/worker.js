@@ -262,7 +262,7 @@ async function boot() {
       timings.installed = "kept";
     } catch (err) {
       console.warn(`The kept installed packages are not used: ${describeError(err).message}`);
-      downloads.skip(wheels, false);
+      downloads.unskip();
       drop(installed);
       installed = { ...installed, bytes: null, state: "none" };
     }

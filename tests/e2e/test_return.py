@@ -5,6 +5,7 @@ replaced, never trusted."""
 
 import json
 import re
+import struct
 import time
 
 from tests.e2e.conftest import kept, open_page, wait_kept, wait_ready
@@ -35,6 +36,18 @@ def run(page) -> dict:
 def sizes(page, urls) -> list:
     return page.evaluate("urls => Promise.all(urls.map((u) => caches.match(u).then((r) => r.arrayBuffer())))"
                          ".then((bs) => bs.map((b) => b.byteLength))", urls)
+
+
+# A JavaScript function (url, bytes): put bytes in place of the kept copy at url, with their
+# SHA-256 in the header kept.js checks, so the copy passes that check.
+PUT_CHECKED = """async (u, bytes) => {
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+    const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+    for (const name of await caches.keys()) {
+        const cache = await caches.open(name);
+        if (await cache.match(u)) await cache.put(u, new Response(bytes, {headers: {"X-Decodelab-SHA256": hex}}));
+    }
+}"""
 
 
 def byte16(page, url) -> int:
@@ -109,16 +122,9 @@ def test_damaged_copies_are_not_used_and_are_replaced(chromium, base_url):
         # another build of the runtime): Python starts afresh and a new one is kept
         original = byte16(page, found["runtime-snapshot"][0])
         page.evaluate("""async (u) => {
-            for (const name of await caches.keys()) {
-                const cache = await caches.open(name);
-                const old = await cache.match(u);
-                if (!old) continue;
-                const bytes = new Uint8Array(await old.arrayBuffer());
-                bytes[16] ^= 0xff;  // the runtime's build id
-                const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-                const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
-                await cache.put(u, new Response(bytes, {headers: {"X-Decodelab-SHA256": hex}}));
-            }
+            const bytes = new Uint8Array(await (await caches.match(u)).arrayBuffer());
+            bytes[16] ^= 0xff;  // the runtime's build id
+            await (""" + PUT_CHECKED + """)(u, bytes);
         }""", found["runtime-snapshot"][0])
         page.reload()
         timings = start(page)
@@ -143,20 +149,10 @@ def test_kept_packages_that_name_a_file_outside_site_packages_are_not_written(ch
         found = wait_kept(page)
         url = found["installed"][0]
         # a pack with a good checksum whose one file would land outside site-packages
-        page.evaluate("""async (u) => {
-            const body = new TextEncoder().encode("import os\\n");
-            const head = new TextEncoder().encode(JSON.stringify([["/lib/python3.12/os.py", body.length]]));
-            const bytes = new Uint8Array(4 + head.length + body.length);
-            new DataView(bytes.buffer).setUint32(0, head.length, true);
-            bytes.set(head, 4);
-            bytes.set(body, 4 + head.length);
-            const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-            const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
-            for (const name of await caches.keys()) {
-                const cache = await caches.open(name);
-                if (await cache.match(u)) await cache.put(u, new Response(bytes, {headers: {"X-Decodelab-SHA256": hex}}));
-            }
-        }""", url)
+        body = b"import os\n"
+        head = json.dumps([["/lib/python3.12/os.py", len(body)]]).encode()
+        pack = struct.pack("<I", len(head)) + head + body  # pack.js's layout
+        page.evaluate("async ([u, b]) => (" + PUT_CHECKED + ")(u, new Uint8Array(b))", [url, list(pack)])
         page.reload()
         timings = start(page)
         # not used: the wheels were installed as on a first visit, and Python works as before
