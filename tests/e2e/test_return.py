@@ -86,7 +86,7 @@ def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_
         # the learner is told where the quick start came from
         assert page.locator("#status").inner_text().endswith(", from what this browser kept of its last start.")
         assert_same_trace(run(page), expected)
-        # a start from what was kept keeps nothing new: the same two copies
+        # a start from what was kept keeps nothing new: the same three copies
         assert kept(page) == found
         assert page.errors == []
     finally:
