@@ -137,7 +137,7 @@ def corpus_artifact(name: str) -> Artifact:
 # Corpora the package generates itself (from a seed, no download): name -> (module, the
 # downloaded corpus it draws from). Running `python -m <module> corpus --names FILE --out
 # FOLDER` writes <name>.txt and <name>.json there.
-GENERATED = {"tasks": ("decodelab.tasks", "names")}
+GENERATED = {"tasks": ("decodelab.core.tasks", "names")}
 
 
 def generated_artifact(name: str) -> Artifact:
@@ -145,8 +145,8 @@ def generated_artifact(name: str) -> Artifact:
     return Artifact(f"corpus {name}", [DATA_DIR / f"{name}.txt", DATA_DIR / f"{name}.json"],
                     {"recipe": "generated corpus", "args": ["-m", module, "corpus"],
                      "names": sha256_file(DATA_DIR / f"{source}.txt"),
-                     "code": source_digests(module_files(PACKAGE_DIR, (module, "decodelab.corpus",
-                                                                       "decodelab.records")))})
+                     "code": source_digests(module_files(PACKAGE_DIR, (module, "decodelab.core.corpus",
+                                                                       "decodelab.core.records")))})
 
 
 def package_env() -> dict:
@@ -184,11 +184,11 @@ def build_corpora(cache: UserCache, stamps: Stamps) -> dict[str, Path]:
     return made
 
 
-# The modules a training loads: decodelab.train (its main() reads the corpus, and imports the
+# The modules a training loads: decodelab.core.train (its main() reads the corpus, and imports the
 # bigram model when asked for one) and what they import (tools/keys.py, module_files).
 TRAIN_MODULES = {
-    "bigram": ("decodelab.train", "decodelab.corpus", "decodelab.bigram"),
-    "transformer": ("decodelab.train", "decodelab.corpus"),
+    "bigram": ("decodelab.core.train", "decodelab.core.corpus", "decodelab.core.bigram"),
+    "transformer": ("decodelab.core.train", "decodelab.core.corpus"),
 }
 # (kind, dataset, tokenizer): "chars", or "bpe" for a model on the tokens of TOKENIZERS'
 # merges. Longest first, so two cores finish soonest.
@@ -205,7 +205,7 @@ def model_name(kind: str, dataset: str, tokenizer: str) -> str:
 def model_artifact(kind: str, dataset: str, tokenizer: str, data: Path) -> Artifact:
     """A trained model: the key covers the training command, the data (and tokenizer) and
     every source file of the package that the training runs."""
-    modules = TRAIN_MODULES[kind] + (() if tokenizer == "chars" else ("decodelab.bpe",))
+    modules = TRAIN_MODULES[kind] + (() if tokenizer == "chars" else ("decodelab.core.bpe",))
     code = module_files(PACKAGE_DIR, modules)
     inputs = {"recipe": "model", "args": train_args(kind, dataset),
               "data": sha256_file(data), "code": source_digests(code)}
@@ -216,12 +216,12 @@ def model_artifact(kind: str, dataset: str, tokenizer: str, data: Path) -> Artif
 
 
 def train_args(kind: str, dataset: str) -> list[str]:
-    return ["-m", "decodelab.train", "--model", kind, "--dataset", dataset]
+    return ["-m", "decodelab.core.train", "--model", kind, "--dataset", dataset]
 
 
 def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps) -> list[Path]:
     """The models: each up to date, copied from the per-user cache, or trained by
-    `python -m decodelab.train`, one process per model (each on one BLAS thread: on two cores
+    `python -m decodelab.core.train`, one process per model (each on one BLAS thread: on two cores
     two processes are faster and steadier than one process with two threads)."""
     todo = []
     for kind, dataset, tokenizer in MODELS:
@@ -261,21 +261,21 @@ def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps
 
 # The BPE tokenizers made at build time, in order: dataset -> None for merges learned from the
 # corpus's training split, or the dataset whose merges it reuses with the special tokens of
-# `decodelab.tasks` added (the tasks data reads the prose's tokens plus its six markers).
+# `decodelab.core.tasks` added (the tasks data reads the prose's tokens plus its six markers).
 TOKENIZERS = {"prose": None, "tasks": "prose"}
-TOKENIZER_MODULES = ("decodelab.bpe", "decodelab.corpus")
+TOKENIZER_MODULES = ("decodelab.core.bpe", "decodelab.core.corpus")
 
 
 def tokenizer_artifact(dataset: str, data: Path) -> Artifact:
     base = TOKENIZERS[dataset]
     if base is None:
         code = module_files(PACKAGE_DIR, TOKENIZER_MODULES)
-        inputs = {"recipe": "tokenizer", "args": ["-m", "decodelab.bpe", "--dataset", dataset],
+        inputs = {"recipe": "tokenizer", "args": ["-m", "decodelab.core.bpe", "--dataset", dataset],
                   "data": sha256_file(data)}
     else:
-        code = module_files(PACKAGE_DIR, ("decodelab.tasks", "decodelab.bpe"))
+        code = module_files(PACKAGE_DIR, ("decodelab.core.tasks", "decodelab.core.bpe"))
         inputs = {"recipe": "tokenizer with special tokens",
-                  "args": ["-m", "decodelab.tasks", "tokenizer"],
+                  "args": ["-m", "decodelab.core.tasks", "tokenizer"],
                   "base": sha256_file(MODELS_DIR / f"bpe-{base}.npz")}
     return Artifact(f"tokenizer bpe-{dataset}", [MODELS_DIR / f"bpe-{dataset}.npz"],
                     {**inputs, "code": source_digests(code)})

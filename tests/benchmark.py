@@ -47,7 +47,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported a
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "py")]
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, open_page, serve, wait_kept, wait_ready  # noqa: E402
+from tests.e2e.conftest import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    open_page,
+    serve,
+    wait_kept,
+    wait_ready,
+)
 from tests.e2e.tasktime import PRESS_STOP, PageTrace  # noqa: E402
 
 RUNS = {
@@ -94,7 +101,7 @@ def transformer_runs(quick: bool) -> dict:
 def tokenize_request() -> dict:
     """10 KB of the prose's validation text (text the tokenizer did not learn from), for the
     bench_tokenize endpoint."""
-    from decodelab.corpus import Corpus, read_corpus
+    from decodelab.core.corpus import Corpus, read_corpus
 
     corpus = Corpus("prose", read_corpus(ROOT / "artifacts" / "data" / "prose.txt"))
     text = "\n".join(corpus.val)

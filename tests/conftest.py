@@ -14,8 +14,8 @@ NAMES = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "harper
 
 @pytest.fixture(scope="session")
 def small_model():
-    from decodelab.bigram import BigramModel
-    from decodelab.corpus import Corpus
+    from decodelab.core.bigram import BigramModel
+    from decodelab.core.corpus import Corpus
 
     return BigramModel.fit(Corpus("small", NAMES * 3))
 
@@ -40,7 +40,7 @@ def api(name, request=None, text=None, session="page") -> dict:
     a JSON object in (or raw `text`), the parsed JSON reply out."""
     import json
 
-    from decodelab import webapi
+    from decodelab.entry import webapi
 
     body = text if text is not None else json.dumps({} if request is None else request)
     return json.loads(webapi.call(name, body, session))
@@ -57,7 +57,7 @@ def run_to_end(settings=None, session="page") -> dict:
 
 def experiment(library, req) -> dict:
     """A whole temperature experiment at once (the page runs it in batches)."""
-    from decodelab.metrics import Experiment
+    from decodelab.lesson.experiment import Experiment
 
     return Experiment(library, req).run().result()
 
@@ -65,8 +65,7 @@ def experiment(library, req) -> dict:
 def decode_distribution(z, **rules):
     """(p_temp, kept, p_final) that the rules make of logits z."""
     import numpy as np
-
-    from decodelab import sampling
+    from decodelab.core import sampling
 
     d = sampling.decide(np.asarray(z, dtype=np.float64), sampling.Rules(**rules))
     return d.p_temp, d.kept, d.p_final

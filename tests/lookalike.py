@@ -29,8 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "py")]
 
-from tests.e2e.conftest import (BOOT_TIMEOUT_MS, CHROMIUM, CHROMIUM_ARGS, STATIC,  # noqa: E402
-                                OfflineGuard, serve, wait_ready)
+from tests.e2e.conftest import (  # noqa: E402
+    BOOT_TIMEOUT_MS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    STATIC,
+    OfflineGuard,
+    serve,
+    wait_ready,
+)
 from tests.e2e.test_page import set_fields, settle  # noqa: E402
 
 HOSTS = ROOT / "tests" / "e2e" / "hosts"
@@ -42,8 +49,10 @@ FIXED_COSTS = """
   const Native = window.Worker;
   if (!Native) return;
   const fix = (m) => {
-    if (!m || m.type !== "kv-costs" || !m.result || !m.result.rows) return;
-    for (const r of m.result.rows) {
+    // the cost sweep's reply: rows of measured milliseconds per context length
+    const rows = m && m.result && m.result.rows;
+    if (!Array.isArray(rows) || !rows.length || !("cached_ms" in rows[0])) return;
+    for (const r of rows) {
       r.cached_ms = 0.05 + 0.002 * r.context;
       r.uncached_ms = 0.3 + 0.06 * r.context;
       r.speedup = r.uncached_ms / r.cached_ms;
@@ -73,6 +82,9 @@ STEADY = r"""
   const meta = at("run-meta");
   if (meta && / · /.test(meta.textContent)) {
     meta.textContent = meta.textContent.replace(/ · [^·]*$/, " · 9.9 s");
+  }
+  for (const node of document.querySelectorAll(".xp-status")) {
+    if (/^Done/.test(node.textContent)) node.textContent = digits(node.textContent);
   }
   const link = at("share-link");
   if (link) link.value = link.value.replace(/^http:\/\/[^/]+\//, "http://127.0.0.1:8000/");
@@ -153,6 +165,9 @@ class Shooter:
         if not self.wanted(name):
             return
         for frame in (page, *frames):
+            # the next-token view redraws after every change of the rules: let it land
+            frame.wait_for_function("() => !(window.decodelab && window.decodelab.lesson"
+                                    " && window.decodelab.lesson.preview.busy)")
             frame.evaluate(STEADY)
         page.mouse.move(0, 0)
         # The window as tall as the page: a tall shot is then taken in one piece, without
@@ -227,6 +242,8 @@ def workbench(browser, url, shoot, tag, width, scheme, theme=None):
     differ = [i for i, s in enumerate(trace["steps"]) if i > 0 and s.get("orders_differ")]
     step = differ[0] if differ else 2  # a decode step
     page.locator(f"#text-gen [data-step='{step}']").click()
+    # the rules in order are worked out only while their box is open
+    page.locator("#pipeline").evaluate("d => { if (!d.open) d.querySelector('summary').click(); }")
     page.wait_for_selector(f"#pipeline[data-state=ready][data-step='{step}']")
     shoot(page, f"{tag}-run-page", full_page=True)
     shoot(page, f"{tag}-run-workbench", section("#workbench"))
@@ -251,10 +268,11 @@ def workbench(browser, url, shoot, tag, width, scheme, theme=None):
     card.get_by_role("button", name="Step", exact=True).click()
     card.get_by_role("button", name="Step", exact=True).click()
     page.wait_for_selector("#pipeline[data-state=ready][data-step='2']")
-    card.get_by_text("The steps as a table").click()
+    page.get_by_text("All the steps as a table", exact=True).click()
     shoot(page, f"{tag}-stepthrough", card)
+    shoot(page, f"{tag}-stepthrough-table", section("#inspector-body details.st-table"))
     shoot(page, f"{tag}-stepthrough-text", section("#output"))
-    card.get_by_text("The steps as a table").click()
+    page.get_by_text("All the steps as a table", exact=True).click()
 
     # A run longer than the names model's window: the check card marks the context shift.
     generate(page, Max_new_tokens=70, Seed=2, Prompt="")
@@ -375,6 +393,92 @@ def workbench(browser, url, shoot, tag, width, scheme, theme=None):
     page.context.close()
 
 
+def lesson(browser, url, shoot, tag, width, scheme, theme=None):
+    """The lesson's panels below the workbench: Try this and its answer, the runs compared, the
+    next token under the rules, tokens (BPE, a stop inside a token, the prefill's rows), tool
+    calls (the calculator in the text, an appended step, what a cache is not, the accuracy
+    experiment), answers with a shape (JSON mode, one card four ways, the validity experiment)
+    and the Embed this dialog."""
+    page = new_page(browser, url, width, scheme)
+    page.goto(url + (f"?theme={theme}" if theme else ""))
+    wait_ready(page)
+    section = page.locator
+    page.wait_for_function("() => document.querySelector('#next-bars').childElementCount > 0")
+    shoot(page, f"{tag}-next", section("#next"))
+
+    # Try this, by its button: top-k 1 against greedy, the answer open, both runs compared.
+    item = section("#try-top-k-1")
+    item.get_by_role("button", name="Try it").click()
+    page.wait_for_selector("#try-top-k-1[data-state=done]")
+    item.locator("details.try-answer summary").click()
+    shoot(page, f"{tag}-try-answer", item)
+    shoot(page, f"{tag}-runs-compare", section("#runs"))
+
+    # Tokens: a BPE run with the tokens shown, then a stop string inside a token.
+    set_fields(page, Model="transformer", Dataset="prose", Tokenizer="bpe", Prompt="", Seed=3,
+               Temperature=1, Top_k=0, Top_p=1, Max_new_tokens=40, Stop_strings="")
+    page.get_by_label("Show tokens", exact=True).set_checked(True)
+    generate(page)
+    shoot(page, f"{tag}-bpe-text", section("#output"))
+    generate(page, Stop_strings="e")
+    shoot(page, f"{tag}-bpe-stop-inside", section("#output"))
+    page.get_by_label("Show tokens", exact=True).set_checked(False)
+    set_fields(page, Stop_strings="", Prompt="The man ")
+    section("#prefill-run").click()
+    page.wait_for_selector("#prefill-out:not([hidden])")
+    shoot(page, f"{tag}-prefill", section("#prefill"))
+
+    # Tool calls: the calculator in the text, a step the tool appended, the cache card.
+    generate(page, Dataset="tasks", Prompt="What is 512 plus 399?", Greedy=True,
+             Max_new_tokens=40)
+    shoot(page, f"{tag}-tool-text", section("#output"))
+    trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
+    tool = next(i for i, st in enumerate(trace["steps"]) if st["source"] == "tool")
+    page.locator(f"#text-gen [data-step='{tool}']").click()
+    page.wait_for_function(f"() => document.querySelector('#step-count').textContent"
+                           f".startsWith('Step {tool + 1} ')")
+    shoot(page, f"{tag}-tool-step", section("#inspector"))
+    shoot(page, f"{tag}-tool-cache", section("#cache-card"))
+    section("#reuse-run").click()
+    page.wait_for_selector("#reuse-out:not([hidden])")
+    shoot(page, f"{tag}-reuse", section("#reuse"))
+    acc = section("#accuracy")
+    acc.get_by_label("T values", exact=True).fill("0, 1")
+    acc.get_by_label("Questions", exact=True).fill("3")
+    acc.get_by_label("Samples per question", exact=True).fill("2")
+    acc.get_by_role("button", name="Run experiment", exact=True).click()
+    page.wait_for_selector("#accuracy:not([data-state=running]) #acc-results:not([hidden])")
+    page.wait_for_function("() => /^Done/.test(document.querySelector('#acc-status').textContent)")
+    shoot(page, f"{tag}-accuracy", acc)
+
+    # Answers with a shape: a card in JSON mode, one card four ways, the validity experiment.
+    generate(page, Greedy=False, Temperature=2, Seed=1, JSON_mode=True,
+             Prompt='Card for "Ada", age 31, from "Paris".', Max_new_tokens=60)
+    shoot(page, f"{tag}-json-run", section("#output"))
+    set_fields(page, JSON_mode=False)
+    section("#shapes-run").click()
+    page.wait_for_selector("#shapes-out:not([hidden])")
+    page.wait_for_function("() => document.querySelector('#shapes-status').textContent === ''")
+    shoot(page, f"{tag}-shapes", section("#shapes-demo"))
+    val = section("#validity")
+    val.get_by_label("T values", exact=True).fill("0, 2")
+    val.get_by_label("Token budgets", exact=True).fill("8, 40")
+    val.get_by_label("Cards", exact=True).fill("2")
+    val.get_by_label("Samples per card", exact=True).fill("2")
+    val.get_by_role("button", name="Run experiment", exact=True).click()
+    page.wait_for_function("() => /^Done/.test(document.querySelector('#validity-status').textContent)")
+    shoot(page, f"{tag}-validity", val)
+
+    # The Embed this dialog, for the workbench as it is now.
+    section("#embed-open").click()
+    page.wait_for_selector("#embed-dialog[open]")
+    page.wait_for_function("() => document.querySelector('#embed-iframe').value.length > 0")
+    shoot(page, f"{tag}-embed-dialog", section("#embed-dialog .ed-form"))
+    page.keyboard.press("Escape")
+    shoot(page, f"{tag}-lesson-page", full_page=True)
+    page.context.close()
+
+
 def start_up(browser, url, shoot):
     """The start-up screen while Python loads, a notice for bad link settings, a boot error."""
     page = new_page(browser, url, 1280)
@@ -490,6 +594,7 @@ START_UP = ("boot-loading", "boot-error", "link-notice-1280-light", "link-notice
 EMBEDDING = ("embed-course-1100-light", "embed-dark-420-dark", "embed-poster-in-host-1100-light",
              "poster-1100-light", "poster-360-dark", "poster-700-dark")
 
+LESSON_COMBOS = ("w1280-light", "w360-dark")  # the lesson's panels: two of the four
 COMBOS = (("w1280-light", 1280, "light", None), ("w1280-dark", 1280, "dark", None),
           ("w360-light", 360, "light", None), ("w360-dark", 360, "light", "dark"))
 
@@ -513,6 +618,8 @@ def capture(out: Path, only: str | None, styles: bool = False, site: Path = STAT
                 if not only or only in tag or tag in only or not (named or elsewhere):
                     print(f"{tag}:", flush=True)
                     workbench(browser, url, shoot, tag, width, scheme, theme)
+                    if tag in LESSON_COMBOS:
+                        lesson(browser, url, shoot, tag, width, scheme, theme)
             if any(map(shoot.wanted, START_UP)):
                 print("start-up:", flush=True)
                 start_up(browser, url, shoot)

@@ -1,4 +1,4 @@
-"""The bad-input table through the worker's own entry points (decodelab.webapi): every bad value
+"""The bad-input table through the worker's own entry points (decodelab.entry.webapi): every bad value
 comes back as a message naming the field and what is allowed, nothing raises, and the last good
 run stays as it was."""
 
@@ -123,10 +123,9 @@ def _json_values():
 
 
 def test_any_json_settings_give_an_answer_never_a_crash(loaded):
+    from decodelab.core.settings import NAMES
     from hypothesis import given, settings
     from hypothesis import strategies as st
-
-    from decodelab.settings import NAMES
 
     names = st.sampled_from(sorted(NAMES) + ["bogus"])
 

@@ -5,9 +5,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
-from decodelab.bigram import BigramModel
-from decodelab.corpus import Corpus
+from decodelab.core.bigram import BigramModel
+from decodelab.core.corpus import Corpus
 
 
 def test_counts_and_smoothing_by_hand():
@@ -43,7 +42,7 @@ def test_save_load_round_trip(tmp_path, small_model):
 
 
 def test_the_held_out_loss_is_measured_when_counted_and_saved_with_the_model(tmp_path, small_model):
-    from decodelab.webapi import held_out_nll
+    from decodelab.entry.webapi.catalog import held_out_nll
 
     corpus = Corpus("small", ["anna", "bob", "ada", "eve", "otto", "abba", "ida", "ava"] * 3)
     m = BigramModel.fit(corpus)
@@ -60,7 +59,7 @@ def test_the_held_out_loss_is_measured_when_counted_and_saved_with_the_model(tmp
 
 
 def test_shipped_bigrams_carry_their_held_out_loss(artifacts):
-    from decodelab.assets import Library
+    from decodelab.core.library import Library
 
     lib = Library(artifacts)
     for dataset, tokenizer in (("names", "chars"), ("prose", "chars"), ("prose", "bpe")):
@@ -76,7 +75,7 @@ def test_logits_rows_cannot_be_edited_by_a_decoder(small_model):
 
 
 def test_real_corpora_beat_uniform_guessing(artifacts):
-    from decodelab.assets import Library
+    from decodelab.core.library import Library
 
     lib = Library(artifacts)
     for dataset in ("names", "prose"):

@@ -8,13 +8,13 @@ import subprocess
 import sys
 
 import pytest
+from decodelab.core.inference import CHECK_TOLERANCE
+from decodelab.core.kvcache import KVCache
+from decodelab.core.library import Library
+from decodelab.errors import FieldError
+from decodelab.lesson import bugs
+from decodelab.lesson.batch import batch_run
 
-from decodelab import bugs
-from decodelab.assets import Library
-from decodelab.batch import batch_run
-from decodelab.fields import FieldError
-from decodelab.inference import CHECK_TOLERANCE
-from decodelab.kvcache import KVCache
 from tests.conftest import ROOT, api
 from tests.test_kvcache import make_model
 
@@ -150,8 +150,9 @@ def test_the_normal_path_never_loads_or_builds_a_bug(artifacts):
     module is never even imported, and the sessions are the plain correct classes."""
     code = f"""
 import json, sys
-from decodelab import webapi, generate, inference, kvcache
-from decodelab.assets import Library
+from decodelab.entry import webapi
+from decodelab.core import generate, inference, kvcache
+from decodelab.core.library import Library
 call = lambda name, req: json.loads(webapi.call(name, json.dumps(req)))
 call("setup", {{"assets": {str(artifacts)!r}}})
 for ds in ("names", "prose"):
@@ -170,19 +171,20 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("decodelab"))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     loaded = json.loads(out.stdout)
-    assert "decodelab.transformer" in loaded and "decodelab.bugs" not in loaded
+    assert "decodelab.core.transformer" in loaded and "decodelab.lesson.bugs" not in loaded
 
 
 def test_only_the_break_it_entry_point_refers_to_the_bugs_module():
-    uses = re.compile(r"from decodelab import[^\n]*\bbugs\b|decodelab\.bugs\b|\bbugs\.\w")
+    uses = re.compile(r"from decodelab\.lesson import[^\n]*\bbugs\b|decodelab\.lesson\.bugs\b"
+                      r"|\bbugs\.\w")
     package = ROOT / "py" / "decodelab"
-    users = sorted(p.name for p in package.glob("*.py")
+    users = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
                    if p.name != "bugs.py" and uses.search(p.read_text(encoding="utf-8")))
-    assert users == ["webapi.py"]
-    text = (package / "webapi.py").read_text(encoding="utf-8")
+    assert users == []
+    text = (package / "entry" / "webapi" / "bugs.py").read_text(encoding="utf-8")
     before, _, after = text.partition("def _break_it(")
-    body = after[:after.index("\n@endpoint")]  # the function _break_it itself
-    assert not uses.search(before) and not uses.search(after[len(body):])
+    body = after  # the endpoint _break_it is the module's one function
+    assert not uses.search(before)
     assert uses.search(body)
 
 

@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import build  # noqa: E402
-from tools import corpora, fetch, keys, site as sitelib, wheel as wheels  # noqa: E402
+from tools import corpora, fetch, keys  # noqa: E402
+from tools import site as sitelib
+from tools import wheel as wheels
 from tools.cache import UserCache, cache_dir  # noqa: E402
 
 PROJECT = {
@@ -297,7 +299,7 @@ def test_wheel_never_takes_the_bundled_folder_from_the_package(tmp_path):
 
 def test_pip_wheel_carries_the_data_and_the_console_script(tmp_path):
     package = make_package(tmp_path)
-    project = {**PROJECT, "scripts": {"decodelab": "decodelab.cli:main"},
+    project = {**PROJECT, "scripts": {"decodelab": "decodelab.entry.cli:main"},
                "license": {"text": "MIT"}}
     data = [("data/names.txt", b"ann\nbob\n"), ("models/bigram-names.npz", b"npz bytes")]
     filename, content = wheels.wheel_bytes(package, project, data)
@@ -307,7 +309,7 @@ def test_pip_wheel_carries_the_data_and_the_console_script(tmp_path):
         assert zf.read("decodelab/bundled/data/names.txt") == b"ann\nbob\n"
         assert zf.read("decodelab/bundled/models/bigram-names.npz") == b"npz bytes"
         assert zf.read(info + "entry_points.txt").decode() == \
-            "[console_scripts]\ndecodelab = decodelab.cli:main\n"
+            "[console_scripts]\ndecodelab = decodelab.entry.cli:main\n"
         assert "License: MIT\n" in zf.read(info + "METADATA").decode()
         recorded = {row[0]: row for row in
                     csv.reader(io.StringIO(zf.read(info + "RECORD").decode()))}
@@ -438,11 +440,11 @@ def test_module_files_follow_import_time_imports_only(tmp_path):
     assert package / "lazy.py" in both and package / "unused.py" not in both
 
 
-# Run the real `python -m decodelab.train` main() for a tiny training (the fallback settings
+# Run the real `python -m decodelab.core.train` main() for a tiny training (the fallback settings
 # shrunk to two steps) and list the package modules that were loaded by the end.
 LOADED_BY_TRAINING = """
 import json, sys
-from decodelab import train
+from decodelab.core import train
 train.FALLBACK = ({"context_size": 16}, train.TrainConfig(steps=2, batch_size=2, eval_every=1))
 train.main(sys.argv[1:])
 print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()
@@ -463,7 +465,7 @@ def test_a_models_key_covers_every_module_its_training_loads(kind, tmp_path):
     assert proc.stdout.splitlines()[0].startswith(f"train: {kind} tiny")
     loaded = {Path(p).resolve() for p in json.loads(proc.stdout.splitlines()[-1])}
     covered = set(keys.module_files(build.PACKAGE_DIR, build.TRAIN_MODULES[kind]))
-    assert build.PACKAGE_DIR / "train.py" in loaded
+    assert build.PACKAGE_DIR / "core" / "train.py" in loaded
     assert loaded <= covered, f"loaded but not in the key: {sorted(loaded - covered)}"
     assert (tmp_path / "m.npz").exists()
 
@@ -474,8 +476,8 @@ def test_model_key_changes_with_data_code_and_command(tmp_path, monkeypatch):
     first = build.model_artifact("transformer", "names", "chars", data)
     assert first.outputs == [build.MODELS_DIR / "transformer-names.npz"]
     assert first.key == build.model_artifact("transformer", "names", "chars", data).key
-    assert "py/decodelab/train.py" in first.inputs["code"]
-    assert "py/decodelab/cli.py" not in first.inputs["code"]  # not part of training
+    assert "py/decodelab/core/train.py" in first.inputs["code"]
+    assert "py/decodelab/entry/cli.py" not in first.inputs["code"]  # not part of training
     assert build.model_artifact("bigram", "names", "chars", data).key != first.key
     data.write_text("bob\n")
     assert build.model_artifact("transformer", "names", "chars", data).key != first.key
@@ -488,7 +490,7 @@ def test_a_bpe_model_key_covers_its_tokenizer_and_the_bpe_code(tmp_path, monkeyp
     (tmp_path / "bpe-prose.npz").write_bytes(b"merges one")
     first = build.model_artifact("transformer", "prose", "bpe", data)
     assert first.outputs == [tmp_path / "transformer-prose-bpe.npz"]
-    assert "py/decodelab/bpe.py" in first.inputs["code"]
+    assert "py/decodelab/core/bpe.py" in first.inputs["code"]
     assert first.key != build.model_artifact("transformer", "prose", "chars", data).key
     (tmp_path / "bpe-prose.npz").write_bytes(b"merges two")  # new merges: a new model
     assert build.model_artifact("transformer", "prose", "bpe", data).key != first.key

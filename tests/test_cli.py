@@ -122,8 +122,8 @@ def test_eval_reports_nats_and_params(artifacts):
 def test_eval_in_nats_per_character_and_bits_per_byte_against_a_sum_over_the_text(artifacts):
     import math
 
-    from decodelab.assets import Library
-    from decodelab.tokenizer import EOS
+    from decodelab.core.library import Library
+    from decodelab.core.tokenizer import EOS
 
     out = ok("eval", "--model", "bigram", "--dataset", "prose")
     lib = Library(artifacts)
@@ -142,7 +142,7 @@ def test_eval_in_nats_per_character_and_bits_per_byte_against_a_sum_over_the_tex
 
 @pytest.mark.parametrize("model", ["bigram", "transformer"])
 def test_eval_of_a_bpe_model_counts_its_tokens_and_the_same_characters(artifacts, model):
-    from decodelab.assets import Library
+    from decodelab.core.library import Library
 
     bpe = ok("eval", "--model", model, "--dataset", "prose", "--tokenizer", "bpe")
     chars = ok("eval", "--model", model, "--dataset", "prose")

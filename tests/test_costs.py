@@ -3,16 +3,18 @@ held to independent arithmetic and to the single-row, cached and CLI paths."""
 
 import numpy as np
 import pytest
+from decodelab.core import inference
+from decodelab.core.generate import Generation
+from decodelab.core.library import Library
+from decodelab.core.settings import Settings
+from decodelab.entry.webapi import bench
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.lesson import costs
+from decodelab.lesson.batch import batch_run, describe
 
-from decodelab import costs
-from decodelab.assets import Library
-from decodelab.batch import batch_run, describe
-from decodelab.fields import FieldError, FieldErrors
-from decodelab.generate import Generation
-from decodelab.settings import Settings
 from tests.conftest import api
-from tests.test_kvcache import make_model
 from tests.test_cli import ok as cli_json
+from tests.test_kvcache import make_model
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +93,7 @@ def test_generation_without_the_cache_gives_the_same_tokens_through_context_shif
     s = Settings(model="transformer", dataset="names", prompt="jo", seed=4, ignore_eos=True,
                  max_new_tokens=100, cache_check=False)
     cached = Generation(model, s).run()
-    uncached = Generation(costs.Uncached(model), s).run()
+    uncached = Generation(inference.Uncached(model), s).run()
     assert uncached.text == cached.text and len(cached.text) == 100
     for a, b in zip(cached.records, uncached.records):
         assert a["prob"] == pytest.approx(b["prob"], abs=1e-9)
@@ -100,7 +102,7 @@ def test_generation_without_the_cache_gives_the_same_tokens_through_context_shif
 def test_time_generation_reports_decode_rate_and_context():
     model = make_model("mqa", context=40)
     s = Settings(model="transformer", prompt="abc", seed=1, ignore_eos=True, max_new_tokens=20)
-    out = costs.time_generation(model, s)
+    out = bench.time_generation(model, s)
     assert out["steps"] == 20 and out["decode_steps_per_second"] > 0
     assert out["context_from"] == 4 and out["context_to"] == 23
 
@@ -177,18 +179,18 @@ def test_cost_sweep_and_memory_through_the_page_api(library):
 def test_the_json_mode_timing_describes_the_run_it_timed(library):
     """What the benchmark's JSON mode rows rest on: the run is a real JSON-mode run, every
     number is a time, and the states counted are the parser states that run went through."""
-    from decodelab import jsonshape
-    from decodelab.settings import validate
+    from decodelab.core import jsonshape
+    from decodelab.core.settings import validate
 
     settings = validate({"model": "transformer", "dataset": "prose", "tokenizer": "bpe",
                          "temperature": 2.0, "seed": 0, "max_new_tokens": 30})
     model = library.for_settings(settings)
-    out = costs.time_json_mode(model, settings, repeats=2)
+    out = bench.time_json_mode(model, settings, repeats=2)
     run = Generation(model, validate({**settings.to_json(), "json_mode": True})).run()
     assert out["steps"] == len(run.records) and out["status"] == run.json_report()["status"]
     assert out["status"] in ("valid", "incomplete")
-    assert out["states"] == len({s.key() for s in run.json_states}) >= 1
-    assert all(isinstance(s, jsonshape.JsonState) for s in run.json_states)
+    assert out["states"] == len({s.key() for s in run.json.states}) >= 1
+    assert all(isinstance(s, jsonshape.JsonState) for s in run.json.states)
     for key, value in out.items():
         if key.endswith("_ms_per_step") and not key.startswith("overhead"):
             assert 0 <= value < 1e4, (key, value)

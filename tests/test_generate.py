@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+from decodelab.core import sampling
+from decodelab.core.generate import Generation
+from decodelab.core.settings import validate
+from decodelab.core.tokenizer import EOS
 
-from decodelab import sampling
 from tests.conftest import decode_distribution
-from decodelab.generate import Generation
-from decodelab.settings import validate
-from decodelab.tokenizer import EOS
 
 
 def run(model, **raw):

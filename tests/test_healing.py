@@ -3,12 +3,14 @@ each held to a recomputation that does not share the code under test."""
 
 import numpy as np
 import pytest
+from decodelab.core import healing
+from decodelab.core.generate import start
+from decodelab.core.library import Library
+from decodelab.core.replay import Replay
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.lesson import prefill
+from decodelab.lesson.pipeline import explain_step
 
-from decodelab import healing, prefill
-from decodelab.assets import Library
-from decodelab.fields import FieldError, FieldErrors
-from decodelab.generate import start
-from decodelab.pipeline import Replay
 from tests.conftest import api
 
 
@@ -58,7 +60,7 @@ def test_a_healed_run_redoes_the_trailing_space_and_shows_only_what_follows(lib,
     # the masked step: nothing outside the mask can be drawn, and the view says how many left
     d = Replay(healed).decision(0)
     assert not d.p_final[~d.allowed].any()
-    view = Replay(healed).explain(0)
+    view = explain_step(healed, Replay(healed), 0)
     assert view["mask"]["removed_count"] == int((~d.allowed).sum())
     assert view["mask"]["why"] == "does not start with ' '"
     assert view["matches_record"]

@@ -3,12 +3,11 @@
 import json
 
 import pytest
-
-from decodelab.corpus import Corpus, corpus_from_text
-from decodelab.fields import FieldError, FieldErrors
-from decodelab.fields import encode
-from decodelab.settings import GENERATION_FIELDS, Settings, validate
-from decodelab.tokenizer import CharTokenizer
+from decodelab.core.corpus import Corpus, corpus_from_text
+from decodelab.core.settings import GENERATION_FIELDS, Settings, validate
+from decodelab.core.tokenizer import CharTokenizer
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import encode, error_json
 
 BAD = [
     ("temperature", -1, "Temperature must be a number from 0 to 100"),
@@ -46,7 +45,7 @@ def test_bad_value_names_field_and_allowed_values(field, value, words):
     (err,) = info.value.errors
     assert err.field == field
     assert words in err.message
-    json.dumps(err.to_json())  # the worker sends it as JSON
+    json.dumps(error_json(err))  # the worker sends it as JSON
 
 
 def test_all_bad_fields_reported_at_once():

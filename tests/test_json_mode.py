@@ -4,13 +4,13 @@ errors for settings it cannot honour."""
 
 import numpy as np
 import pytest
+from decodelab.core import grammar, jsonshape, sampling
+from decodelab.core.generate import start
+from decodelab.core.library import Library
+from decodelab.core.replay import Replay
+from decodelab.core.tokenizer import EOS
+from decodelab.errors import FieldErrors
 
-from decodelab import grammar, jsonshape, sampling
-from decodelab.assets import Library
-from decodelab.fields import FieldErrors
-from decodelab.generate import start
-from decodelab.pipeline import Replay
-from decodelab.tokenizer import EOS
 from tests.conftest import api
 
 PROSE = {"model": "transformer", "dataset": "prose", "tokenizer": "bpe", "json_mode": True}

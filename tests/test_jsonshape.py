@@ -6,11 +6,10 @@ import json
 import random
 
 import pytest
+from decodelab.core import jsonshape as js
+from decodelab.core.jsonshape import JsonState, classify
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from decodelab import jsonshape as js
-from decodelab.jsonshape import JsonState, classify
 
 CARD = '{"name": "Ada", "age": 31, "city": "Zürich"}'
 

@@ -3,13 +3,13 @@ float64; one-pass prefill against token-by-token; batches against single rows; c
 
 import numpy as np
 import pytest
-
-from decodelab import transformer as tf
-from decodelab.batch import batch_run
-from decodelab.inference import BatchSession, cache_check, left_pad
-from decodelab.kvcache import KVCache, kv_cache_bytes
-from decodelab.tokenizer import CharTokenizer
-from decodelab.transformer import window_start
+from decodelab.core import layers as tf
+from decodelab.core.inference import BatchSession, cache_check, left_pad
+from decodelab.core.kvcache import KVCache, kv_cache_bytes
+from decodelab.core.layers import window_start
+from decodelab.core.tokenizer import CharTokenizer
+from decodelab.core.transformer import TransformerModel
+from decodelab.lesson.batch import batch_run
 
 TOL = {np.float32: 1e-5, np.float64: 1e-10}  # cached vs recomputed last-position logits
 SHAPES = {"mha": (4, 4), "gqa": (4, 2), "mqa": (4, 1)}  # (n_head, n_kv_head)
@@ -23,7 +23,7 @@ def make_model(kind="gqa", context=16, layers=2, seed=0):
     rng = np.random.default_rng(seed)
     params = {k: (v + rng.standard_normal(v.shape) * 0.3).astype(np.float32)
               for k, v in tf.init_params(cfg, seed).items()}  # away from init: real attention
-    return tf.TransformerModel(cfg, params, tok)
+    return TransformerModel(cfg, params, tok)
 
 
 def test_worked_numbers_of_the_memory_formula():
@@ -84,7 +84,7 @@ def test_cached_equals_recompute_over_random_configs():
                         n_kv_head=n_kv_head, mlp_ratio=int(rng.integers(1, 5)))
         params = {k: v + rng.standard_normal(v.shape).astype(np.float32) * 0.3
                   for k, v in tf.init_params(cfg, trial).items()}
-        s = tf.TransformerModel(cfg, params, tok).session(dtype=np.float64)
+        s = TransformerModel(cfg, params, tok).session(dtype=np.float64)
         logits = s.prefill(rng.integers(1, 11, size=int(rng.integers(0, 30))).tolist())
         worst = np.abs(logits - s.recompute_logits()).max()
         for _ in range(15):
@@ -226,7 +226,7 @@ def test_session_check_and_batch_check():
 
 
 def test_step_costs_clip_and_merge_lengths_and_count_bytes_read():
-    from decodelab.costs import step_costs
+    from decodelab.lesson.costs import step_costs
 
     model = make_model("gqa", context=16)
     rows = step_costs(model, [4, 16, 99, 16], repeats=3, dtype=np.float32)["rows"]

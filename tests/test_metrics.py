@@ -8,15 +8,14 @@ import re
 
 import numpy as np
 import pytest
+from decodelab.core.generate import Generation
+from decodelab.core.library import Library
+from decodelab.core.settings import validate
+from decodelab.core.tokenizer import EOS
+from decodelab.errors import FieldErrors
+from decodelab.lesson import experiment as metrics
 
-from decodelab import metrics
-from decodelab.assets import Library
-from decodelab.fields import FieldErrors
-from decodelab.generate import Generation
-from decodelab.settings import validate
-from decodelab.tokenizer import EOS
 from tests.conftest import api, experiment
-
 
 # --- measures, by hand -------------------------------------------------------------------------
 

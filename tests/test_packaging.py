@@ -11,11 +11,11 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from decodelab.core import library as assets
+from decodelab.core.corpus import Corpus
+from decodelab.core.library import Library
+from decodelab.errors import FieldError
 
-from decodelab import assets
-from decodelab.assets import Library
-from decodelab.corpus import Corpus
-from decodelab.fields import FieldError
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
@@ -217,7 +217,7 @@ def installed(wheels, tmp_path_factory):
 def test_installed_package_is_the_wheel_with_its_own_data(installed):
     venv, work = installed
     proc = run([venv / "bin" / "python", "-c",
-                "import json, decodelab, decodelab.assets as a; "
+                "import json, decodelab, decodelab.core.library as a; "
                 "print(json.dumps([decodelab.__file__, str(a.default_dir())]))"], work)
     assert proc.returncode == 0, proc.stderr
     module, data = json.loads(proc.stdout)

@@ -5,12 +5,15 @@ import json
 
 import numpy as np
 import pytest
+from decodelab.core import sampling
+from decodelab.core.generate import Generation
+from decodelab.core.replay import Replay
+from decodelab.core.settings import validate
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import check
+from decodelab.lesson import pipeline
+from decodelab.lesson.playground import explain_values
 
-from decodelab import pipeline, sampling
-from decodelab.fields import FieldError, FieldErrors, check
-from decodelab.generate import Generation
-from decodelab.playground import explain_values
-from decodelab.settings import validate
 from tests.conftest import api, run_to_end
 
 
@@ -232,10 +235,10 @@ RUNS = [
 @pytest.mark.parametrize("raw", RUNS)
 def test_replay_recomputes_every_step_of_a_run(small_model, raw):
     run = Generation(small_model, validate(raw)).run()
-    replay = pipeline.Replay(run)
+    replay = Replay(run, reuse_last=False)  # the last step recomputed too, not the run's own
     for i in reversed(range(len(run.records))):  # any order: logits are computed up to i once
         rec = run.records[i]
-        out = replay.explain(i, top_n=30)
+        out = pipeline.explain_step(run, replay, i, top_n=30)
         assert out["matches_record"] and out["token_id"] == rec["token_id"]
         assert out["prob"] == pytest.approx(rec["prob"], abs=1e-12)
         assert out["phase"] == rec["phase"] and out["step"] == i
@@ -251,12 +254,16 @@ def test_replay_recomputes_every_step_of_a_run(small_model, raw):
         assert out["eos_blocked"] == (raw.get("ignore_eos", False) or
                                       i < raw.get("min_new_tokens", 0))
     assert len(replay.logits) == len(run.records)
+    # the page's step view of the last step takes the run's own decision: the same view
+    last = len(run.records) - 1
+    assert pipeline.explain_step(run, Replay(run), last, top_n=30) == \
+        pipeline.explain_step(run, replay, last, top_n=30)
 
 
 def test_penalised_logits_are_shown_next_to_the_models(small_model):
     run = Generation(small_model, validate(dict(seed=3, prompt="em", max_new_tokens=8,
                                                 repetition_penalty=2.0, ignore_eos=True))).run()
-    out = pipeline.Replay(run).explain(3)
+    out = pipeline.explain_step(run, Replay(run), 3)
     assert out["adjusted"] is not None and out["penalty"] == 2.0
     by_id = {r["token_id"]: j for j, r in enumerate(out["rows"])}
     eos = by_id.get(0)
@@ -283,7 +290,7 @@ def test_webapi_explain_step_on_the_real_models(artifacts):
 
 
 def test_replay_of_a_transformer_run(artifacts):
-    from decodelab.assets import Library
+    from decodelab.core.library import Library
 
     library = Library(artifacts)
     if not library.has_model("transformer", "names"):
@@ -291,9 +298,9 @@ def test_replay_of_a_transformer_run(artifacts):
     model = library.model("transformer", "names")
     run = Generation(model, validate(dict(model="transformer", seed=4, max_new_tokens=15,
                                           temperature=0.9, top_k=6, cache_check=False))).run()
-    replay = pipeline.Replay(run)
+    replay = Replay(run)
     for i in range(len(run.records)):
-        assert replay.explain(i)["matches_record"]
+        assert pipeline.explain_step(run, replay, i)["matches_record"]
 
 
 # --- bad input is named ------------------------------------------------------------------------
@@ -319,7 +326,7 @@ def test_bad_playground_input_names_every_field():
 
 def test_bad_step_numbers(artifacts):
     for value, words in ((5, "from 0 to 4"), (-1, "from 0 to 4"), (1.5, "got 1.5"),
-                         ("x", "got 'x'"), (True, "got True"), (None, "got None")):
+                         ("x", "got 'x'"), (True, "got True"), (None, "got nothing")):
         with pytest.raises(FieldError) as e:
             check("step", value, max=4)
         assert e.value.field == "step" and words in e.value.message

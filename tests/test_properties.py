@@ -1,10 +1,10 @@
 """Property tests on random logits: what must hold for every input, not just the worked examples."""
 
 import numpy as np
+from decodelab.core import sampling
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from decodelab import sampling
 from tests.conftest import decode_distribution
 
 logits = st.lists(st.floats(-30, 30, allow_nan=False, width=64), min_size=2, max_size=40).map(

@@ -5,13 +5,13 @@ independent recomputation of its runs."""
 import json
 
 import pytest
+from decodelab.core import jsonshape, records, tasks
+from decodelab.core.ask import ask
+from decodelab.core.generate import start
+from decodelab.core.library import Library
+from decodelab.lesson.accuracy import wilson
+from decodelab.lesson.shapes import ValidityExperiment, compare
 
-from decodelab import jsonshape, records, tasks
-from decodelab.accuracy import wilson
-from decodelab.ask import ask
-from decodelab.assets import Library
-from decodelab.generate import start
-from decodelab.validity import ValidityExperiment, compare
 from tests.conftest import api
 
 NAMES = ["ada", "grace", "alan", "edsger", "barbara", "donald", "john"]

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from decodelab.core import sampling
+from decodelab.lesson.playground import probs as probs_from_request
 
-from decodelab import sampling
 from tests.conftest import decode_distribution
-from decodelab.playground import probs as probs_from_request
 
 
 def dist(z, **kw):

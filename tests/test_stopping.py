@@ -1,10 +1,9 @@
 """Stop strings across token boundaries, the cut, include_stop, and streaming hold-back."""
 
 import pytest
+from decodelab.core.stopping import StopMatcher
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from decodelab.stopping import StopMatcher
 
 
 def feed(pieces, stops, include_stop=False):

@@ -7,13 +7,12 @@ import json
 import re
 
 import pytest
-
-from decodelab import tasks
-from decodelab.accuracy import AccuracyExperiment, wilson
-from decodelab.ask import ask
-from decodelab.assets import Library
-from decodelab.corpus import Corpus
-from decodelab.fields import FieldErrors
+from decodelab.core import tasks
+from decodelab.core.ask import ask
+from decodelab.core.corpus import Corpus
+from decodelab.core.library import Library
+from decodelab.errors import FieldErrors
+from decodelab.lesson.accuracy import AccuracyExperiment, wilson
 
 
 def test_the_generator_is_deterministic_and_its_questions_distinct():
@@ -154,7 +153,7 @@ def _row(T, k, n, length=0.0, malformed=0.0):
 
 
 def test_findings_say_only_what_the_numbers_allow():
-    from decodelab.accuracy import findings
+    from decodelab.lesson.accuracy import findings
 
     apart = findings({"tools": "on", "rows": [_row(0, 24, 24), _row(1.5, 40, 96, 0.1, 0.25)]})
     kinds = {f["kind"]: f["text"] for f in apart}

@@ -11,13 +11,12 @@ import random
 
 import numpy as np
 import pytest
+from decodelab.core import bpe
+from decodelab.core.bpe import BPE
+from decodelab.core.generate import Generation
+from decodelab.core.settings import validate
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from decodelab import bpe
-from decodelab.bpe import BPE
-from decodelab.generate import Generation
-from decodelab.settings import validate
 
 TEXT = ["the cat sat on the mat", "naïve café, déjà vu", "中文字符 and 中文", "smile 😀😀 ok",
         "end.\n\nnext", "a-b-c a--b"]
@@ -128,7 +127,7 @@ def test_a_stop_string_inside_one_token_cuts_the_token():
     assert g.text == emitted == "the c"
     assert g.stop_reason == "a" and g.finish_reason == "stop"
     assert g.records[-1]["stop_at"] == {"step": len(ids) - 2, "byte": 2}  # " c" of " cat"
-    assert g.stopper.cut == "at"
+    assert g.out.stopper.cut == "at"
 
 
 def test_a_stop_string_across_three_tokens():

@@ -3,12 +3,12 @@ what the runtime appends (and that only that is fed to the model), what the budg
 the trace says, and that the markers' text in a prompt stays text."""
 
 import pytest
+from decodelab.core import bpe, tasks, tools
+from decodelab.core.bpe import BPE
+from decodelab.core.generate import MAX_TOOL_CALLS, Generation
+from decodelab.core.settings import validate
+from decodelab.errors import FieldError
 
-from decodelab import bpe, tasks, tools
-from decodelab.bpe import BPE
-from decodelab.fields import FieldError
-from decodelab.generate import MAX_TOOL_CALLS, Generation
-from decodelab.settings import validate
 from tests.test_token_stops import Scripted
 
 TOK = BPE(bpe.train(["What is 12 plus 7? The answer is 19.", "12+7 0-45"] * 3, 300)) \

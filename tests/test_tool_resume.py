@@ -4,13 +4,14 @@ transformer, in float64 where rounding is ~1e-14."""
 
 import numpy as np
 import pytest
+from decodelab.core import inference, tasks
+from decodelab.core.bpe import BPE
+from decodelab.core.generate import Generation, Prefix
+from decodelab.core.layers import Config, init_params, window_start
+from decodelab.core.settings import validate
+from decodelab.core.transformer import TransformerModel
+from decodelab.lesson.accuracy import wilson
 
-from decodelab import inference, tasks
-from decodelab.accuracy import wilson
-from decodelab.bpe import BPE
-from decodelab.generate import Generation, Prefix
-from decodelab.settings import validate
-from decodelab.transformer import Config, TransformerModel, init_params, window_start
 from tests.test_tool_calls import TOK
 
 F64 = np.float64

@@ -4,10 +4,9 @@ hostile call answered in words, never run and never crashing."""
 import random
 
 import pytest
+from decodelab.core import tools
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from decodelab import tools
 
 
 def random_expression(rng: random.Random, depth: int = 0) -> str:

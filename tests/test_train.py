@@ -6,11 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from decodelab.core import train
+from decodelab.core.corpus import Corpus
+from decodelab.core.layers import Config
+from decodelab.core.tokenizer import EOS, CharTokenizer
+from decodelab.core.transformer import TransformerModel
 
-from decodelab import train
-from decodelab.corpus import Corpus
-from decodelab.tokenizer import EOS, CharTokenizer
-from decodelab.transformer import Config, TransformerModel
 from tests.conftest import NAMES
 
 TINY_TRAIN = train.TrainConfig(steps=80, batch_size=8, block_size=16, lr=1e-2, min_lr=1e-3,
@@ -111,7 +112,7 @@ def test_trained_artifacts_beat_the_bigram(dataset, bigram_val, margin):
         f"transformer-{dataset}.npz"
     if not path.exists():
         pytest.skip(f"{path.name} not built yet (python3 build.py artifacts)")
-    from decodelab.corpus import read_corpus
+    from decodelab.core.corpus import read_corpus
 
     data = path.parents[1] / "data" / f"{dataset}.txt"
     model = TransformerModel.load(path)

@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import pytest
-
-from decodelab import transformer as tf
-from decodelab.corpus import Corpus
-from decodelab.tokenizer import EOS, CharTokenizer
+from decodelab.core import layers as tf
+from decodelab.core.corpus import Corpus
+from decodelab.core.tokenizer import EOS, CharTokenizer
+from decodelab.core.transformer import TransformerModel
 
 TOL = 1e-5  # relative error of analytic vs numerical gradients (float64)
 
@@ -178,7 +178,7 @@ def tiny_model():
     rng = np.random.default_rng(10)
     params = {k: v + rand(rng, *v.shape, scale=0.3).astype(np.float32)
               for k, v in tf.init_params(cfg, 1).items()}
-    return tf.TransformerModel(cfg, params, tok)
+    return TransformerModel(cfg, params, tok)
 
 
 def session_nll(model, text) -> tuple:
@@ -216,7 +216,7 @@ def test_save_load_round_trip(tmp_path, tiny_model):
     tiny_model.info = {"seconds": 1.5}
     tiny_model.save(tmp_path / "t.npz")
     for src in (tmp_path / "t.npz", (tmp_path / "t.npz").read_bytes()):
-        m = tf.TransformerModel.load(src)
+        m = TransformerModel.load(src)
         assert m.kind == "transformer" and m.cfg == tiny_model.cfg
         assert m.tokenizer.chars == tiny_model.tokenizer.chars
         assert m.curve == tiny_model.curve and m.info == tiny_model.info
@@ -239,7 +239,7 @@ def test_model_interface_matches_the_bigram(tiny_model):
 def test_nll_scores_the_same_tokens_as_the_bigram():
     """Same count of predicted tokens as BigramModel.nll (len + 1 per sequence, EOS included),
     so the two numbers compare; a model with near-zero weights scores about log V."""
-    from decodelab.bigram import pair_ids
+    from decodelab.core.bigram import pair_ids
 
     corpus = Corpus("t", ["abc", "bca", "cab", "aa"], val_fraction=0)
     tok = CharTokenizer(corpus.chars)
@@ -247,5 +247,5 @@ def test_nll_scores_the_same_tokens_as_the_bigram():
     assert weights.sum() == len(pair_ids(corpus.train, tok)[0])
     cfg = tf.Config(vocab_size=tok.vocab_size, context_size=8, n_layer=1, n_embd=8, n_head=2,
                     n_kv_head=1)
-    model = tf.TransformerModel(cfg, tf.init_params(cfg, 0), tok)
+    model = TransformerModel(cfg, tf.init_params(cfg, 0), tok)
     assert model.nll(corpus.train) == pytest.approx(math.log(tok.vocab_size), abs=0.05)

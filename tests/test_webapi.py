@@ -3,9 +3,9 @@ pages kept apart in sessions, the start-up warm-up leaving no trace in the state
 and a run made again after a restart."""
 
 import pytest
+from decodelab.core.inference import CHECK_TOLERANCE
+from decodelab.entry import webapi
 
-from decodelab import webapi
-from decodelab.inference import CHECK_TOLERANCE
 from tests.conftest import api, run_to_end
 
 
@@ -81,7 +81,7 @@ def test_warm_up_runs_every_model_and_keeps_nothing(fresh):
 
     out = api("warm_up")
     assert out["models"] == ["bigram", "transformer"]
-    assert out["steps"] == sum(s["max_new_tokens"] for s in webapi.WARM_UP) and out["ms"] >= 0
+    assert out["steps"] == sum(s["max_new_tokens"] for s in webapi.run.WARM_UP) and out["ms"] >= 0
     assert api("trace") == before  # Export trace still gives the learner's run
     assert page.run is run and page.replay is replay and page.experiment is experiment
 
@@ -149,7 +149,8 @@ def test_restore_in_batches_gives_the_same_run(fresh):
 
 
 def test_preview_is_the_next_tokens_distribution_under_the_rules_being_set(fresh):
-    from decodelab.assets import Library
+    from decodelab.core.library import Library
+
     from tests.conftest import decode_distribution
 
     model = Library(fresh).model("bigram", "names")

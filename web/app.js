@@ -232,7 +232,7 @@ function request(message) {
   });
 }
 
-// An endpoint of the Python side (decodelab.webapi): resolves with its answer, which is
+// An endpoint of the Python side (decodelab.entry.webapi): resolves with its answer, which is
 // {ok: true, ...} or {ok: false, errors: [{field, label, message}]}.
 function call(endpoint, body = {}) {
   return request({ type: "call", endpoint, request: body }).then((m) => m.result);

@@ -31,7 +31,7 @@ const SHARED = typeof SharedWorkerGlobalScope !== "undefined" && self instanceof
 const BOOT_SESSION = "page"; // the session start-up sets up (a dedicated worker's only one)
 
 let pyodide = null;
-let webapi = null; // the decodelab.webapi module (a PyProxy kept for the worker's lifetime)
+let webapi = null; // the decodelab.entry.webapi module (a PyProxy kept for the worker's lifetime)
 let ready = false; // true once boot has finished without error
 let booted = null; // {info, timings} once ready; {error} if start-up failed
 let bootStart = 0;
@@ -280,7 +280,7 @@ async function boot() {
   if (timings.installed !== "kept") await loadPythonPackage("decodelab");
   if (bytecode.state !== "off") settleSources(pyodide, "decodelab");
   try {
-    webapi = pyodide.pyimport("decodelab.webapi");
+    webapi = pyodide.pyimport("decodelab.entry.webapi");
   } catch (err) {
     throw new Error(`The decodelab package was downloaded but cannot be imported: ${describeError(err).message}`);
   }
@@ -366,7 +366,7 @@ function announce(client) {
 
 // --- requests -----------------------------------------------------------------------------
 
-// The one way into Python: an endpoint of decodelab.webapi by name, a plain object in, a plain
+// The one way into Python: an endpoint of decodelab.entry.webapi by name, a plain object in, a plain
 // object out ({ok: true, ...} or {ok: false, errors: [{field, label, message}]}).
 function call(session, endpoint, request = {}) {
   return JSON.parse(webapi.call(endpoint, JSON.stringify(request), session));
@@ -466,7 +466,7 @@ function generate(client, message) {
     const out = run.stopRequested ? call(client.session, "cancel") : call(client.session, "advance", { budget_ms: paceMs > 0 ? 0 : BATCH_MS });
     if (out.steps.length || !run.stopRequested) post({ type: "steps", id, steps: out.steps });
     if (out.done) {
-      post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, cut: out.cut, json: out.json });
+      post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, cut: out.cut.map((run) => run[1]).join(""), json: out.json });
       finishRun(client);
       return;
     }
@@ -493,7 +493,7 @@ function restore(client, { id, settings = {}, steps }) {
 }
 
 // What a page can ask, besides the heartbeat and "stop": one call into Python (any endpoint of
-// decodelab.webapi), the two requests that run over many jobs, and the memory the worker holds
+// decodelab.entry.webapi), the two requests that run over many jobs, and the memory the worker holds
 // (WebAssembly memory, Python objects), for the soak test.
 const HANDLERS = {
   call: (client, m) => client.send({ type: "reply", id: m.id, result: call(client.session, String(m.endpoint), m.request ?? {}) }),

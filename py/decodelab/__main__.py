@@ -1,5 +1,5 @@
 import sys
 
-from decodelab.cli import main
+from decodelab.entry.cli import main
 
 sys.exit(main())

@@ -17,32 +17,12 @@ Left out: the generation settings as one object (settings.py builds it from thes
 import math
 from dataclasses import asdict, dataclass, replace
 
-from decodelab.tokenizer import UnknownCharacters
+from decodelab.errors import FieldError, FieldErrors, UnknownCharacters
 
 MAX_SEED = 2**32 - 1
 MODELS = ("bigram", "transformer")
 ORDERS = ("temperature-first", "filter-first")  # sampling.ORDERS: the orders the rules know
 TOOLS = ("on", "off", "guess")
-
-
-class FieldError(ValueError):
-    """Bad input for one field. ``message`` is a full sentence fit to show to a learner."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-    def to_json(self) -> dict:
-        return {"field": self.field, "label": label_of(self.field), "message": self.message}
-
-
-class FieldErrors(ValueError):
-    """Several bad fields at once, so a form can mark all of them in one go."""
-
-    def __init__(self, errors: list):
-        super().__init__("; ".join(e.message for e in errors))
-        self.errors = errors
 
 
 @dataclass(frozen=True)
@@ -269,6 +249,11 @@ def label_of(name: str) -> str:
     return f.label if f else name
 
 
+def error_json(e: FieldError) -> dict:
+    """A FieldError as the page and hosts receive it: the field, its label and the sentence."""
+    return {"field": e.field, "label": label_of(e.field), "message": e.message}
+
+
 def spec(name: str, **limits) -> Field:
     """The field, with limits that depend on what is loaded (choices, max) filled in."""
     f = FIELD_BY_NAME[name]
@@ -278,7 +263,30 @@ def spec(name: str, **limits) -> Field:
 # --- checking -------------------------------------------------------------------------------------
 
 def _bad(f: Field, value) -> FieldError:
-    return FieldError(f.name, f"{f.label} must be {f.allowed()}; got {shown(value)}.")
+    return FieldError(f.name, f"{f.label} must be {f.allowed()}; got {_got(value)}.")
+
+
+def _got(value) -> str:
+    """What a message says it got: a number typed as text as it was typed (the box shows it
+    so), empty input as "nothing", anything else as Python writes it, cut short."""
+    if value is NOT_A_NUMBER:
+        return "something that is not a number"
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "nothing"
+    if isinstance(value, str) and _is_number(value):
+        text = value.strip()
+        return text if len(text) <= 40 else text[:37] + "..."
+    return shown(value)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+NOT_A_NUMBER = object()  # a number box holding text that is no number (the browser keeps it)
 
 
 def _empty(value) -> bool:
@@ -286,8 +294,8 @@ def _empty(value) -> bool:
 
 
 def _number(f: Field, value):
-    given = value
-    if isinstance(value, bool) or value is None:
+    given = value.strip() if isinstance(value, str) else value
+    if isinstance(value, bool) or value is None or value is NOT_A_NUMBER:
         raise _bad(f, given)
     if isinstance(value, str):
         try:
@@ -399,12 +407,14 @@ def _check(f: Field, value):
     return CHECKS[f.kind](f, value)
 
 
-def check(name: str, value, **limits):
+def check(name: str, value, not_a_number: bool = False, **limits):
     """One field's raw value -> its normalised value; raises FieldError naming the field.
 
     limits: what depends on what is loaded, e.g. choices=datasets, or max=last step.
+    not_a_number: the value comes from a number box that holds text that is no number (a
+    browser gives such a box's value as empty).
     """
-    return _check(spec(name, **limits), value)
+    return _check(spec(name, **limits), NOT_A_NUMBER if not_a_number else value)
 
 
 def read(req: dict, names, limits=None) -> dict:

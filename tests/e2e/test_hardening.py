@@ -17,7 +17,13 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, OfflineGuard, open_page, serve, wait_ready
+from tests.e2e.conftest import (
+    BOOT_TIMEOUT_MS,
+    OfflineGuard,
+    open_page,
+    serve,
+    wait_ready,
+)
 from tests.e2e.tasktime import PRESS_STOP, PageTrace
 from tests.e2e.test_page import generate, generated_text, reset, set_fields, settle
 
@@ -449,10 +455,9 @@ def test_a_damaged_runtime_file_stops_the_start_naming_the_file(chromium, site_r
 
 
 def test_every_runtime_file_is_listed_with_its_hash(site_root):
+    import gzip
     import hashlib
     import json
-
-    import gzip
 
     listed = {f["path"]: f for f in json.loads((site_root / "pyodide" / "integrity.json").read_text())["files"]}
     on_disk = {p.name for p in (site_root / "pyodide").iterdir() if p.name != "integrity.json"}

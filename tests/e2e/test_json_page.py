@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from tests.e2e.test_page import assert_same_trace, cli_trace, finish_text, generate, reset
+from tests.e2e.test_page import (
+    assert_same_trace,
+    cli_trace,
+    finish_text,
+    generate,
+    reset,
+)
 from tests.e2e.test_tools_page import cli_json
 
 pytestmark = pytest.mark.browser

@@ -6,9 +6,10 @@ import json
 import math
 
 import pytest
+from decodelab.core.library import Library
+from decodelab.lesson import experiment as metrics
+from decodelab.lesson import pipeline
 
-from decodelab import metrics, pipeline
-from decodelab.assets import Library
 from tests.conftest import api, experiment, run_to_end
 from tests.e2e.conftest import ROOT
 from tests.e2e.test_page import assert_same_trace, generate, reset, set_fields
@@ -444,7 +445,7 @@ def test_nothing_left_the_origin_and_no_errors(app):
 
 
 def test_experiment_and_pipeline_modules_are_the_native_ones():
-    """The page runs decodelab.metrics and decodelab.pipeline: nothing is recomputed in JS."""
+    """The page runs decodelab.lesson.experiment and decodelab.lesson.pipeline: nothing is recomputed in JS."""
     for name in ("experiment.js", "pipeline.js", "playground.js", "stepper.js"):
         text = (ROOT / "web" / name).read_text()
         assert "Math.exp" not in text and "softmax(" not in text, name

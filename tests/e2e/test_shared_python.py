@@ -11,7 +11,14 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, HOSTS, SitesGuard, record_errors, serve, wait_seen
+from tests.e2e.conftest import (
+    BOOT_TIMEOUT_MS,
+    HOSTS,
+    SitesGuard,
+    record_errors,
+    serve,
+    wait_seen,
+)
 from tests.e2e.test_page import cli_trace
 
 pytestmark = pytest.mark.browser

@@ -5,8 +5,14 @@ import json
 
 import pytest
 
-from tests.e2e.test_page import (assert_same_trace, cli_trace, generate, generated_text, reset,
-                                 settle)
+from tests.e2e.test_page import (
+    assert_same_trace,
+    cli_trace,
+    generate,
+    generated_text,
+    reset,
+    settle,
+)
 
 pytestmark = pytest.mark.browser
 

@@ -11,8 +11,14 @@ import sys
 import pytest
 
 from tests.e2e.conftest import ROOT
-from tests.e2e.test_page import (LABELS, assert_same_trace, cli_trace, finish_text, generate,
-                                 reset)
+from tests.e2e.test_page import (
+    LABELS,
+    assert_same_trace,
+    cli_trace,
+    finish_text,
+    generate,
+    reset,
+)
 
 pytestmark = pytest.mark.browser
 LABELS.setdefault("Tool_calls", "Tool calls")

@@ -8,9 +8,15 @@ import random
 from urllib.parse import urlsplit
 
 import pytest
+from decodelab.lesson import bugs
 
-from decodelab import bugs
-from tests.e2e.test_page import assert_same_trace, cli_trace, generated_text, set_fields, settle
+from tests.e2e.test_page import (
+    assert_same_trace,
+    cli_trace,
+    generated_text,
+    set_fields,
+    settle,
+)
 
 pytestmark = pytest.mark.browser
 

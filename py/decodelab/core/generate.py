@@ -1,0 +1,375 @@
+"""The generation loop: prefill the prompt, then one decode step at a time, one record per step.
+
+The same generator drives the CLI, the tests and the browser page. A model provides a
+`session()` with `prefill(ids) -> logits (V,)` and `decode(token_id) -> logits (V,)`; everything
+about choosing tokens lives here and in `sampling`, nothing of it in the models.
+
+Each step:
+  1. logits from the model (prefill for step 0, decode afterwards)
+  2. the rules (`decide`, one function for the run, its replay and the page's preview): EOS
+     blocked while fewer than min_new_tokens exist or with ignore_eos, the repetition penalty
+     on ids already in prompt + output, a mask (token healing's at step 0, JSON mode's
+     grammar), temperature and the filters in the chosen order -> the final distribution
+  3. one uniform draw u -> the token (greedy: argmax, no draw)
+  4. the token's bytes through the text's accounting (`textout`: UTF-8, the stop rules, which
+     step owns each character), or, inside a tool call, to the call (`toolcalls`)
+  5. with a KV-cached model: the cache length and any context shift, and with cache_check on,
+     the logits just used compared with a full recomputation of the whole window (the live
+     cache check), recorded per step
+
+Every stop rule is one commented check in `_run`. Tool calls (the tasks model, `toolcalls`):
+when the model closes a call, the tool's tokens are appended to the same cache in one pass
+(`session.append`): only they are computed, and the model goes on. Each appended token is a step
+of its own with source "tool" (no rule chose it, no draw was made); the budget (max_new_tokens)
+counts the model's tokens only. Stop strings and the visible text see the answer only.
+
+JSON mode (`grammar.JsonMode`): before the rules, every token whose bytes cannot continue a JSON
+object from the answer so far is masked, and end-of-sequence only once the object is complete.
+Whether JSON mode is on or the prompt is a card question (`records`), the trace classifies the
+answer (`jsonshape.classify`).
+
+What the run fed its model is logged (`feeds`), so `replay` can give back the logits of any
+step by making the very same calls again.
+
+A caller ends a run early with cancel() between steps (finish_reason "cancelled").
+
+Dimension legend: V vocabulary size.
+"""
+
+import codecs
+
+import numpy as np
+
+from decodelab.core import grammar, healing, jsonshape, records, sampling, stopping
+from decodelab.core.settings import Settings, validate
+from decodelab.core.textout import TextOut
+from decodelab.core.tokenizer import EOS
+from decodelab.core.toolcalls import MAX_TOOL_CALLS, ToolCalls  # noqa: F401 (the cap, for callers)
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import encode
+
+TOP_N = 10  # candidates recorded per step (plus the chosen token if it is not among them)
+
+
+class Generation:
+    """One run. Iterate it to get step records; afterwards read finish_reason and text."""
+
+    def __init__(self, model, settings, prefix=None, prompt=None):
+        """prefix: a Prefix of this prompt to start from (its session is forked, not
+        prefilled again), or None; prompt: the prompt as `healing.prompt_ids` reads it, when
+        the caller has it already (`prepare`)."""
+        self.model = model
+        self.prefix = prefix
+        self.settings = settings
+        self.rules = settings.rules
+        self.tokenizer = model.tokenizer
+        self.prompt_ids, self.healing = prompt or healing.prompt_ids(self.tokenizer, settings)
+        self.rng = np.random.default_rng(settings.seed)
+        self.out = TextOut(settings.stop, settings.include_stop)
+        self.tools = ToolCalls(self.tokenizer, settings.tools)
+        self.json = grammar.JsonMode(self.tokenizer, settings.json_max_depth) \
+            if settings.json_mode else None  # FieldError
+        self.records = []
+        self.output_ids = []
+        self.made_before = []  # step -> tokens the model had chosen before it
+        self.feeds = []  # step -> what was fed to the model for its logits (see Replay)
+        self.finish_reason = None
+        self.stop_reason = None
+        self.made = 0  # tokens the model chose (the budget counts these)
+        self.last = None  # (step, Decision) of the latest model step, for the page's step view
+        self._steps = self._run()
+
+    def __iter__(self):
+        return self._steps
+
+    def __next__(self):
+        return next(self._steps)
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+    @property
+    def text(self) -> str:
+        return self.out.visible
+
+    @property
+    def tool_calls(self) -> list:
+        return self.tools.calls
+
+    def cancel(self) -> str:
+        """Stop between steps. Returns the held-back text that this releases (if any)."""
+        if self.finish_reason is not None:
+            return ""
+        self._steps.close()
+        return self._finish("cancelled", None, max(len(self.records) - 1, 0))
+
+    def run(self) -> "Generation":
+        for _ in self:
+            pass
+        return self
+
+    def _finish(self, finish_reason, stop_reason, step: int) -> str:
+        self.finish_reason, self.stop_reason = finish_reason, stop_reason
+        if stop_reason is not None and stop_reason != "eos":
+            return ""
+        return self.out.finish(step)
+
+    @property
+    def meant_json(self) -> bool:
+        """Is the answer meant to be JSON: JSON mode, or a card question to the tasks model."""
+        return bool(self.settings.json_mode or (self.tools.markers and records.true_record(
+            self.settings.prompt) is not None))
+
+    def json_report(self) -> dict:
+        """The answer classified (`jsonshape.classify`), or all None when it is not meant to
+        be JSON."""
+        if not self.meant_json:
+            return dict(jsonshape.NOT_JSON)
+        s = self.settings
+        return jsonshape.classify(self.text, self.finish_reason, self.stop_reason,
+                                  s.max_new_tokens, s.json_max_depth)
+
+    def prompt_pieces(self) -> tuple:
+        """The prompt as the model reads it: the text of each of its tokens (a character split
+        across two tokens goes with the second), and the text healing took back (or None)."""
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        pieces = [utf8.decode(self.tokenizer.token_bytes(i)) for i in self.prompt_ids]
+        healed = None
+        if self.healing is not None:
+            healed = utf8.decode(self.healing.prefix, final=True)
+        elif pieces:
+            pieces[-1] += utf8.decode(b"", final=True)
+        return pieces, healed
+
+    def allowed_at(self, step: int):
+        """(mask, why, kind) the rules apply at `step`: the healing mask at step 0 ("healing"),
+        the grammar's in JSON mode ("json"), else (None, "", "")."""
+        if step == 0 and self.healing is not None:
+            return self.healing.allowed, self.healing.why, "healing"
+        if self.json is not None:
+            return self.json.allowed(step), grammar.WHY, "json"
+        return None, "", ""
+
+    def seen_at(self, step: int) -> np.ndarray:
+        """(V,) the ids in the prompt and the output before `step`: what the penalty counts."""
+        return sampling.seen_mask(self.tokenizer.vocab_size,
+                                  list(self.prompt_ids) + self.output_ids[:step])
+
+    def decide(self, step: int, logits, seen=None, settings=None) -> sampling.Decision:
+        """The rules at `step` on these logits: the one place a step's inputs are assembled, for
+        the run itself, its replay and the page's preview. settings: other rules to apply to the
+        same step (the preview's); seen: the penalty's mask when the caller keeps one."""
+        s = settings or self.settings
+        made = self.made_before[step] if step < len(self.made_before) else self.made
+        allowed, why, kind = self.allowed_at(step)
+        return sampling.decide(logits, s.rules if settings else self.rules,
+                               eos_blocked=s.eos_blocked(made),
+                               seen=self.seen_at(step) if seen is None else seen,
+                               allowed=allowed, mask_why=why, mask_kind=kind)
+
+    def _emit(self, step: int, token: int, record: dict) -> str:
+        """A token's bytes to the text (and the stop rules) or, inside a tool call or result, to
+        the call (record["part"] says where it went); the text now safe to show. On a
+        stop-string match, record where the visible text ends."""
+        record["part"] = part = self.tools.part_of(token)
+        if part != "answer":
+            self.out.mark(step)
+            record["piece"] = self.tools.take(token, part)
+            return ""
+        raw = self.tokenizer.token_bytes(token)
+        if step == 0 and self.healing is not None:
+            raw = self.healing.strip(raw)
+        if self.json is not None:
+            self.json.feed(raw)
+        record["piece"], shown = self.out.feed(step, raw)  # the characters this token completed
+        if self.out.matched is not None:
+            record["stop_at"] = self.out.stop_at()
+        return shown
+
+    def _tool_step(self, step: int, token: int, cache: dict) -> dict:
+        """The record of a token the runtime appended (a tool's result): no rule chose it."""
+        record = {"step": step, "phase": "tool", "source": "tool", "token_id": token,
+                  "token_text": self.tokenizer.label(token),
+                  "token_bytes": self.tokenizer.token_bytes(token).hex(), "piece": "",
+                  "prob": None, "logprob": None, "u": None, "top": [],
+                  "tool_call": dict(self.tools.calls[-1])}  # the call whose result this is
+        record["emit"] = self._emit(step, token, record)
+        record.update(cache)
+        return record
+
+    def _run(self):
+        s = self.settings
+        if self.prefix is not None and self.prefix.ids == list(self.prompt_ids):
+            session = self.prefix.session.fork()  # prefilled once, shared by many runs
+            logits = self.prefix.logits
+        else:
+            session = self.model.session()
+            logits = session.prefill(self.prompt_ids)  # (V,)
+        self.feeds.append(("prefill", list(self.prompt_ids)))
+        seen = self.seen_at(0)  # kept up to date below: the penalty's mask
+        cached = hasattr(session, "check_report")  # a KV cache: its length, and the live check
+        greedy, compare = self.rules.is_greedy, self.rules.orders_can_differ
+        step = 0
+        while self.made < s.max_new_tokens:
+            if self.json is not None:
+                self.json.begin()
+            self.made_before.append(self.made)
+            d = self.decide(step, logits, seen)
+            if greedy:
+                u, token = None, d.greedy_token()
+            else:
+                u = float(self.rng.random())  # exactly one draw per sampled step
+                token = sampling.pick(d.p_final, u)
+            self.last = (step, d)
+            self.output_ids.append(token)
+            self.made += 1
+            seen[token] = True
+            record = self._record(step, d, token, u, compare and sampling.orders_differ(d))
+            if d.mask_kind == "json":  # the grammar's stage, as the trace records it
+                record["grammar"] = self.json.record(d, step)
+            if cached:  # rule-free, but per step: cached logits == full recomputation?
+                record.update(session.check_report(s.cache_check))
+            appended = None
+            if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
+                record["emit"] = self._finish("stop", "eos", step)
+            else:
+                record["emit"] = self._emit(step, token, record)
+                if self.out.matched is not None:  # rule: a stop string matched
+                    self._finish("stop", self.out.matched, step)
+                elif self.tools.closes(token, record["part"]):  # rule: a call is complete
+                    appended, ending = self.tools.close(self.made < s.max_new_tokens)
+                    if ending is not None:  # rule: the tools setting ends the run at the call
+                        record["emit"] += self._finish(*ending, step)
+                if self.finish_reason is None and self.made == s.max_new_tokens:
+                    record["emit"] += self._finish("length", None, step)  # rule: the budget
+            self.records.append(record)
+            yield record
+            step += 1
+            if self.finish_reason is not None:
+                return
+            if not appended:
+                logits = session.decode(token)
+                self.feeds.append(("decode", [token]))
+                continue
+            # the closing token and the tool's tokens in one pass, after what the cache holds
+            logits = session.append([token] + appended)
+            cache = {"cache_length": session.length, "context_shift": session.shifted} \
+                if cached else {}
+            for tool_token in appended:
+                self.output_ids.append(tool_token)
+                seen[tool_token] = True
+                self.made_before.append(self.made)
+                self.feeds.append(None)  # no logits of its own: appended with the others
+                record = self._tool_step(step, tool_token, cache)
+                self.records.append(record)
+                yield record
+                step += 1
+            self.feeds.append(("append", [token] + appended))
+        if self.finish_reason is None:  # only reachable if max_new_tokens were 0
+            self._finish("length", None, max(step - 1, 0))
+
+    def _record(self, step, d, token, u, orders_differ) -> dict:
+        label = self.tokenizer.label
+        top = np.argsort(-d.p_temp, kind="stable")[:TOP_N].tolist()  # likeliest after temperature
+        if token not in top:
+            top.append(token)
+        # Plain Python values for the per-candidate fields: in WebAssembly every numpy call
+        # costs microseconds, and indexing numpy scalars one by one would be TOP_N x 4 of them.
+        raw, temp, keep, final = d.p_raw.tolist(), d.p_temp.tolist(), d.kept.tolist(), \
+            d.p_final.tolist()
+        return {
+            "step": step,
+            "phase": "prefill" if step == 0 else "decode",
+            "source": "model",
+            "part": self.tools.part,  # answer, call or result (set again once the token is read)
+            "token_id": token,
+            "token_text": label(token),
+            "token_bytes": self.tokenizer.token_bytes(token).hex(),
+            "piece": "",  # the characters this token completed (set once it is decoded)
+            "prob": final[token],
+            "logprob": d.logprob(token),
+            "u": u,
+            # final mass of the ids before the chosen one: u landed in [cdf_before, +prob)
+            "cdf_before": float(d.p_final[:token].sum()),
+            "entropy": sampling.entropy(d.p_final),
+            "entropy_raw": sampling.entropy(d.p_raw),
+            "kept_count": int(d.kept.sum()),
+            "orders_differ": orders_differ,
+            "top": [{"token_id": i, "token_text": label(i), "p_raw": raw[i], "p_temp": temp[i],
+                     "kept": keep[i], "p_final": final[i]} for i in top],
+        }
+
+    def trace(self) -> dict:
+        """The trace contract: settings, prompt, visible text, finish and every step record;
+        `cut` is the generated text a stop string removed from the end ("" when none was); the
+        last step's record says where the visible text ends ("stop_at": step and byte)."""
+        return {
+            "settings": self.settings.to_json(),
+            "prompt": self.settings.prompt,
+            "prompt_ids": list(self.prompt_ids),
+            "healed": None if self.healing is None else self.tokenizer.label(self.healing.removed),
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "stop_reason": self.stop_reason,
+            "cut": self.out.stopper.cut,
+            "tool_calls": self.tools.calls,
+            # a call the run ended inside (the budget ran out, or EOS): its text so far
+            "open_call": self.tools.open_call(),
+            "json": self.json_report(),
+            "steps": self.records,
+        }
+
+
+class Prefix:
+    """A prompt prefilled once, for several runs of it (prefix sharing): each run forks the
+    session, so the prompt's keys and values are computed once, not once per sample."""
+
+    def __init__(self, model, prompt_ids):
+        self.ids = [int(i) for i in prompt_ids]
+        self.session = model.session()
+        self.logits = np.array(self.session.prefill(self.ids))  # a copy: runs only read it
+
+
+def prepare(library, raw: dict):
+    """Every check a run makes before it starts, against what the library holds: the settings
+    (`settings.validate`, with the prompt's characters), then what depends on the model (the
+    prompt as it reads it, stop strings it can write, JSON it can write). Returns (settings,
+    model, prompt): the prompt as `healing.prompt_ids` gives it. Raises FieldErrors naming
+    every bad field it can tell at once."""
+    try:
+        settings = validate(raw, datasets=library.catalog())
+    except FieldErrors as e:
+        raise FieldErrors(e.errors + _prompt_errors(library, raw, e.errors)) from None
+    try:
+        model = library.for_settings(settings)
+        prompt = healing.prompt_ids(model.tokenizer, settings)
+        stop = stopping.vocabulary_error(settings.stop, model.tokenizer)
+        if stop is not None:
+            raise stop
+        if settings.json_mode:
+            grammar.check_vocabulary(model.tokenizer)
+    except FieldError as e:
+        raise FieldErrors([e]) from None
+    return settings, model, prompt
+
+
+def start(library, raw: dict) -> Generation:
+    """Check raw settings against what the library holds (`prepare`) and begin a run."""
+    settings, model, prompt = prepare(library, raw)
+    return Generation(model, settings, prompt=prompt)
+
+
+def _prompt_errors(library, raw, errors) -> list:
+    """Report an out-of-vocabulary prompt together with other bad fields, when we can tell."""
+    bad = {e.field for e in errors}
+    if not isinstance(raw, dict) or bad & {"prompt", "model", "dataset", "tokenizer"} \
+            or not isinstance(raw.get("prompt", ""), str):
+        return []
+    try:
+        model = library.model(raw.get("model", Settings.model), raw.get("dataset", Settings.dataset),
+                              raw.get("tokenizer", Settings.tokenizer))
+        encode(model.tokenizer, "prompt", raw.get("prompt", ""))
+    except FieldError as e:
+        return [e]
+    return []

@@ -1,0 +1,4 @@
+"""The ways in: the command line (`cli`, behind `python -m decodelab`) and the page's worker
+(`webapi`, one module per panel). Both check their input against `fields` and call `core` and
+`lesson`; neither decides a rule of its own.
+"""

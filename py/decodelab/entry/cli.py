@@ -1,0 +1,279 @@
+"""``python -m decodelab``: the decoding engine from the command line, JSON on stdout.
+
+    probs        the decoding rules on logits or probabilities you type
+    generate     a run with a trained model (--json prints the full trace)
+    ask          a question to the tasks model: arithmetic with its calculator, or a card in JSON
+    experiment   the tasks model's accuracy on held-out questions against temperature
+    validity     the tasks model's card answers: valid JSON against budget and temperature
+    kv-memory    KV-cache bytes for a model shape
+    cache-check  cached against recomputed logits, step by step
+    eval         validation negative log-likelihood of a model on its dataset
+    tokenize     text to token ids, with each token's text and bytes
+    detokenize   token ids back to text
+
+Every option is a field of `fields.FIELDS` (`--top-k` is the field top_k) with its help and its
+checks, so a value the page refuses is refused here in the same words. Bad arguments exit with
+status 2 and one line on stderr naming the option and what is allowed.
+"""
+
+import argparse
+import json
+import math
+import sys
+
+from decodelab.core.settings import NAMES as SETTING_NAMES
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import FIELD_BY_NAME, check, encode, read
+from decodelab.lesson.playground import RULES
+
+
+class UsageError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but every complaint is a single line (and the process exits with status 2)."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_fields(p, names, required=(), defaults=None):
+    """One option per field: its help and allowed values from the table. Values stay raw text;
+    the commands check them against the table."""
+    for name in names:
+        f = FIELD_BY_NAME[name]
+        text = f"{f.help} Allowed: {f.allowed()}.".replace("%", "%%")
+        if f.kind == "bool" and f.default is True:
+            p.add_argument(option(name), action=argparse.BooleanOptionalAction, default=None,
+                           help=text)
+        elif f.kind == "bool":
+            p.add_argument(option(name), action="store_true", default=None, help=text)
+        elif f.kind == "lines":
+            p.add_argument(option(name), action="append", help=text + " Repeat for more.")
+        else:
+            p.add_argument(option(name), required=name in required, help=text,
+                           default=(defaults or {}).get(name))
+
+
+def given(args, names) -> dict:
+    """The options the user actually gave, as raw values keyed by field name."""
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def library(args):
+    from decodelab.core.library import Library
+
+    return Library(args.assets)
+
+
+def cmd_probs(args) -> dict:
+    from decodelab.lesson.playground import probs
+
+    out = probs(given(args, ("logits", "probs") + RULES))
+    return {"probs": out["probs"], "kept": out["kept"]}
+
+
+def cmd_generate(args):
+    from decodelab.core.generate import start
+
+    run = start(library(args), given(args, SETTING_NAMES)).run()
+    return run.trace() if args.json else run
+
+
+CHECK = ("model", "dataset", "tokenizer", "prompt", "steps", "seed", "dtype")
+MEMORY = ("layers", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequences")
+
+
+def cmd_ask(args) -> dict:
+    from decodelab.core.ask import ASK_SETTINGS, ask
+
+    out = ask(library(args), given(args, ("question",) + ASK_SETTINGS))
+    if not args.json:
+        out.pop("trace")
+    return out
+
+
+def cmd_experiment(args) -> dict:
+    from decodelab.lesson.accuracy import FIELDS, SETTINGS, AccuracyExperiment
+
+    req = given(args, FIELDS)
+    req["settings"] = given(args, SETTINGS)
+    return AccuracyExperiment(library(args), req).run().result()
+
+
+def cmd_validity(args) -> dict:
+    from decodelab.lesson.shapes import FIELDS, SETTINGS, ValidityExperiment
+
+    req = given(args, FIELDS)
+    req["settings"] = given(args, SETTINGS)
+    return ValidityExperiment(library(args), req).run().result()
+
+
+def cmd_kv_memory(args) -> dict:
+    from decodelab.core.kvcache import kv_cache_bytes
+
+    return kv_cache_bytes(**read(given(args, MEMORY), MEMORY))
+
+
+def cmd_cache_check(args) -> dict:
+    import numpy as np
+
+    from decodelab.core.inference import cache_check
+
+    values = read(given(args, CHECK), CHECK[:1] + CHECK[2:])
+    if values["model"] != "transformer":
+        raise FieldError("model", "Model must be transformer: only it has a KV cache to check; "
+                                  f"got {values['model']!r}.")
+    model = library(args).model("transformer", args.dataset, values["tokenizer"])
+    prompt_ids = encode(model.tokenizer, "prompt", values["prompt"])
+    return cache_check(model, prompt_ids, values["steps"], values["seed"],
+                       dtype=np.dtype(values["dtype"]))
+
+
+def cmd_eval(args) -> dict:
+    """Validation loss in nats per token (`val_nll`), and in units that do not depend on the
+    tokenizer, so that tokenizers can be compared: nats per character and bits per byte. Each
+    sequence's end counts as one character and one byte (the newline that ends it on disk), as
+    it counts as one token (EOS); with one token per character the first two agree."""
+    check("model", args.model)
+    tokenizer = check("tokenizer", args.tokenizer or "chars")
+    lib = library(args)
+    corpus = lib.corpus(args.dataset)
+    model = lib.model(args.model, args.dataset, tokenizer)
+    val = model.nll(corpus.val)
+    tokens = sum(len(model.tokenizer.encode(s)) + 1 for s in corpus.val)
+    chars = sum(len(s) + 1 for s in corpus.val)
+    text_bytes = sum(len(s.encode("utf-8")) + 1 for s in corpus.val)
+    total = val * tokens  # nats over the whole validation split
+    return {"val_nll": val, "nats_per_token": val, "nats_per_char": total / chars,
+            "bits_per_byte": total / text_bytes / math.log(2), "params": model.n_params,
+            "train_nll": model.nll(corpus.train), "model": args.model, "dataset": args.dataset,
+            "tokenizer": tokenizer, "chars_per_token": chars / tokens,
+            "val_sequences": len(corpus.val)}
+
+
+def cmd_tokenize(args) -> dict:
+    values = read(given(args, ("tokenizer", "text")), ("tokenizer", "text"))
+    tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
+    ids = encode(tokens, "text", values["text"])
+    raw = [tokens.token_bytes(i) for i in ids]
+    return {"ids": ids, "tokens": [tokens.label(i) for i in ids], "bytes": [b.hex() for b in raw]}
+
+
+def cmd_detokenize(args) -> dict:
+    values = read(given(args, ("tokenizer", "ids")), ("tokenizer", "ids"))
+    tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
+    for i, token_id in enumerate(values["ids"], 1):
+        if token_id >= tokens.vocab_size:
+            raise FieldError("ids", f"Token ids: entry {i} is {token_id}; this tokenizer's ids go "
+                                    f"from 0 to {tokens.vocab_size - 1}.")
+    return {"text": tokens.decode(values["ids"])}
+
+
+# name: (what it does, its fields, the fields it requires, defaults of its own, the command)
+COMMANDS = {
+    "probs": ("apply the decoding rules to numbers you type", ("logits", "probs") + RULES, (),
+              {}, cmd_probs),
+    "generate": ("generate with a trained model", SETTING_NAMES, ("seed",), {}, cmd_generate),
+    "ask": ("ask the tasks model a question: arithmetic (it may call a calculator) or a card "
+            "(it answers in JSON)",
+            ("question", "model", "seed", "temperature", "greedy", "top_k", "top_p", "min_p",
+             "tools", "json_mode", "json_max_depth", "max_new_tokens"), ("question",), {},
+            cmd_ask),
+    "experiment": ("accuracy of the tasks model on held-out questions against temperature",
+                   ("temperatures", "questions", "samples_per_question", "model", "seed",
+                    "top_k", "top_p", "min_p", "tools", "max_new_tokens"), (),
+                   {}, cmd_experiment),
+    "validity": ("valid JSON of the tasks model's card answers against token budget and "
+                 "temperature, with and without JSON mode",
+                 ("temperatures", "budgets", "cards", "samples_per_question", "model", "seed",
+                  "top_k", "top_p", "min_p", "json_max_depth"), (), {}, cmd_validity),
+    "kv-memory": ("KV-cache bytes for a model shape", MEMORY, MEMORY[:-1], {}, cmd_kv_memory),
+    "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
+                    ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
+    "eval": ("validation NLL (nats per token) of a model", ("model", "dataset", "tokenizer"),
+             ("dataset",),
+             {"model": "bigram"}, cmd_eval),
+    "tokenize": ("text to token ids", ("dataset", "tokenizer", "text"), ("dataset", "text"), {},
+                 cmd_tokenize),
+    "detokenize": ("token ids to text", ("dataset", "tokenizer", "ids"), ("dataset", "ids"), {},
+                   cmd_detokenize),
+}
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="decodelab", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for name, (text, names, required, defaults, _) in COMMANDS.items():
+        p = sub.add_parser(name, help=text)
+        add_fields(p, names, required, defaults)
+        if name == "generate":
+            p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
+        if name == "ask":
+            p.add_argument("--json", action="store_true", help="include the whole trace")
+        if name in ("experiment", "validity"):
+            p.add_argument("--json", action="store_true", help="JSON (the only output form)")
+        if name in ("generate", "ask", "experiment", "validity", "cache-check", "eval",
+                    "tokenize", "detokenize"):
+            p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "
+                                            "package's own data, or a checkout's artifacts/)")
+    return parser
+
+
+def _join_number_lists(argv: list) -> list:
+    """Let `--logits -1,2` work: argparse would read "-1,2" as an option, so glue it on."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("--logits", "--probs", "--text") and i + 1 < len(argv):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def say_finish(run) -> None:
+    """How a run ended, on stderr: finish and stop reason, and the answer's JSON status."""
+    shape = run.json_report()
+    said = f" json={shape['status']}" if shape["status"] else ""
+    print(f"[finish_reason={run.finish_reason} stop_reason={run.stop_reason}{said}]",
+          file=sys.stderr)
+    if shape["error"]:
+        print(f"[{shape['error']}]", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_join_number_lists(sys.argv[1:] if argv is None else argv))
+    except UsageError as e:
+        print(str(e).replace("\n", " "), file=sys.stderr)
+        return 2
+    prog = f"decodelab {args.command}"
+    try:
+        out = COMMANDS[args.command][-1](args)
+    except (FieldError, FieldErrors) as e:
+        first = e.errors[0] if isinstance(e, FieldErrors) else e
+        print(f"{prog}: {option(first.field)}: {first.message}", file=sys.stderr)
+        return 2
+    if args.command == "generate" and not args.json and out.tools.markers:  # a question, an answer
+        print(args.prompt)
+        for c in out.tool_calls:
+            said = c["result"] if c["error"] is None else f"error: {c['error']}"
+            print(f"  calculator({c['call']}) = {said if c['by'] else '(not run)'}")
+        print(out.text)
+        say_finish(out)
+        return 0
+    if args.command == "generate" and not args.json:
+        print(args.prompt + out.text if args.prompt else out.text)
+        say_finish(out)
+        return 0
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+    return 0

@@ -1,0 +1,91 @@
+"""What the browser worker calls: one function, `call(endpoint, request_json, session)`, JSON
+text in, JSON text out.
+
+Only strings cross the JavaScript boundary (no Python objects held by JS, nothing to leak). Every
+request is a JSON object read by one parser, every reply is {"ok": true, ...} or {"ok": false,
+"errors": [{"field", "label", "message"}, ...]} from one error path, and `registry.ENDPOINTS`
+is the table of what can be asked. Each panel of the page has its module here, named as the
+panel's script in web/ is:
+
+    catalog     setup: the field table, the models and datasets, the defaults
+    run         a run: check, start, advance in batches, cancel, its trace, restore, warm-up,
+                training a bigram on the learner's text
+    pipeline    one step of the run taken apart
+    preview     the next token under the rules being set
+    playground  the rules on typed numbers
+    prefill     the prompt's prefill, row by row
+    experiment  the temperature experiment
+    accuracy    right answers against temperature
+    shapes      answers with a shape: one card four ways, the validity experiment
+    reuse       what a cache is not
+    batch       the batch view
+    bugs        break it on purpose
+    costs       the memory calculator and the measured cost of a step
+    compare     both models side by side
+    bench       the benchmark's rows, the same functions natively and in the page
+
+Generation is driven from JavaScript in short time-budgeted batches (`advance`), so the worker
+reads a Stop message between batches. One run at a time per session.
+
+The CLI does not use this package; both go through `core.generate`.
+"""
+
+import json
+
+from decodelab.core.library import Library
+from decodelab.entry.webapi import (  # noqa: F401
+    accuracy,
+    batch,
+    bench,
+    bugs,
+    catalog,
+    compare,
+    costs,
+    experiment,
+    pipeline,
+    playground,
+    prefill,
+    preview,
+    reuse,
+    run,
+    shapes,
+)
+from decodelab.entry.webapi.registry import ENDPOINTS, SESSIONS, Session
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import error_json, label_of
+
+
+def _errors(e) -> dict:
+    errs = e.errors if isinstance(e, FieldErrors) else [e]
+    return {"ok": False, "errors": [error_json(x) for x in errs]}
+
+
+def call(name: str, request_json: str = "{}", session: str = "page") -> str:
+    """Run endpoint `name` on the request (a JSON object) for the page `session`."""
+    try:
+        try:
+            req = json.loads(request_json) if isinstance(request_json, str) else None
+        except ValueError:
+            req = None
+        if not isinstance(req, dict):
+            field = "settings" if name in ("start", "compare", "bench") else "request"
+            raise FieldError(field, f"{label_of(field)} must be a JSON object of name: value.")
+        if name not in ENDPOINTS:
+            raise FieldError("request", f"Unknown request {name!r}; known requests are "
+                                        f"{', '.join(ENDPOINTS)}.")
+        if name == "setup":
+            # pages served by one Python (widgets sharing a worker) share its loaded models
+            fresh = Library(req.get("assets"))
+            same = next((s.library for s in SESSIONS.values() if s.library.root == fresh.root), None)
+            SESSIONS[session] = Session(same.sharing() if same else fresh)
+        elif session not in SESSIONS:
+            raise FieldError("request", "Python is not set up for this page yet.")
+        out = ENDPOINTS[name](SESSIONS[session], req)
+    except (FieldError, FieldErrors) as e:
+        return json.dumps(_errors(e))
+    return json.dumps({"ok": True, **out})
+
+
+def forget(session: str) -> None:
+    """Drop a page's state when the page is gone (a widget that shared the worker closed)."""
+    SESSIONS.pop(session, None)

@@ -1,0 +1,223 @@
+"""The benchmark's rows, measured by the same functions natively (tests/benchmark.py calls them
+in CPython) and in the page (through these endpoints), so the two numbers time the same code:
+a whole run, the transformer's cached and uncached decode, the BPE encoder, resuming after a
+tool result, prefix sharing, the accuracy experiment's pace, and what JSON mode adds to a step.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+
+from decodelab.core import grammar, sampling, tasks
+from decodelab.core.bpe import BPE
+from decodelab.core.generate import Generation, Prefix
+from decodelab.core.generate import start as start_generation
+from decodelab.core.inference import Uncached
+from decodelab.core.replay import Replay
+from decodelab.core.settings import validate
+from decodelab.entry.webapi.catalog import sample_card
+from decodelab.entry.webapi.registry import Session, endpoint
+from decodelab.entry.webapi.reuse import REUSE_APPENDED, REUSE_QUESTION
+from decodelab.fields import read
+from decodelab.lesson.accuracy import AccuracyExperiment
+
+
+def time_generation(model, settings) -> dict:
+    """Run one generation (step records included) and time it: the whole run, and the decode
+    steps alone (every step after the first, which also carries the prefill)."""
+    run = Generation(model, settings)
+    began = time.perf_counter()
+    first = None
+    contexts = []
+    for record in run:
+        if first is None:
+            first = time.perf_counter()
+        contexts.append(len(run.prompt_ids) + len(run.output_ids))
+    ended = time.perf_counter()
+    n = len(run.records)
+    decode_seconds = ended - first if first is not None else 0.0
+    return {"steps": n, "seconds": ended - began, "steps_per_second": n / (ended - began),
+            "first_step_ms": (first - began) * 1e3 if first is not None else None,
+            "decode_steps_per_second": (n - 1) / decode_seconds if n > 1 else None,
+            "context_from": min(contexts, default=0), "context_to": max(contexts, default=0),
+            "text": run.text}
+
+
+def time_resume(model, context_ids, appended_ids, repeats: int = 15) -> dict:
+    """Resuming after a tool result: the appended tokens fed after a cache that holds the
+    context (session.append) against a full recomputation of the same text without one (a
+    fresh session's prefill of all of it). Medians over `repeats`, in ms; both give the same
+    logits (the largest difference is reported)."""
+    base = model.session()
+    base.prefill(context_ids)
+    resume, full, diff = [], [], 0.0
+    for _ in range(repeats):
+        s = base.fork()
+        t0 = time.perf_counter()
+        a = s.append(appended_ids)
+        t1 = time.perf_counter()
+        fresh = model.session()
+        b = fresh.prefill(list(context_ids) + list(appended_ids))
+        t2 = time.perf_counter()
+        resume.append(t1 - t0)
+        full.append(t2 - t1)
+        diff = max(diff, float(np.abs(a - b).max()))
+    r, f = sorted(resume)[len(resume) // 2] * 1e3, sorted(full)[len(full) // 2] * 1e3
+    return {"context": len(context_ids) + 1, "appended": len(appended_ids), "resume_ms": r,
+            "full_ms": f, "speedup": f / r, "max_abs_diff": diff}
+
+
+def time_prefix_sharing(model, settings, samples: int) -> dict:
+    """`samples` runs of one prompt (seeds seed, seed + 1, ...): each with its own prefill,
+    and all from one shared prefill (generate.Prefix). Seconds for each way, and whether every
+    run's trace came out the same both ways."""
+    runs = [dataclasses.replace(settings, seed=settings.seed + j) for j in range(samples)]
+    t0 = time.perf_counter()
+    own = [Generation(model, s).run().trace() for s in runs]
+    t1 = time.perf_counter()
+    first = Generation(model, runs[0])  # the prompt's ids, as a run makes them
+    prefix = Prefix(model, first.prompt_ids)
+    shared = [Generation(model, s, prefix=prefix).run().trace() for s in runs]
+    t2 = time.perf_counter()
+    return {"samples": samples, "own_prefill_s": t1 - t0, "shared_prefill_s": t2 - t1,
+            "saving": 1 - (t2 - t1) / (t1 - t0), "same": own == shared,
+            "prompt_tokens": len(first.prompt_ids)}
+
+
+def time_json_mode(model, settings, repeats: int = 15) -> dict:
+    """What JSON mode adds to a step. One run with JSON mode on; then, over the states and
+    logits of its steps, the grammar's own work timed apart: the mask of each state with fresh
+    tables (`cold`, the first run of a page) and with the tables kept (`warm`, every later
+    run), and the rules applied with the mask against without it. Each of these is the fastest
+    of `repeats` passes over all the steps (a browser's clock is coarse; the fastest pass is
+    the one least disturbed). Also the whole run, with fresh tables and once more, per step.
+    All in ms."""
+    on = dataclasses.replace(settings, json_mode=True, cache_check=False)
+    model.tokenizer.__dict__.pop("_json_masks", None)  # the first run builds its tables
+    t0 = time.perf_counter()
+    run = Generation(model, on).run()
+    t1 = time.perf_counter()
+    Generation(model, on).run()
+    t2 = time.perf_counter()
+    n = len(run.records)
+    replay = Replay(run)
+    logits = [replay.logits_at(k) for k in range(n)]
+    states, rules = run.json.states, on.rules
+
+    def fastest(work) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            began = time.perf_counter()
+            work()
+            best = min(best, time.perf_counter() - began)
+        return best * 1e3 / n
+
+    def cold():
+        fresh = grammar.JsonMask(model.tokenizer, on.json_max_depth)
+        for s in states:
+            fresh.allowed(s)
+
+    kept = grammar.JsonMask(model.tokenizer, on.json_max_depth)
+    masks = [kept.allowed(s) for s in states]
+    mask_cold = fastest(cold)
+    mask_warm = fastest(lambda: [kept.allowed(s) for s in states])
+    masked = fastest(lambda: [sampling.decide(z, rules, allowed=m, mask_kind="json")
+                              for z, m in zip(logits, masks)])
+    plain = fastest(lambda: [sampling.decide(z, rules) for z in logits])
+    per = lambda seconds: seconds * 1e3 / n  # noqa: E731
+    return {"steps": n, "vocab_size": model.tokenizer.vocab_size, "states": len(kept._masks),
+            "status": run.json_report()["status"],
+            "run_cold_ms_per_step": per(t1 - t0), "run_warm_ms_per_step": per(t2 - t1),
+            "mask_cold_ms_per_step": mask_cold, "mask_warm_ms_per_step": mask_warm,
+            "rules_ms_per_step": plain, "masked_rules_ms_per_step": masked,
+            "overhead_cold_ms_per_step": mask_cold + masked - plain,
+            "overhead_warm_ms_per_step": mask_warm + masked - plain}
+
+
+@endpoint
+def _bench(session: Session, req: dict) -> dict:
+    """Time one whole run, step records included, inside whichever Python runs this.
+
+    The benchmark calls this natively and in the browser, so the two numbers time the same code.
+    """
+    run = start_generation(session.library, req)
+    t0 = time.perf_counter()
+    n = sum(1 for _ in run)
+    seconds = time.perf_counter() - t0
+    return {"steps": n, "seconds": seconds, "steps_per_second": n / seconds}
+
+
+@endpoint
+def _bench_tokenize(session: Session, req: dict) -> dict:
+    """The benchmark's tokenizer row: {"dataset", "text"} -> milliseconds to encode the text
+    with the dataset's BPE from an empty piece cache (a prompt seen for the first time) and
+    again with the cache filled."""
+    tokens = session.library.tokenizer("bpe", session.dataset(req))
+    text = read(req, ["text"])["text"]
+    fresh = BPE(tokens.merges)  # the same merges, nothing cached yet
+    t0 = time.perf_counter()
+    ids = fresh.encode(text)
+    t1 = time.perf_counter()
+    fresh.encode(text)
+    t2 = time.perf_counter()
+    return {"chars": len(text), "bytes": len(text.encode("utf-8")), "tokens": len(ids),
+            "cold_ms": (t1 - t0) * 1000, "warm_ms": (t2 - t1) * 1000}
+
+
+@endpoint
+def _bench_tools(session: Session, req: dict) -> dict:
+    """The benchmark's tool rows, the same function natively and here: resuming after a tool
+    result against a full recomputation (on the tasks model at a question's length, and on the
+    prose BPE model from 100 tokens of context), one question's samples with and without a
+    shared prefill, and the accuracy experiment's questions per second."""
+    library = session.library
+    tasks_model = library.model("transformer", "tasks", "bpe")
+    tok = tasks_model.tokenizer
+    question = tasks.question_ids(tok, REUSE_QUESTION)
+    call = [tok.special_ids[tasks.CALL]] + tok.encode(REUSE_APPENDED)
+    appended = [tok.special_ids[tasks.END_CALL]] + tasks.result_ids(tok, "19")  # as a run does
+    prose = library.model("transformer", "prose", "bpe")
+    text = library.corpus("prose").val
+    long = prose.tokenizer.encode(" ".join(text))[:99]  # with the start token: 100 of context
+    out = {"resume_tasks": time_resume(tasks_model, question + call, appended),
+           "resume_100": time_resume(prose, long, prose.tokenizer.encode(" 19 is the")),
+           "prefix": time_prefix_sharing(tasks_model, validate({
+               "model": "transformer", "dataset": "tasks", "prompt": REUSE_QUESTION,
+               "temperature": 1.0, "max_new_tokens": 30, "cache_check": False}), 8)}
+    exp = AccuracyExperiment(library, {"questions": read(req, ["questions"])["questions"]})
+    t0 = time.perf_counter()
+    exp.run()
+    seconds = time.perf_counter() - t0
+    out["experiment"] = {"runs": exp.total, "seconds": seconds, "runs_per_second": exp.total /
+                         seconds, "steps": exp.steps}
+    return out
+
+
+@endpoint
+def _bench_json(session: Session, req: dict) -> dict:
+    """The benchmark's JSON mode rows, the same function natively and here: what the grammar
+    mask adds to a step (time_json_mode) on the tasks model answering a held-out card at
+    T = 1, and on the prose BPE model at T = 2 from an empty prompt."""
+    library = session.library
+    card = sample_card(library) or 'Card for "Ada", age 31, from "Paris".'
+    runs = {"tasks card, T = 1": {"model": "transformer", "dataset": "tasks", "prompt": card,
+                                  "temperature": 1.0, "seed": 0, "max_new_tokens": 60},
+            "prose BPE, T = 2": {"model": "transformer", "dataset": "prose", "tokenizer": "bpe",
+                                 "temperature": 2.0, "seed": 0, "max_new_tokens": 60}}
+    out = {}
+    for name, raw in runs.items():
+        settings = validate(raw, datasets=session.datasets())
+        out[name] = time_json_mode(library.for_settings(settings), settings)
+    return out
+
+
+@endpoint
+def _bench_generation(session: Session, req: dict) -> dict:
+    """The benchmark's transformer rows: {"settings", "cache": true|false} -> one generation
+    timed whole and decode-only (time_generation), the same function natively and here."""
+    settings = validate(req.get("settings", {}), datasets=session.datasets())
+    model = session.library.for_settings(settings)
+    if not req.get("cache", True):
+        model = Uncached(model)
+    return time_generation(model, settings)

@@ -1,0 +1,38 @@
+"""Break it on purpose (`lesson.bugs`): one classic KV-cache bug injected, and the check that
+catches it run, with the sentence on what went wrong.
+
+The bugs are imported inside the endpoint alone: a page that never breaks its cache on purpose
+never even loads them (a test holds the normal path to that)."""
+
+from decodelab.entry.webapi.batch import batch_prompts, fits, lab_model
+from decodelab.entry.webapi.registry import Session, endpoint
+from decodelab.errors import FieldError
+from decodelab.fields import encode, read
+from decodelab.lesson import batch
+
+
+@endpoint
+def _break_it(session: Session, req: dict) -> dict:
+    """{"bug", "dataset", "test_prompt", "check_steps", "seed", "prompts"} -> the check that
+    catches the bug, run with it injected (bugs.run_bug), and the sentence on what went wrong."""
+    from decodelab.lesson import bugs
+
+    values = read(req, ["bug", "test_prompt", "check_steps", "seed"])
+    model, dataset = lab_model(session, req)
+    bug, steps = values["bug"], values["check_steps"]
+    ids = encode(model.tokenizer, "test_prompt", values["test_prompt"])
+    texts, batch_ids = None, None
+    if bug == "unmasked-padding":
+        texts, batch_ids = batch_prompts(model, req)
+        if len({len(p) for p in batch_ids}) < 2:
+            raise FieldError("prompts", "Batch prompts: padding only appears when the prompts "
+                                        "differ in length; make one shorter.")
+        fits(model, "check_steps", f"Check steps: the longest batch prompt and {steps} steps",
+              max(len(p) for p in batch_ids) + 1 + steps)
+    else:
+        fits(model, "check_steps", f"Check steps: the test prompt and {steps} steps",
+              len(ids) + 1 + steps)
+    out = bugs.run_bug(model, bug, ids, steps, values["seed"], batch_prompts=batch_ids)
+    if out["check"] == "batch":
+        out["batch"] = batch.describe(model, texts, out["batch"])
+    return {"dataset": dataset, **out}

@@ -1,0 +1,138 @@
+"""setup: what the page needs to know when Python is up: the field table (with the datasets that
+exist), the models, each dataset with its models, tokenizers and loss, the defaults, the
+endpoints, and the few numbers the page draws with (candidates per step, the cache check's
+tolerance, the experiments' defaults, a held-out card to start from).
+"""
+
+import numpy as np
+
+from decodelab import __version__
+from decodelab.core import tasks
+from decodelab.core.bpe import FIRST_MERGE
+from decodelab.core.generate import TOP_N
+from decodelab.core.inference import CHECK_TOLERANCE, SESSION_DTYPE
+from decodelab.core.kvcache import kv_cache_bytes
+from decodelab.core.settings import Settings
+from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
+from decodelab.fields import FIELDS, MODELS
+from decodelab.lesson.accuracy import DEFAULTS as ACCURACY_DEFAULTS
+from decodelab.lesson.shapes import DEFAULTS as VALIDITY_DEFAULTS
+
+MODEL_LABELS = {"bigram": "Bigram (counts)", "transformer": "Transformer (KV cache)"}
+
+
+def _transformer_info(library, name: str, tokenizer: str = "chars"):
+    if not library.has_model("transformer", name, tokenizer):
+        return None
+    m = library.model("transformer", name, tokenizer)
+    cfg = m.cfg
+    return {"params": m.n_params, "val_nll": m.info.get("val_nll"), "curve": m.curve,
+            "context_size": cfg.context_size, "n_layer": cfg.n_layer, "n_head": cfg.n_head,
+            "n_kv_head": cfg.n_kv_head, "head_dim": cfg.head_dim, "n_embd": cfg.n_embd,
+            "train_seconds": m.info.get("seconds"),
+            # K and V of every layer, as the page's sessions hold them (in SESSION_DTYPE)
+            "bytes_per_element": np.dtype(SESSION_DTYPE).itemsize,
+            "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
+                                              np.dtype(SESSION_DTYPE).itemsize, 1)["total_bytes"]}
+
+
+def held_out_nll(bigram, corpus):
+    """A bigram's loss on the corpus's held-out split (None if it has none): as measured when
+    it was counted, or now for a model saved without it."""
+    if not corpus.val:
+        return None
+    return bigram.val_nll if bigram.val_nll is not None else bigram.nll(corpus.val)
+
+
+def dataset_info(library, name: str) -> dict:
+    corpus = library.corpus(name)
+    tokenizer = library.tokenizers(name)[0]  # the dataset's own (chars, or BPE for tasks)
+    model = library.model("bigram", name, tokenizer)
+    prov = library.provenance(name)
+    return {"name": name, "label": prov.get("title", name),
+            "description": prov.get("description", ""), "licence": prov.get("licence", ""),
+            "source": prov.get("source", ""),
+            "models": [k for k in MODELS if library.has_model(k, name, tokenizer)],
+            "transformer": _transformer_info(library, name, tokenizer),
+            # the characters a character model knows (a BPE-only dataset has none to list)
+            "vocab": model.tokenizer.labels() if model.tokenizer.name == "chars" else [],
+            "vocab_words": model.tokenizer.describe(),
+            "n_train": len(corpus.train),
+            # the held-out loss the page shows for a character model (a BPE one's is in "bpe")
+            "n_val": len(corpus.val),
+            "val_nll": held_out_nll(model, corpus) if tokenizer == "chars" else None,
+            "examples": corpus.train[:5],
+            "tokenizers": library.tokenizers(name),
+            # a model that calls tools (the tasks data), and a question to start it with
+            "tools": tasks.has_template(model.tokenizer),
+            "sample_question": (tasks.held_out(corpus.val, "arithmetic", 1) or [None])[0]
+            if tasks.has_template(model.tokenizer) else None,
+            "bpe": _bpe_info(library, name)}
+
+
+def _bpe_info(library, name: str):
+    """The dataset's BPE models, when it has a tokenizer and any model on it (else None)."""
+    if "bpe" not in library.tokenizers(name):
+        return None
+    tokens = library.tokenizer("bpe", name)
+    corpus = library.corpus(name)
+    bigram = library.model("bigram", name, "bpe") if library.has_model("bigram", name, "bpe") \
+        else None
+    # per token; not for the tasks data, whose held-out questions are for the accuracy
+    # experiment (and scoring them all at start-up would cost the page a second)
+    scored = bigram and corpus.val and not tasks.has_template(tokens)
+    return {"models": [k for k in MODELS if library.has_model(k, name, "bpe")],
+            "val_nll": held_out_nll(bigram, corpus) if scored else None,
+            "vocab_size": tokens.vocab_size, "transformer": _transformer_info(library, name, "bpe"),
+            "first_merges": [tokens.label(i) for i in range(FIRST_MERGE, min(FIRST_MERGE + 48,
+                                                                             tokens.vocab_size))]}
+
+
+def sample_card(library):
+    if "tasks" not in library.datasets():
+        return None
+    return (tasks.held_out(library.corpus("tasks").val, "card", 1) or [None])[0]
+
+
+@endpoint
+def _setup(session: Session, req: dict) -> dict:
+    """{"assets": folder} -> what the page needs to know: the field table (with the datasets
+    that exist), the models, the datasets, the defaults and the endpoints."""
+    library = session.library
+    fields = [f.to_json() for f in FIELDS]
+    for f in fields:
+        if f["name"] == "dataset":
+            f["choices"] = library.datasets()
+    return {"version": __version__,
+            "models": [{"id": m, "label": MODEL_LABELS[m]} for m in MODELS],
+            "datasets": {n: dataset_info(library, n) for n in library.datasets()},
+            "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),
+            "top_n": TOP_N,  # the likeliest candidates each step record lists
+            "accuracy_defaults": ACCURACY_DEFAULTS,  # the accuracy experiment's own defaults
+            "validity_defaults": VALIDITY_DEFAULTS,
+            # a held-out card question, for the lesson's three answers
+            "sample_card": sample_card(library),
+            # what the live cache check of a run is judged against (the page draws it)
+            "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name]}
+
+
+@endpoint
+def _setup(session: Session, req: dict) -> dict:
+    """{"assets": folder} -> what the page needs to know: the field table (with the datasets
+    that exist), the models, the datasets, the defaults and the endpoints."""
+    library = session.library
+    fields = [f.to_json() for f in FIELDS]
+    for f in fields:
+        if f["name"] == "dataset":
+            f["choices"] = library.datasets()
+    return {"version": __version__,
+            "models": [{"id": m, "label": MODEL_LABELS[m]} for m in MODELS],
+            "datasets": {n: dataset_info(library, n) for n in library.datasets()},
+            "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),
+            "top_n": TOP_N,  # the likeliest candidates each step record lists
+            "accuracy_defaults": ACCURACY_DEFAULTS,  # the accuracy experiment's own defaults
+            "validity_defaults": VALIDITY_DEFAULTS,
+            # a held-out card question, for the lesson's three answers
+            "sample_card": sample_card(library),
+            # what the live cache check of a run is judged against (the page draws it)
+            "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name]}

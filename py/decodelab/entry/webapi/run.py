@@ -1,0 +1,223 @@
+"""A run of the workbench: its settings checked as the learner types them (`check`), then
+started, advanced in time-boxed batches, cancelled, and its trace; a run made again in a new
+Python after a restart; the warm-up run; and a bigram counted from the learner's own text.
+
+Every batch says what the page draws next (`flow`): the newly shown characters with the step
+that owns each, and where a tool call's tokens sit between them; and what is not shown, with
+its steps: held back for a possible stop string while the run goes on, cut by one at the end
+(`core.textout`). The page draws exactly that.
+"""
+
+import json
+import time
+
+from decodelab.core import sampling
+from decodelab.core.corpus import corpus_from_text
+from decodelab.core.generate import prepare
+from decodelab.core.generate import start as start_generation
+from decodelab.core.settings import NAMES, Settings
+from decodelab.entry.webapi.catalog import dataset_info
+from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import check, error_json, read
+
+# A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
+# quick baseline compiler and recompiles each function that gets hot with the optimizing one, on
+# background threads. The first real run would pay for that: the recompiling takes the processor
+# from the page while it draws. Warming up as soon as the page has opened, while the learner
+# reads, moves the cost there (see `warm_up`).
+WARM_UP = (
+    {"model": "bigram", "max_new_tokens": 300, "ignore_eos": True, "temperature": 0.8,
+     "top_k": 20, "top_p": 0.95, "min_p": 0.01, "repetition_penalty": 1.1, "stop": ["qq"]},
+    {"model": "transformer", "max_new_tokens": 24, "ignore_eos": True, "top_k": 20,
+     "cache_check": True},
+)
+
+
+NOT_USED = {"greedy": "Not used in greedy mode.", "temperature": "Not used: greedy is on.",
+            "zero": "Not used: temperature 0 means greedy."}
+
+
+@endpoint
+def _check(session: Session, req: dict) -> dict:
+    """{"settings": the form's raw values, "bad_input": [names of number boxes holding no
+    number], "changed": the field just changed} -> what a run of them would meet, without
+    starting one: every error a start would report (each field on its own, then together and
+    against the model), the values that passed, whether the run would be greedy and which
+    settings that leaves unused (with the sentence to show), and `adjust`: the values the form
+    should take after a change of dataset (the dataset's own tokenizer; a question to start
+    from, for a model that answers questions)."""
+    raw = req.get("settings", {})
+    if not isinstance(raw, dict):
+        raise FieldError("settings", "Settings must be an object of name: value.")
+    bad_input = req.get("bad_input") or []
+    raw = dict(raw)
+    adjust = _adjust(session, raw, req.get("changed"))
+    raw.update(adjust)
+    values, errors = {}, {}
+    for name in NAMES:
+        if name not in raw:
+            continue
+        try:
+            value = None if name in bad_input else raw[name]
+            values[name] = check(name, value, not_a_number=name in bad_input)
+        except FieldError as e:
+            errors.setdefault(e.field, e)
+    try:
+        prepare(session.library, raw)
+    except FieldErrors as e:
+        for x in e.errors:
+            errors.setdefault(x.field, x)
+    greedy = sampling.Rules(values.get("temperature", Settings.temperature),
+                            values.get("greedy", Settings.greedy)).is_greedy
+    by_flag = values.get("greedy", False)
+    not_used = {}
+    if greedy:
+        for name in sampling.GREEDY_IGNORES:
+            not_used[name] = NOT_USED["temperature" if name == "temperature" else "greedy"] \
+                if by_flag else NOT_USED["zero"]
+        if not by_flag:
+            del not_used["temperature"]
+    return {"errors": [error_json(e) for e in errors.values()],
+            "values": {n: _json(values[n]) for n in NAMES if n in values and n not in errors},
+            "greedy": greedy, "not_used": not_used, "adjust": adjust}
+
+
+def _json(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _adjust(session: Session, raw: dict, changed) -> dict:
+    """After a change of dataset: its own tokenizer when the one set is not one it reads, and
+    its sample question as the prompt when it answers questions and the prompt is empty."""
+    if changed != "dataset":
+        return {}
+    catalog = session.datasets()
+    dataset = raw.get("dataset")
+    if dataset not in catalog:
+        return {}
+    out = {}
+    readers = catalog[dataset]
+    if raw.get("tokenizer", Settings.tokenizer) not in readers:
+        out["tokenizer"] = readers[0]
+    info = dataset_info(session.library, dataset)
+    prompt = raw.get("prompt", "")
+    if info["tools"] and isinstance(prompt, str) and not prompt.strip() and info["sample_question"]:
+        out["prompt"] = info["sample_question"]
+    return out
+
+
+@endpoint
+def _start(session: Session, req: dict) -> dict:
+    """The settings -> a new run (the previous run and its output stay until this succeeds)."""
+    session.run = run = start_generation(session.library, req)
+    pieces, healed = run.prompt_pieces()
+    return {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
+            "greedy": run.rules.is_greedy}
+
+
+def _status(run, steps) -> dict:
+    """A batch of a run: its steps, what the page draws next (flow), and the text not shown:
+    held back for a possible stop string (while it runs), cut by a stop string (at the end)."""
+    done = run is None or run.done
+    return {"steps": steps, "done": done,
+            "finish_reason": run and run.finish_reason, "stop_reason": run and run.stop_reason,
+            "text": run.text if run else "",
+            "flow": run.out.take_flow() if run else [],
+            "held": run.out.held() if run and not done else [],
+            "cut": run.out.cut() if run and done else [],
+            # an answer meant to be JSON, classified once the run is over
+            "json": run.json_report() if run and run.done else None}
+
+
+@endpoint
+def _advance(session: Session, req: dict) -> dict:
+    """{"budget_ms"} -> the step records made in about that time (at least one step)."""
+    end, run, steps = deadline(req), session.run, []
+    for record in run or ():
+        steps.append(record)
+        if time.perf_counter() >= end:
+            break
+    if run is not None and run.done:
+        session.last = run
+    return _status(run, steps)
+
+
+@endpoint
+def _cancel(session: Session, req: dict) -> dict:
+    run = session.run
+    if run is not None:
+        run.cancel()  # text held back for a stop string is shown after all (in the flow)
+        session.last = run
+    return _status(run, [])
+
+
+@endpoint
+def _trace(session: Session, req: dict) -> dict:
+    return {"trace": session.last.trace() if session.last is not None else None}
+
+
+@endpoint
+def _restore_start(session: Session, req: dict) -> dict:
+    """{"settings", "steps"} -> start making the run the page shows again, in this Python.
+
+    When the page replaces a worker that crashed, the new Python knows no run: Export trace and
+    the lesson's view of a step would have nothing to work on. A run is a pure function of its
+    settings (the seed included), so running the same settings for the same number of steps
+    (cancelled there, if the learner had stopped it) gives back the very same run. The worker
+    does it in time-boxed batches (restore_advance), so it keeps answering the page, and gives
+    it up if the learner starts a new run. The page compares the text and the step count before
+    it relies on the result.
+    """
+    steps = read(req, ["steps"])["steps"]
+    session.restoring = (start_generation(session.library, req.get("settings")), steps)
+    return {"done": False, "steps": 0}
+
+
+@endpoint
+def _restore_advance(session: Session, req: dict) -> dict:
+    """{"budget_ms"} -> run the restore's steps for about that long (at least one); at the end,
+    the run becomes the latest one, as if it had just been generated here."""
+    if session.restoring is None:
+        raise FieldError("steps", "There is no run being restored; call restore_start first.")
+    end = deadline(req)
+    run, steps = session.restoring
+    while len(run.records) < steps and not run.done:
+        next(run, None)
+        if time.perf_counter() >= end:
+            break
+    if len(run.records) < steps and not run.done:
+        return {"done": False, "steps": len(run.records)}
+    run.cancel()  # a run that already ended keeps its own finish reason
+    session.restoring = None
+    session.run = session.last = run
+    return {"done": True, "steps": len(run.records), "text": run.text,
+            "finish_reason": run.finish_reason, "stop_reason": run.stop_reason}
+
+
+@endpoint
+def _train(session: Session, req: dict) -> dict:
+    """{"text"} -> a bigram counted from the learner's own text, as the dataset "custom"."""
+    corpus = corpus_from_text(req.get("text"), "custom")
+    session.library.add_custom(corpus)
+    return {"dataset": dataset_info(session.library, corpus.name)}
+
+
+@endpoint
+def _warm_up(session: Session, req: dict) -> dict:
+    """Run WARM_UP through the same code a page's run takes, in a session of its own, with its
+    step records serialized as the worker sends them; the page's session is left as it was."""
+    t0 = time.perf_counter()
+    steps, models, scratch = 0, [], Session(session.library)
+    for settings in WARM_UP:
+        if not session.library.has_model(settings["model"], Settings.dataset):
+            continue
+        _start(scratch, dict(settings, dataset=Settings.dataset))
+        done = False
+        while not done:
+            out = _advance(scratch, {"budget_ms": MAX_BUDGET_MS})
+            json.dumps(out)
+            steps, done = steps + len(out["steps"]), out["done"]
+        json.dumps(_trace(scratch, {}))
+        models.append(settings["model"])
+    return {"steps": steps, "models": models, "ms": round((time.perf_counter() - t0) * 1000)}

@@ -1,0 +1,203 @@
+"""Correctness against temperature: the tasks model asked held-out questions at several
+temperatures, with repeated samples and one fixed token budget, and graded.
+
+Per temperature it reports the share of right answers with a 95% Wilson interval, the share of
+runs that ran out of budget (finish_reason "length"), and the share whose tool call did not
+parse. At T = 0 decoding is greedy and draws nothing, so every seed gives the same run: each
+question is asked once there, and its interval is over questions alone.
+
+Repeated samples of one question share its prefill (`generate.Prefix`): the question is run
+through the model once and each sample starts from a copy of that cache.
+
+The page runs it a few runs at a time (advance, with progress and Stop); the CLI's
+`experiment` runs it whole. Both give the same numbers for the same request.
+"""
+
+import dataclasses
+import math
+
+from decodelab.core import tasks
+from decodelab.core.generate import Generation, Prefix
+from decodelab.core.settings import validate
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import MAX_SEED, read
+from decodelab.lesson.planned import Planned
+
+Z95 = 1.959963984540054  # the normal quantile of 0.975
+MAX_RUNS = 20_000  # questions x samples x temperatures
+FIELDS = ("temperatures", "questions", "samples_per_question")
+# the settings a request may give (the rest are the tasks model's), and this experiment's own
+# defaults where they differ from a single run's
+SETTINGS = ("model", "seed", "top_k", "top_p", "min_p", "tools", "max_new_tokens")
+DEFAULTS = {"temperatures": "0, 0.5, 1, 1.5", "max_new_tokens": 40}
+EXAMPLES = 6  # wrong answers kept per temperature to show
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple:
+    """The Wilson score interval of k successes in n trials: (low, high); (0, 1) for n = 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def given_settings(req: dict, allowed, errors: list) -> dict:
+    """The run settings an experiment request gives (req["settings"]), those it takes; an error
+    for each one it does not take, added to `errors`."""
+    given = req.get("settings", {})
+    if not isinstance(given, dict):
+        errors.append(FieldError("settings", "Settings must be an object of name: value."))
+        return {}
+    errors += [FieldError(k, f"Unknown setting {k!r} for this experiment; it takes "
+                             f"{', '.join(allowed)}.") for k in given if k not in allowed]
+    return {k: v for k, v in given.items() if k in allowed}
+
+
+def held_out_questions(library, n: int) -> list:
+    """The first n arithmetic questions of the tasks data's validation split (fixed by the
+    corpus's seeded split): never seen in training."""
+    return tasks.held_out(library.corpus("tasks").val, "arithmetic", n)
+
+
+class AccuracyExperiment(Planned):
+    """The runs of one experiment, done a few at a time (advance) or all at once (run)."""
+
+    def __init__(self, library, req: dict):
+        if not isinstance(req, dict):
+            raise FieldErrors([FieldError("request", "The experiment request must be an "
+                                                     "object.")])
+        errors = []
+        try:
+            values = read({"temperatures": DEFAULTS["temperatures"], **req}, FIELDS)
+        except FieldErrors as e:
+            errors += e.errors
+            values = None
+        raw = {"model": "transformer", "max_new_tokens": DEFAULTS["max_new_tokens"],
+               **given_settings(req, SETTINGS, errors),
+               "dataset": "tasks", "tokenizer": "bpe"}
+        try:
+            settings = validate(raw, datasets=library.catalog())
+        except FieldErrors as e:
+            errors += e.errors
+        if values is not None:
+            runs = values["questions"] * sum(1 if t == 0 else values["samples_per_question"]
+                                             for t in values["temperatures"])
+            if runs > MAX_RUNS:
+                errors.append(FieldError("questions", f"At most {MAX_RUNS:,} runs (questions x "
+                                                      f"samples x temperatures); got {runs:,}."))
+        if errors:
+            raise FieldErrors(errors)
+        self.model = library.for_settings(settings)
+        self.settings = dataclasses.replace(settings, cache_check=False)
+        self.temperatures = values["temperatures"]
+        self.samples = values["samples_per_question"]
+        self.questions = held_out_questions(library, values["questions"])
+        self.truths = [tasks.true_result(q) for q in self.questions]
+        self.prefixes = {}  # question index -> Prefix (the shared prefill)
+        # the order runs are made in: by question, so a question's prefix is reused at once
+        self.plan = [(q, t, j) for q in range(len(self.questions))
+                     for t, T in enumerate(self.temperatures)
+                     for j in range(1 if T == 0 else self.samples)]
+        self.total = len(self.plan)
+        self.outcomes = [[] for _ in self.temperatures]  # per temperature: dicts
+        self.steps = 0
+
+    def _run(self, q: int, t: int, j: int) -> dict:
+        T = self.temperatures[t]
+        s = dataclasses.replace(self.settings, prompt=self.questions[q], temperature=T,
+                                greedy=T == 0, seed=(self.settings.seed + j) % (MAX_SEED + 1))
+        if q not in self.prefixes:
+            self.prefixes = {q: Prefix(self.model, tasks.question_ids(self.model.tokenizer,
+                                                                      self.questions[q]))}
+        run = Generation(self.model, s, prefix=self.prefixes[q]).run()
+        self.steps += len(run.records)
+        stated = tasks.stated_number(run.text)
+        return {"question": q, "seed": s.seed, "answer": run.text, "stated": stated,
+                "correct": stated == self.truths[q], "finish_reason": run.finish_reason,
+                "length": run.finish_reason == "length",
+                "malformed": any(c["error"] for c in run.tool_calls),
+                "calls": len(run.tool_calls)}
+
+    def _make(self, item) -> None:
+        q, t, j = item
+        self.outcomes[t].append(self._run(q, t, j))
+
+    def result(self) -> dict:
+        rows = []
+        for T, outs in zip(self.temperatures, self.outcomes):
+            n = len(outs)
+            k = sum(o["correct"] for o in outs)
+            lo, hi = wilson(k, n)
+            rows.append({
+                "temperature": T, "greedy": T == 0, "runs": n, "correct": k,
+                "accuracy": k / n if n else None, "low": lo, "high": hi,
+                "length_share": sum(o["length"] for o in outs) / n if n else None,
+                "malformed_share": sum(o["malformed"] for o in outs) / n if n else None,
+                "wrong": [{"question": self.questions[o["question"]],
+                           "expected": self.truths[o["question"]], "answer": o["answer"],
+                           "finish_reason": o["finish_reason"]}
+                          for o in outs if not o["correct"]][:EXAMPLES]})
+        s = self.settings
+        out = {"questions": len(self.questions), "samples": self.samples,
+               "temperatures": self.temperatures, "budget": s.max_new_tokens,
+               "tools": s.tools, "model": s.model, "seed": s.seed, "rows": rows,
+               "runs": self.total - len(self.plan), "steps": self.steps}
+        out["findings"] = findings(out)
+        return out
+
+
+def percent(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def temperature_words(T: float) -> str:
+    return "T = 0 (greedy)" if T == 0 else f"T = {T:g}"
+
+
+def findings(result: dict) -> list:
+    """What the numbers allow one to say, in sentences derived from them."""
+    rows = [r for r in result["rows"] if r["runs"]]
+    out = []
+    if not rows:
+        return out
+    best = max(rows, key=lambda r: r["accuracy"])
+    worst = min(rows, key=lambda r: r["accuracy"])
+    t = lambda r: temperature_words(r["temperature"])  # noqa: E731
+    out.append({"kind": "best", "text": f"Most right answers at {t(best)}: "
+                f"{percent(best['accuracy'])} (95% interval {percent(best['low'])} to "
+                f"{percent(best['high'])}, {best['runs']} runs)."})
+    if worst is not best:
+        if worst["high"] < best["low"]:
+            out.append({"kind": "difference", "text": f"At {t(worst)} it falls to "
+                        f"{percent(worst['accuracy'])}, and the intervals do not overlap: with "
+                        f"these runs, the difference is more than chance."})
+        else:
+            out.append({"kind": "difference", "text": f"At {t(worst)} it is "
+                        f"{percent(worst['accuracy'])}, but the intervals overlap: these runs "
+                        f"cannot tell the two apart; ask more questions or take more samples."})
+    capped = max(rows, key=lambda r: r["length_share"])
+    if capped["length_share"] > 0:
+        out.append({"kind": "length", "text": f"{percent(capped['length_share'])} of the runs at "
+                    f"{t(capped)} ran out of budget before answering: an unfinished answer is a "
+                    f"budget problem first."})
+    bad = max(rows, key=lambda r: r["malformed_share"])
+    if bad["malformed_share"] > 0:
+        out.append({"kind": "malformed", "text": f"{percent(bad['malformed_share'])} of the runs "
+                    f"at {t(bad)} wrote a tool call the calculator could not read."})
+    ordered = sorted(rows, key=lambda r: r["temperature"])
+    falls = all(a["accuracy"] >= b["accuracy"] for a, b in zip(ordered, ordered[1:]))
+    if len(ordered) > 1 and falls and ordered[0]["accuracy"] > ordered[-1]["accuracy"]:
+        why = ("the calculator did the arithmetic, and every step above T = 0 was one more chance "
+               "to copy a digit wrong" if result["tools"] == "on" else
+               "without the calculator the model must compute, and sampling only spreads its "
+               "guesses wider")
+        out.append({"kind": "closing", "text": "Accuracy only fell as the temperature rose: "
+                                               f"{why}. Temperature changed which tokens were "
+                                               "drawn, not what the model knows."})
+    else:
+        out.append({"kind": "closing", "text": "Temperature changed which tokens were drawn, "
+                                               "not what the model knows."})
+    return out

@@ -1,0 +1,126 @@
+"""What decoding with a KV cache costs: memory for real model shapes, and measured time and K/V
+bytes per step against context length, with the cache and without it.
+
+Memory. Per token a cache holds K and V for every layer and KV head:
+    2 x layers x kv_heads x head_dim x bytes_per_element        (kvcache.kv_cache_bytes)
+Multi-head attention (MHA) has one KV head per query head; grouped-query attention (GQA) lets a
+group of query heads share one, multi-query attention (MQA) has a single one. Fewer KV heads,
+smaller cache: the saving is heads / kv_heads. PRESETS holds published model shapes.
+
+Time. A cached decode step computes one new position and then reads the keys and values of
+every earlier position; without a cache the step recomputes every position of the window.
+So the cache turns per-step work from "the whole window" into "one position", yet the bytes a
+step reads still grow with the context. `step_costs` measures both on the live model.
+
+Left out: the cost of weights and activations, paged or quantised caches, any GPU model.
+"""
+
+import time
+
+import numpy as np
+
+from decodelab.core.kvcache import kv_cache_bytes
+from decodelab.core.tokenizer import EOS
+from decodelab.errors import FieldError
+from decodelab.fields import read
+
+# Published shapes (layers, query heads, KV heads, head dim), with 2-byte (16-bit) elements.
+PRESETS = (
+    {"id": "seed", "label": "Worked example: 32 layers, 8 KV heads, head dim 128",
+     "kind": "GQA", "layers": 32, "heads": 32, "kv_heads": 8, "head_dim": 128,
+     "bytes_per_element": 2,
+     "note": "The shape of Llama 3 8B and Mistral 7B: 32 query heads share 8 KV heads."},
+    {"id": "llama2-7b", "label": "Llama 2 7B (MHA)", "kind": "MHA", "layers": 32, "heads": 32,
+     "kv_heads": 32, "head_dim": 128, "bytes_per_element": 2,
+     "note": "Multi-head attention: every one of the 32 query heads keeps its own keys and values."},
+    {"id": "llama2-70b", "label": "Llama 2 70B (GQA)", "kind": "GQA", "layers": 80, "heads": 64,
+     "kv_heads": 8, "head_dim": 128, "bytes_per_element": 2,
+     "note": "Grouped-query attention: 64 query heads share 8 KV heads, an 8x smaller cache."},
+    {"id": "falcon-7b", "label": "Falcon 7B (MQA)", "kind": "MQA", "layers": 32, "heads": 71,
+     "kv_heads": 1, "head_dim": 64, "bytes_per_element": 2,
+     "note": "Multi-query attention: all 71 query heads read one shared KV head."},
+    {"id": "gpt2", "label": "GPT-2 small (MHA)", "kind": "MHA", "layers": 12, "heads": 12,
+     "kv_heads": 12, "head_dim": 64, "bytes_per_element": 2,
+     "note": "The 124M-parameter GPT-2: 12 layers of 12 heads of 64 dimensions."},
+)
+PRESET_IDS = tuple(p["id"] for p in PRESETS) + ("tiny",)
+
+MEMORY_FIELDS = ("layers", "heads", "kv_heads", "head_dim", "bytes_per_element", "tokens",
+                 "sequences")
+
+
+def tiny_preset(model, dtype=np.float64) -> dict:
+    """The page's own transformer as a preset: its real shape and the dtype it decodes in."""
+    cfg = model.cfg
+    kind = "MHA" if cfg.n_kv_head == cfg.n_head else "MQA" if cfg.n_kv_head == 1 else "GQA"
+    return {"id": "tiny", "label": f"This page's tiny transformer ({kind})", "kind": kind,
+            "layers": cfg.n_layer, "heads": cfg.n_head, "kv_heads": cfg.n_kv_head,
+            "head_dim": cfg.head_dim, "bytes_per_element": np.dtype(dtype).itemsize,
+            "tokens": cfg.context_size,
+            "note": f"{cfg.n_head} query heads share {cfg.n_kv_head} KV heads; the page decodes "
+                    f"in {np.dtype(dtype).name}, {np.dtype(dtype).itemsize} bytes per number, "
+                    f"and preallocates room for {cfg.context_size} tokens."}
+
+
+def memory(request: dict, tiny: dict | None = None) -> dict:
+    """The kv-memory calculation for a preset and/or explicit fields (explicit ones win).
+
+    Returns bytes per token and in total, and what the same shape would need with one KV head
+    per query head (MHA), so the GQA/MQA saving shows as a number.
+    """
+    presets = {p["id"]: p for p in PRESETS}
+    if tiny is not None:
+        presets["tiny"] = tiny
+    preset = read(request, ["preset"], {"preset": {"choices": tuple(presets)}})["preset"]
+    base = presets.get(preset, {})
+    values = read({**{k: base[k] for k in MEMORY_FIELDS if k in base}, **request}, MEMORY_FIELDS)
+    if values["heads"] % values["kv_heads"]:
+        raise FieldError("kv_heads", f"KV heads must divide the query heads ({values['heads']}) "
+                                     f"evenly; got {values['kv_heads']}.")
+    out = kv_cache_bytes(values["layers"], values["kv_heads"], values["head_dim"],
+                         values["bytes_per_element"], values["tokens"], values["sequences"])
+    mha = kv_cache_bytes(values["layers"], values["heads"], values["head_dim"],
+                         values["bytes_per_element"], values["tokens"], values["sequences"])
+    return {**out, "inputs": values, "mha_bytes_per_token": mha["bytes_per_token"],
+            "mha_total_bytes": mha["total_bytes"],
+            "saving": values["heads"] // values["kv_heads"], "preset": preset}
+
+
+# ---------------------------------------------------------------------------------------------
+# Time and bytes per decode step
+
+
+def step_costs(model, lengths, repeats: int = 7, dtype=np.float64) -> dict:
+    """Milliseconds per decode step at each context length, with the cache (one new position,
+    reading the stored history) and without it (the whole window recomputed), and the K/V bytes
+    a cached step reads. Medians of `repeats`.
+
+    The cache is filled once with the longest window; each measurement rewinds it to n - 1
+    positions and decodes the n-th, so nothing but the step itself is timed.
+    """
+    T = model.context_size
+    lengths = sorted({min(max(int(n), 2), T) for n in lengths})
+    V = model.tokenizer.vocab_size
+    window = [EOS] + [1 + (7 * i) % (V - 1) for i in range(T - 1)]  # T tokens, no EOS inside
+    session = model.session(dtype=dtype)
+    session.prefill(window[1:])
+    per_position = session.cache.bytes_allocated // T  # K and V, every layer and KV head
+    rows = []
+    for n in lengths:
+        cached = []
+        for _ in range(repeats):
+            session.rewind(n - 1)
+            began = time.perf_counter()
+            session.decode(window[n - 1])
+            cached.append(time.perf_counter() - began)
+        uncached = []
+        for _ in range(max(3, repeats // 2)):
+            began = time.perf_counter()
+            model.full_logits(window[:n], dtype)
+            uncached.append(time.perf_counter() - began)
+        c, u = float(np.median(cached)) * 1e3, float(np.median(uncached)) * 1e3
+        rows.append({"context": n, "cached_ms": c, "uncached_ms": u, "speedup": u / c,
+                     "kv_bytes_read": n * per_position, "positions_computed_cached": 1,
+                     "positions_computed_uncached": n})
+    return {"rows": rows, "bytes_per_position": per_position, "context_size": T,
+            "dtype": np.dtype(dtype).name, "repeats": repeats}
