@@ -403,7 +403,7 @@ def site(runtime: list[Path], page_wheel: Path, stamps: Stamps) -> Path:
               "runtime": {p.name: sha256_file(p) for p in runtime},
               "wheel": {page_wheel.name: sha256_file(page_wheel)},
               "assets": source_digests([p for _, p in assets], ARTIFACTS_DIR),
-              "code": source_digests([TOOLS_DIR / "site.py"])}
+              "code": source_digests([TOOLS_DIR / "site.py", TOOLS_DIR / "page.py"])}
     artifact = Artifact("site", [STATIC_DIR], inputs, cached=False)
     if stamps.fresh(artifact.outputs, artifact.key):
         say(f"site: {rel(STATIC_DIR)}/ up to date, {sitelib.describe(sitelib.weight(STATIC_DIR))}")

@@ -1,6 +1,7 @@
 """Assembling static/, the whole site: the page, the runtime, the wheels, the lesson files.
 
-    static/              the page (web/), copied as is
+    static/              the page (web/): index.html assembled from its parts and the field table
+                         (tools/page.py), style.css from its sheets, the scripts as they are
     static/pyodide/      the runtime files, the numpy, micropip and packaging wheels, the
                          page's decodelab wheel, a pyodide-lock.json trimmed to those packages,
                          and integrity.json (every runtime file's sha256, checked by the worker)
@@ -20,6 +21,7 @@ import re
 import shutil
 from pathlib import Path
 
+from tools import page as pagelib
 from tools.common import human, sha256_file
 from tools.fetch import PYODIDE_PACKAGES
 
@@ -89,6 +91,12 @@ def assemble(dest: Path, web_dir: Path, runtime: list[Path], wheel_path: Path, l
              assets: list[tuple[str, Path]]) -> dict:
     """Write the site into the empty or missing folder `dest`; return its weight by part."""
     shutil.copytree(web_dir, dest, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    # the page written whole (its parts included, its fields from Python's table) and one
+    # stylesheet; the parts themselves are not files of the site
+    (dest / "index.html").write_text(pagelib.page(web_dir))
+    (dest / "style.css").write_text(pagelib.stylesheet(web_dir))
+    for part in pagelib.parts(web_dir):
+        (dest / part).unlink()
     pyodide_dir = dest / "pyodide"
     pyodide_dir.mkdir(parents=True, exist_ok=True)
     for path in [*runtime, wheel_path]:
@@ -149,7 +157,7 @@ def start_weight(site: Path) -> int:
 def write_start_weight(site: Path) -> None:
     """Put the start's weight, in whole megabytes, where the poster's words claim it."""
     weight = f"{start_weight(site) / 1e6:.0f} MB"
-    for name in ("embed.html", "poster.js"):
+    for name in ("embed.html", "embed/poster.js"):
         path = site / name
         text = path.read_text()
         if START_WEIGHT not in text:
@@ -186,7 +194,7 @@ def weight(folder: Path) -> dict:
     for path in folder.rglob("*"):
         if path.is_file() and not path.name.endswith(PRECOMPRESSED):
             top = path.relative_to(folder).parts[0]
-            part = top if (folder / top).is_dir() else "page"
+            part = top if top in ("assets", "pyodide") else "page"  # the page: HTML, CSS, JS
             sizes[part] = sizes.get(part, 0) + path.stat().st_size
     return sizes
 

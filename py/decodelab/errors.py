@@ -14,10 +14,11 @@ any module can raise them without importing either.
 class FieldError(ValueError):
     """Bad input for one field. ``message`` is a full sentence fit to show to a learner."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, also: tuple = ()):
         super().__init__(message)
         self.field = field
         self.message = message
+        self.also = tuple(also)  # other fields the error is about (a pair that fails together)
 
 
 class FieldErrors(ValueError):

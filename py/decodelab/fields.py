@@ -44,6 +44,14 @@ class Field:
     max_items: int | None = None
     item: str | None = None  # numbers: each entry is checked as this field
     optional: bool = False  # empty input means "none" (the value None)
+    # How the page shows it (tools/page.py writes its control from these when the site is
+    # built): the workbench group it sits in ("" for none), the step of its number box, a slider
+    # beside the box (min, max, step), the lines of its text box, and the words of each choice.
+    group: str = ""
+    step: float | None = None
+    slider: tuple = ()
+    rows: int | None = None
+    choice_labels: tuple = ()
 
     def allowed(self) -> str:
         """The allowed values in words, as they appear in error messages."""
@@ -99,64 +107,86 @@ F = Field
 FIELDS = (
     # --- a generation run (settings.Settings) ----------------------------------------------
     F("model", "Model", "choice", "bigram", "The model that scores each possible next token.",
-      choices=MODELS),
+      choices=MODELS,
+      group="model", choice_labels=("Bigram (counts)", "Transformer (KV cache)")),
     F("dataset", "Dataset", "choice", "names", "The text the model learned from.",
-      choices=("names", "prose", "tasks")),
+      choices=("names", "prose", "tasks"),
+      group="model"),
     F("tokenizer", "Tokenizer", "choice", "chars",
       "How text becomes token ids: one id per character, or byte-level BPE (learned merges of "
-      "bytes).", choices=("chars", "bpe")),
+      "bytes).", choices=("chars", "bpe"),
+      group="model", choice_labels=("Characters", "Byte-level BPE")),
     F("prompt", "Prompt", "text", "",
       "The text the model continues. Leaving it empty is fine: the model then starts at the "
-      "beginning of a new sequence.", max_chars=2000),
+      "beginning of a new sequence.", max_chars=2000,
+      group="model"),
     F("token_healing", "Token healing", "bool", False,
       "Take back the prompt's last token and let the first new token redo it: the first token "
-      "must start with the text that was taken back."),
-    F("seed", "Seed", "int", 42, "Same seed, same settings: same text.", min=0, max=MAX_SEED),
+      "must start with the text that was taken back.",
+      group="more"),
+    F("seed", "Seed", "int", 42, "Same seed, same settings: same text.", min=0, max=MAX_SEED,
+      group="chance"),
     F("temperature", "Temperature", "float", 1.0,
       "Divides the logits before softmax: below 1 sharpens, above 1 flattens.",
-      min=0, max=100, note="0 means greedy"),
+      min=0, max=100, note="0 means greedy",
+      group="chance", step=0.1, slider=(0, 3, 0.05)),
     F("greedy", "Greedy", "bool", False,
       "Always take the most likely token (ties go to the lowest id). No random draw, so the "
-      "seed, temperature and filters do not matter."),
+      "seed, temperature and filters do not matter.",
+      group="chance"),
     F("top_k", "Top-k", "int", 0, "Keep only the k likeliest tokens (ties with the k-th kept).",
-      min=0, max=10000, note="0 means off"),
+      min=0, max=10000, note="0 means off",
+      group="filters"),
     F("top_p", "Top-p", "float", 1.0, "Keep the likeliest tokens until their total reaches p.",
-      min=0, max=1, min_exclusive=True, note="1 means off"),
+      min=0, max=1, min_exclusive=True, note="1 means off",
+      group="filters", step=0.05),
     F("min_p", "Min-p", "float", 0.0,
       "Drop tokens less likely than min-p times the likeliest one.",
-      min=0, max=1, note="0 means off"),
+      min=0, max=1, note="0 means off",
+      group="more", step=0.05),
     F("repetition_penalty", "Repetition penalty", "float", 1.0,
       "Above 1, tokens already used get less likely: positive logits are divided by it, "
-      "negative ones multiplied.", min=0, max=10, min_exclusive=True, note="1 means off"),
+      "negative ones multiplied.", min=0, max=10, min_exclusive=True, note="1 means off",
+      group="more", step=0.1),
     F("order", "Order", "choice", "temperature-first",
       "temperature-first: temperature, then the filters (Hugging Face, vLLM). filter-first: "
       "the filters on the model's own probabilities, then temperature (llama.cpp).",
-      choices=ORDERS),
+      choices=ORDERS,
+      group="more"),
     F("max_new_tokens", "Max new tokens", "int", 50,
-      "A budget, not an ending: generation stops after this many tokens.", min=1, max=10000),
+      "A budget, not an ending: generation stops after this many tokens.", min=1, max=10000,
+      group="stopping"),
     F("min_new_tokens", "Min new tokens", "int", 0,
-      "End-of-sequence is blocked until this many tokens exist.", min=0, max=10000),
+      "End-of-sequence is blocked until this many tokens exist.", min=0, max=10000,
+      group="more"),
     F("stop", "Stop strings", "lines", (),
       "One per line; empty lines are ignored. Generation ends where one appears, even across "
-      "tokens, and it is cut from the text.", min_chars=1, max_chars=100, max_items=32),
+      "tokens, and it is cut from the text.", min_chars=1, max_chars=100, max_items=32,
+      group="stopping", rows=2),
     F("include_stop", "Include stop string", "bool", False,
-      "Keep the matched stop string at the end of the text."),
+      "Keep the matched stop string at the end of the text.",
+      group="more"),
     F("ignore_eos", "Ignore EOS", "bool", False,
-      "Never end at end-of-sequence; only the budget or a stop string ends the text."),
+      "Never end at end-of-sequence; only the budget or a stop string ends the text.",
+      group="more"),
     F("tools", "Tools", "choice", "on",
       "The tasks model only. on: when the model closes a tool call, the calculator runs it, "
       "its result is appended and the model goes on from the same cache. off: the run ends at "
       "the call. guess: no calculator; the model writes the result itself.",
-      choices=TOOLS),
+      choices=TOOLS,
+      group="stopping", choice_labels=("on: the calculator answers", "off: stop at the call", "guess: no calculator")),
     F("json_mode", "JSON mode", "bool", False,
       "A grammar mask before temperature and the filters: only tokens that can continue a "
-      "JSON object may be drawn, and the answer may end only once the object is complete."),
+      "JSON object may be drawn, and the answer may end only once the object is complete.",
+      group="stopping"),
     F("json_max_depth", "JSON depth", "int", 8,
       "JSON mode: how deep objects and arrays may nest (the top object is depth 1).",
-      min=1, max=32),
+      min=1, max=32,
+      group="more"),
     F("cache_check", "Cache check", "bool", True,
       "Transformer only. At every step, compare the logits from the KV cache with a full "
-      "recomputation of the whole text. Slower, and it proves the cache right."),
+      "recomputation of the whole text. Slower, and it proves the cache right.",
+      group="model"),
     # --- the page's lesson: one step, the playground, the experiment ------------------------
     F("step", "Step", "int", 0, "A step of the last run.", min=0, note="steps count from 0"),
     F("top_n", "Candidates shown", "int", 10, "How many of the likeliest tokens to list.",
@@ -183,12 +213,14 @@ FIELDS = (
     # --- the KV cache: batch view, break it on purpose, the measured cost -------------------
     F("prompts", "Batch prompts", "lines", (),
       "2 to 6 prompts, one per line, of different lengths: the shorter ones are padded on the "
-      "left.", min_chars=0, max_chars=48, min_items=2, max_items=6),
+      "left.", min_chars=0, max_chars=48, min_items=2, max_items=6,
+      rows=4),
     F("batch_steps", "Batch steps", "int", 8, "Tokens drawn for every row of the batch.",
       min=1, max=32),
     F("bug", "Bug", "choice", "none", "One classic KV-cache bug to inject, or none.",
       choices=("none", "frozen-position", "token-twice", "no-causal-mask", "dropout-on",
-               "unmasked-padding")),
+               "unmasked-padding"),
+      choice_labels=("Off: the correct cache", "Positions not advanced during decode", "The last token fed twice", "No causal mask in prefill", "Dropout left on", "Padding without a mask")),
     F("test_prompt", "Test prompt", "text", "", "The text the cache check starts from.",
       max_chars=48),
     F("check_steps", "Check steps", "int", 16, "Steps compared with a full recomputation.",
@@ -206,7 +238,8 @@ FIELDS = (
     F("head_dim", "Head dim", "int", 128, "Numbers per key (and per value) per head.",
       min=1, max=4096),
     F("bytes_per_element", "Bytes per element", "float", 2,
-      "2 for 16-bit numbers, 4 for 32-bit, 1 for 8-bit.", min=0, max=8, min_exclusive=True),
+      "2 for 16-bit numbers, 4 for 32-bit, 1 for 8-bit.", min=0, max=8, min_exclusive=True,
+      step=0.5),
     F("tokens", "Tokens", "int", 4096, "Tokens of context per sequence.", min=1,
       max=10_000_000),
     F("sequences", "Sequences", "int", 1, "Sequences held at once.", min=1, max=100_000),
@@ -233,7 +266,8 @@ FIELDS = (
       "Held-out card questions asked at every budget and temperature, with and without JSON "
       "mode.", min=1, max=200),
     # --- whole requests, and the learner's own text ------------------------------------------
-    F("text", "Your text", "text", "", "Nothing you paste leaves this page."),
+    F("text", "Your text", "text", "", "Nothing you paste leaves this page.",
+      rows=6),
     # --- tokens: the command line's tokenize and detokenize ---------------------------------
     F("token_id", "Token id", "int", None, "One token's id.", min=0, max=1_000_000),
     F("ids", "Token ids", "numbers", None, "Token ids, separated by commas.", item="token_id",
@@ -251,7 +285,10 @@ def label_of(name: str) -> str:
 
 def error_json(e: FieldError) -> dict:
     """A FieldError as the page and hosts receive it: the field, its label and the sentence."""
-    return {"field": e.field, "label": label_of(e.field), "message": e.message}
+    out = {"field": e.field, "label": label_of(e.field), "message": e.message}
+    if getattr(e, "also", ()):
+        out["also"] = list(e.also)
+    return out
 
 
 def spec(name: str, **limits) -> Field:

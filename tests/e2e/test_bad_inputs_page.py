@@ -9,7 +9,7 @@ the same good run afterwards)."""
 
 import pytest
 
-from tests.e2e.test_page import generate, generated_text, reset
+from tests.e2e.test_page import generate, generated_text, reset, settle
 
 pytestmark = pytest.mark.browser
 
@@ -94,6 +94,7 @@ def test_typed_numbers(page, label, typed, words):
     reset(page, **GOOD)
     control = type_into(page, label, typed)
     page.get_by_role("button", name="Generate", exact=True).click()
+    settle(page)  # Python checks the settings: its answer is the run's
     control_id = control.get_attribute("id")
     message = message_next_to(page, control_id)
     assert label in message and words in message and "got" in message, message
@@ -106,6 +107,7 @@ def test_typed_numbers(page, label, typed, words):
 def test_min_new_tokens_above_max(page):
     reset(page, **{**GOOD, "Max_new_tokens": 5, "Min_new_tokens": 10})
     page.get_by_role("button", name="Generate", exact=True).click()
+    settle(page)  # Python checks the settings: its answer is the run's
     message = message_next_to(page, "min_new_tokens")
     assert "Min new tokens must be from 0 to Max new tokens (5); got 10." == message
     still_good(page)
@@ -122,6 +124,7 @@ def test_typed_text(page, label, text, control_id, words):
     reset(page, **GOOD)
     page.get_by_label(label, exact=True).fill(text)
     page.get_by_role("button", name="Generate", exact=True).click()
+    settle(page)  # Python checks the settings: its answer is the run's
     message = message_next_to(page, control_id)
     assert label.split()[0] in message and words in message, message
     still_good(page)
@@ -130,6 +133,7 @@ def test_typed_text(page, label, text, control_id, words):
 def test_a_stop_string_longer_than_the_budget(page):
     reset(page, **{**GOOD, "Max_new_tokens": 5, "Stop_strings": "abcdefghij"})
     page.get_by_role("button", name="Generate", exact=True).click()
+    settle(page)  # Python checks the settings: its answer is the run's
     page.wait_for_function("() => !document.querySelector('#stop-error').hidden")
     message = message_next_to(page, "stop")
     assert "Stop strings" in message and "Max new tokens is 5" in message, message

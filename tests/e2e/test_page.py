@@ -164,6 +164,7 @@ def test_bad_input_message_next_to_field_and_page_keeps_working(app):
         field = app.get_by_label(label, exact=True)
         field.fill(value)
         app.get_by_role("button", name="Generate", exact=True).click()
+        settle(app)  # Python checks the settings: its answer is the run's
         described = field.get_attribute("aria-describedby") or ""
         messages = " ".join(app.locator(f"#{i}").inner_text() for i in described.split())
         assert words in messages, (label, messages)

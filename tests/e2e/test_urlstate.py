@@ -116,7 +116,7 @@ def test_the_python_table_words_every_link_message(app):
     out = subprocess.run([sys.executable, "-c", code, json.dumps(raw)], env=env, capture_output=True,
                          text=True, check=True)
     python = dict(json.loads(out.stdout))
-    page = app.evaluate("(raw) => window.decodelab.share.check(raw).errors", raw)
+    page = app.evaluate("(raw) => window.decodelab.share.check(raw).then((r) => r.errors)", raw)
     js = {e["field"]: e["message"] for e in page}
     assert set(js) == set(python)
     for field, message in python.items():

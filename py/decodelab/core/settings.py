@@ -93,7 +93,8 @@ def validate(raw: dict, datasets=None) -> Settings:
     lo, hi = values.get("min_new_tokens", 0), values.get("max_new_tokens", Settings.max_new_tokens)
     if "min_new_tokens" in values and lo > hi:
         errors.append(FieldError("min_new_tokens", f"Min new tokens must be from 0 to Max new "
-                                                   f"tokens ({hi}); got {lo}."))
+                                                   f"tokens ({hi}); got {lo}.",
+                                 also=("max_new_tokens",)))
     tokenizer = values.get("tokenizer", Settings.tokenizer)
     budget = stopping.budget_error(values.get("stop", ()), tokenizer, hi)
     if budget is not None:

@@ -55,12 +55,13 @@ def _check(session: Session, req: dict) -> dict:
     adjust = _adjust(session, raw, req.get("changed"))
     raw.update(adjust)
     values, errors = {}, {}
+    limits = {"dataset": {"choices": tuple(session.datasets())}}  # the learner's own text too
     for name in NAMES:
         if name not in raw:
             continue
         try:
             value = None if name in bad_input else raw[name]
-            values[name] = check(name, value, not_a_number=name in bad_input)
+            values[name] = check(name, value, not_a_number=name in bad_input, **limits.get(name, {}))
         except FieldError as e:
             errors.setdefault(e.field, e)
     try:
@@ -78,9 +79,14 @@ def _check(session: Session, req: dict) -> dict:
                 if by_flag else NOT_USED["zero"]
         if not by_flag:
             del not_used["temperature"]
+    # the settings that apply to this model and data: the cache check to the transformer (only
+    # it has a cache), the tool calls to a model that calls tools (its tokens have the markers)
+    dataset = values.get("dataset", Settings.dataset)
+    applies = {"cache_check": values.get("model", Settings.model) == "transformer",
+               "tools": dataset in session.datasets() and session.library.bpe_only(dataset)}
     return {"errors": [error_json(e) for e in errors.values()],
             "values": {n: _json(values[n]) for n in NAMES if n in values and n not in errors},
-            "greedy": greedy, "not_used": not_used, "adjust": adjust}
+            "greedy": greedy, "not_used": not_used, "applies": applies, "adjust": adjust}
 
 
 def _json(value):
@@ -113,7 +119,7 @@ def _start(session: Session, req: dict) -> dict:
     session.run = run = start_generation(session.library, req)
     pieces, healed = run.prompt_pieces()
     return {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
-            "greedy": run.rules.is_greedy}
+            "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size}
 
 
 def _status(run, steps) -> dict:

@@ -1,0 +1,253 @@
+// "Embed this": the snippets that put the workbench, as it is set now, into a course page.
+//
+// The author picks the panels and, if they like, the only controls a learner may touch; the
+// dialog writes an iframe (any course page or learning platform) and the custom element (pages
+// that allow scripts), and shows the iframe itself at the chosen size. The preview's address is
+// the snippet's, so what the author sees is what the course page gets.
+//
+// Only settings that differ from the page's defaults go into the link (the widget starts from the
+// same defaults), so a snippet says what is special about it.
+
+import { settingsQuery } from "../state/settings.js";
+import { copyText, flash } from "../ui/copy.js";
+import { $ } from "../ui/dom.js";
+import { DEFAULT_PANELS } from "./embed.js";
+
+const TITLE = "decodelab: watch a language model pick text";
+const LIMITS = { height: [200, 4000], width: [280, 1600] };
+// Panels whose heading does not say what they are.
+const PANEL_WORDS = {
+  controls: "The rules: the settings and the next token",
+  text: "The run and its text",
+  train: "Train on your own text",
+};
+
+function escapeAttr(text) {
+  return String(text).replaceAll("&", "&amp;").replaceAll('"', "&quot;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
+}
+
+function check(id, input) {
+  const [lo, hi] = LIMITS[id];
+  const text = input.value.trim();
+  const n = Number(text);
+  if (text === "" || !Number.isInteger(n) || n < lo || n > hi) {
+    return { error: `${id === "height" ? "Height" : "Preview width"} must be a whole number of pixels from ${lo} to ${hi}; got ${text === "" ? "nothing" : JSON.stringify(text)}.` };
+  }
+  return { value: n };
+}
+
+function showError(input, box, message) {
+  box.textContent = message || "";
+  box.hidden = !message;
+  if (message) input?.setAttribute("aria-invalid", "true");
+  else input?.removeAttribute("aria-invalid");
+}
+
+/** The snippets for one choice of settings, panels, controls, size, theme and start. */
+export function snippets(base, { values, names, panels, controls, theme, lazy, height }) {
+  const query = settingsQuery(values, names, {
+    panels: panels.join(","),
+    controls: controls ? controls.join(",") : null,
+    theme: theme !== "auto" ? theme : null,
+    lazy: lazy !== "view" ? lazy : null,
+  });
+  // commas read better as they are, and mean the same in a query
+  const src = new URL(`embed.html?${query.replaceAll("%2C", ",")}`, base).href;
+  const iframe = `<iframe src="${escapeAttr(src)}"\n        title="${TITLE}"\n        width="100%" height="${height}" style="border:0" loading="lazy" allow="clipboard-write"></iframe>`;
+  const attrs = [];
+  for (const name of names) {
+    if (!(name in values)) continue;
+    const value = Array.isArray(values[name]) ? values[name].join("\n") : String(values[name]);
+    attrs.push(`${name.replaceAll("_", "-")}="${escapeAttr(value)}"`);
+  }
+  attrs.push(`panels="${panels.join(",")}"`);
+  if (controls) attrs.push(`controls="${controls.join(",")}"`);
+  if (theme !== "auto") attrs.push(`theme="${theme}"`);
+  if (lazy !== "view") attrs.push(`lazy="${lazy}"`);
+  const lines = [];
+  let line = "<decodelab-embed";
+  for (const attr of attrs) {
+    if (line.length + attr.length > 72) {
+      lines.push(line);
+      line = "                ";
+    }
+    line += ` ${attr}`;
+  }
+  lines.push(`${line}></decodelab-embed>`);
+  const element = `<script type="module" src="${escapeAttr(new URL("element.js", base).href)}"></script>\n${lines.join("\n")}`;
+  return { src, iframe, element };
+}
+
+export function installEmbedder({ store, hooks }) {
+  const dialog = $("embed-dialog");
+  const opener = $("embed-open");
+  if (!dialog || !opener || hooks.share?.view.embed) return null;
+  const form = $("embed-form");
+  const panelBox = $("embed-panels");
+  const controlBox = $("embed-controls");
+  const some = $("embed-controls-some");
+  const inputs = { height: $("embed-height"), width: $("embed-width") };
+  const outIframe = $("embed-iframe");
+  const outElement = $("embed-element");
+  const status = $("embed-status");
+  const frameBox = $("embed-preview-box");
+  const caption = $("embed-preview-caption");
+  const base = new URL("./", location.href);
+  const embedder = { last: null, preview: null };
+  let timer = 0;
+
+  // One checkbox per panel and per control, made when the dialog opens and removed when it
+  // closes, so its labels ("Temperature", "Try this") never shadow the page's own for a search
+  // by name. Choices carry over from one opening to the next.
+  const choices = { panels: [...DEFAULT_PANELS], controls: [] };
+  function fillChoices() {
+    const onPage = [...new Set([...document.querySelectorAll("main [data-panel]")].map((n) => n.dataset.panel))];
+    // the usual three first, then the rest in the page's order
+    const panelNames = [...DEFAULT_PANELS.filter((p) => onPage.includes(p)), ...onPage.filter((p) => !DEFAULT_PANELS.includes(p))];
+    panelBox.replaceChildren(...panelNames.map((name) => {
+      const node = document.querySelector(`main [data-panel="${name}"]`);
+      const heading = node.querySelector("h2, h3, summary");
+      const words = PANEL_WORDS[name] || (heading ? heading.textContent.trim() : name);
+      return checkbox("embed-panel", name, words, choices.panels.includes(name), name);
+    }));
+    const controlNames = [...document.querySelectorAll("#settings .field[data-field]")].map((n) => n.dataset.field);
+    controlBox.replaceChildren(...controlNames.map((name) => {
+      const label = document.querySelector(`#settings label[for="${name}"]`);
+      const words = label ? label.textContent.trim() : name;
+      const box = checkbox("embed-control", name, words, choices.controls.includes(name));
+      // its own name, so "Temperature" still names one control on the page (tests find it so)
+      box.querySelector("input").setAttribute("aria-label", `Show the ${words} control`);
+      return box;
+    }));
+  }
+
+  function checkbox(prefix, value, words, checked, note) {
+    const span = document.createElement("span");
+    span.className = "pg-radio";
+    const input = document.createElement("input");
+    input.type = "checkbox";
+    input.id = `${prefix}-${value}`;
+    input.value = value;
+    input.checked = checked;
+    const label = document.createElement("label");
+    label.htmlFor = input.id;
+    label.textContent = words;
+    if (note) {
+      const code = document.createElement("code");
+      code.textContent = note;
+      label.append(" ", code);
+    }
+    span.append(input, label);
+    return span;
+  }
+
+  const chosen = (box) => [...box.querySelectorAll("input:checked")].map((c) => c.value);
+
+  // The workbench's settings that differ from the defaults, checked as a link would be.
+  function carried(check) {
+    const values = { ...check.values };
+    const errors = check.errors;
+    const defaults = hooks.info?.defaults || {};
+    const shipped = (hooks.info?.fields || []).find((f) => f.name === "dataset")?.choices || [];
+    const notes = [];
+    if (values.dataset !== undefined && !shipped.includes(values.dataset)) {
+      notes.push("Your own training text stays in this page, so the widget uses the default dataset.");
+      delete values.dataset;
+    }
+    const names = store.state.names.filter((n) => n in values && JSON.stringify(values[n]) !== JSON.stringify(defaults[n]));
+    const shown = names.map((n) => {
+      const label = document.querySelector(`#settings label[for="${n}"]`)?.textContent.trim() || n;
+      const v = values[n];
+      return `${label} ${Array.isArray(v) ? v.map((s) => JSON.stringify(s)).join(" ") : typeof v === "string" ? JSON.stringify(v) : v}`;
+    });
+    const words = names.length
+      ? `From the workbench: ${shown.join(", ")}. Every other setting is the default.`
+      : "The workbench has the default settings, so the link carries none.";
+    if (errors.length) notes.push(`Left out until fixed on the workbench: ${errors.map((e) => e.field).join(", ")}.`);
+    return { values, names, words: [words, ...notes].join(" ") };
+  }
+
+  async function update({ now = false } = {}) {
+    const check = await store.settled();
+    const panels = chosen(panelBox);
+    const controlsOn = panels.includes("controls");
+    $("embed-controls-set").disabled = !controlsOn;
+    for (const c of controlBox.querySelectorAll("input")) c.disabled = !controlsOn || !some.checked;
+    const controls = some.checked ? chosen(controlBox) : null;
+    const size = { height: check("height", inputs.height), width: check("width", inputs.width) };
+    showError(null, $("embed-panels-error"), panels.length ? null : "Choose at least one panel.");
+    showError(null, $("embed-controls-error"), controlsOn && controls && !controls.length ? "Choose at least one control, or All of them." : null);
+    for (const id of ["height", "width"]) showError(inputs[id], $(`embed-${id}-error`), size[id].error);
+    const bad = !panels.length || (controlsOn && controls && !controls.length) || size.height.error || size.width.error;
+    const settings = carried(check);
+    $("embed-carried").textContent = settings.words;
+    if (bad) {
+      status.textContent = "Fix the choice marked above; the snippets show the last good one.";
+      return;
+    }
+    status.textContent = "";
+    const spec = {
+      values: settings.values, names: settings.names, panels, controls: controlsOn ? controls : null,
+      theme: $("embed-theme").value, lazy: $("embed-lazy").value, height: size.height.value,
+    };
+    const out = snippets(base, spec);
+    outIframe.value = out.iframe;
+    outElement.value = out.element;
+    embedder.last = { ...spec, ...out, width: size.width.value };
+    clearTimeout(timer);
+    timer = setTimeout(preview, now ? 0 : 600);
+  }
+
+  // The iframe of the snippet, at the chosen size. A new address loads a new widget (with its own
+  // Python); a new size only resizes it.
+  function preview() {
+    const last = embedder.last;
+    if (!last || !dialog.open) return;
+    let frame = frameBox.querySelector("iframe");
+    if (!frame || frame.dataset.src !== last.src) {
+      frame = document.createElement("iframe");
+      frame.dataset.src = last.src;
+      frame.src = last.src;
+      frame.title = `Preview: ${TITLE}`;
+      frame.allow = "clipboard-write";
+      frameBox.replaceChildren(frame);
+    }
+    frame.width = String(last.width);
+    frame.height = String(last.height);
+    caption.textContent = `Preview at ${last.width} × ${last.height} pixels, as the iframe shows it in a course page. It loads its own copy of Python, as a reader's browser would.`;
+    embedder.preview = frame;
+  }
+
+  async function copy(textarea, button) {
+    const ok = await copyText(textarea.value);
+    flash(button, ok ? "Copied" : "Select it");
+    status.textContent = ok ? "Copied." : "Copying is blocked here: select the snippet and copy it.";
+    if (!ok) {
+      textarea.focus();
+      textarea.select();
+    }
+  }
+
+  form.addEventListener("input", () => update());
+  form.addEventListener("change", () => update());
+  $("embed-copy-iframe").addEventListener("click", (e) => copy(outIframe, e.currentTarget));
+  $("embed-copy-element").addEventListener("click", (e) => copy(outElement, e.currentTarget));
+  $("embed-close").addEventListener("click", () => dialog.close());
+  dialog.addEventListener("close", () => {
+    clearTimeout(timer);
+    choices.panels = chosen(panelBox);
+    choices.controls = chosen(controlBox);
+    frameBox.replaceChildren(); // the preview's Python goes with it
+    panelBox.replaceChildren();
+    controlBox.replaceChildren();
+    embedder.preview = null;
+  });
+  opener.addEventListener("click", () => {
+    fillChoices();
+    dialog.showModal();
+    update({ now: true });
+  });
+  hooks.ready.then(() => { opener.disabled = false; }, () => {});
+  hooks.embedder = embedder;
+  return embedder;
+}

@@ -1,0 +1,164 @@
+// Break it on purpose: one classic KV-cache bug injected at a time (Python's decodelab.lesson.bugs,
+// through the endpoint break_it), the check that catches it run, and what went wrong said from
+// its numbers. The padding bug runs the batch view's prompts.
+
+import { batchGrid } from "./batch.js";
+import { checkChart } from "./cache.js";
+import { drawResponsive, sci, verdict } from "../ui/plot.js";
+import { $ } from "../ui/dom.js";
+import { ask, el, plural, tableHead } from "../ui/render.js";
+
+const BUG_DEFAULT_PROMPTS = { names: "mar", prose: "The cache " };
+
+export function createBugs(app, batch) {
+  const dom = {
+    form: $("break-form"),
+    bug: $("bug"),
+    prompt: $("break-prompt"),
+    steps: $("break-steps"),
+    run: $("break-run"),
+    status: $("break-status"),
+    out: $("break-out"),
+    verdict: $("break-verdict"),
+    detail: $("break-detail"),
+    explain: $("break-explain"),
+    sentence: $("break-sentence"),
+    course: $("break-course"),
+    section: $("break"),
+  };
+  let promptTouched = false;
+  let busy = false;
+
+  // Errors about the test prompt and the steps go next to them; anything else (the dataset,
+  // the batch prompts of the padding bug) next to the bug selector, where the learner is.
+  function showError(name, message) {
+    const control = { test_prompt: dom.prompt, check_steps: dom.steps }[name] || dom.bug;
+    const box = $(`${control.id}-error`);
+    const text = control === dom.bug && message && name !== "bug" && box.textContent && !box.hidden
+      ? `${box.textContent} ${message}` : message;
+    box.textContent = text || "";
+    box.hidden = !text;
+    if (text) control.setAttribute("aria-invalid", "true");
+    else control.removeAttribute("aria-invalid");
+  }
+
+  function clearErrors() {
+    for (const name of ["bug", "test_prompt", "check_steps"]) showError(name, null);
+  }
+
+  function defaultPrompt() {
+    if (promptTouched) return;
+    dom.prompt.value = BUG_DEFAULT_PROMPTS[app.settings().dataset] || "";
+  }
+  dom.prompt.addEventListener("input", () => { promptTouched = true; });
+  app.onSetting("dataset", defaultPrompt);
+
+  function markBug() {
+    dom.section.dataset.bug = dom.bug.value;
+    dom.form.classList.toggle("is-broken", dom.bug.value !== "none");
+  }
+  dom.bug.addEventListener("change", markBug);
+
+  dom.form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (busy) return;
+    clearErrors();
+    const steps = Number(dom.steps.value);
+    const request = {
+      bug: dom.bug.value,
+      dataset: app.settings().dataset,
+      tokenizer: app.settings().tokenizer, // the lab's model reads the tokens the workbench's does
+      test_prompt: dom.prompt.value,
+      check_steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
+      seed: Number(app.settings().seed) || 0,
+    };
+    if (request.bug === "unmasked-padding") request.prompts = batch.prompts();
+    busy = true;
+    dom.status.textContent = request.bug === "none" ? "Running the check on the correct cache…" : "Running the check with the bug injected…";
+    const reply = await ask(app, "break_it", request, dom.run, "bug");
+    busy = false;
+    if (!reply.ok) {
+      dom.status.textContent = "";
+      for (const e of reply.errors || []) showError(e.field, e.message);
+      app.last.breakIt = reply;
+      return;
+    }
+    app.last.breakIt = reply;
+    show(reply);
+  });
+
+  function show(r) {
+    dom.out.hidden = false;
+    const failed = r.check === "cache" ? !r.cache.ok : !r.batch.ok;
+    const what = r.check === "cache" ? "live cache check" : "batch check";
+    dom.out.dataset.result = failed ? "failed" : "passed";
+    if (r.check === "cache") {
+      const c = r.cache;
+      const first = c.per_step.findIndex((d) => d > c.tolerance);
+      if (failed) {
+        verdict(dom.verdict, false, `${r.label}: the ${what} failed from step ${first + 1} on.`,
+          `Largest difference ${sci(c.max_abs_diff)}; the tolerance is ${sci(c.tolerance)}.`);
+      } else {
+        verdict(dom.verdict, true, `No bug: the ${what} passed at all ${plural(c.steps, "step", "steps")}.`,
+          `Largest difference ${sci(c.max_abs_diff)}; the tolerance is ${sci(c.tolerance)}.`);
+      }
+      const figure = el("figure", "plot");
+      const box = el("div", "plot-box");
+      const caption = el("figcaption", null, `Per step, the largest difference between the logits of the ${r.bug === "none" ? "correct" : "broken"} cached run and a full recomputation of the same text (log scale). Crosses mark steps above the tolerance.`);
+      figure.append(box, caption);
+      dom.detail.replaceChildren(figure, checkTable(c));
+      drawResponsive(box, (width) => checkChart(c.per_step, { width, tolerance: c.tolerance }));
+    } else {
+      const b = r.batch;
+      const badRows = b.rows.filter((row) => !row.ok).length;
+      verdict(dom.verdict, false, `${r.label}: the ${what} failed for ${plural(badRows, "row", "rows")} of ${b.rows.length}.`,
+        `Largest difference from the same prompt run alone ${sci(b.max_abs_diff)}; the tolerance is ${sci(b.tolerance)}.`);
+      dom.detail.replaceChildren(batchGrid(b, { caption: "The batch with the padding left visible: each row’s cache slots and its difference from the same prompt run alone" }));
+    }
+    dom.explain.hidden = !r.what_went_wrong;
+    dom.sentence.textContent = r.what_went_wrong || "";
+    dom.course.textContent = r.course; // what this check did, step by step, from its numbers
+    dom.status.textContent = failed ? "The check failed, as it should with this bug." : "The check passed.";
+  }
+
+  function checkTable(c) {
+    const details = el("details", "kv-table");
+    details.append(el("summary", null, "The check as a table"));
+    const wrap = el("div", "table-wrap");
+    const table = el("table", "data-table kv-data");
+    table.append(el("caption", null, `Largest |cached − recomputed| logit at each step, tolerance ${sci(c.tolerance)}`));
+    const thead = tableHead(["Step", "|difference|", "Verdict"]);
+    const tbody = el("tbody");
+    c.per_step.forEach((d, i) => {
+      const tr = el("tr", d > c.tolerance ? "is-bad" : null);
+      const th = el("th", null, String(i + 1));
+      th.scope = "row";
+      tr.append(th, el("td", "num", sci(d)), el("td", null, d > c.tolerance ? "✕ above" : "✓ within"));
+      tbody.append(tr);
+    });
+    table.append(thead, tbody);
+    wrap.append(table);
+    details.append(wrap);
+    return details;
+  }
+
+  return {
+    ready() {
+      for (const c of [dom.bug, dom.prompt, dom.steps, dom.run]) c.disabled = false;
+      defaultPrompt();
+      markBug();
+    },
+    /** Run the check with this bug (and test prompt), as its form does; resolves with the answer. */
+    async check({ bug, prompt } = {}) {
+      if (bug != null) {
+        dom.bug.value = bug;
+        markBug();
+      }
+      if (prompt != null) dom.prompt.value = prompt;
+      const before = app.last.breakIt;
+      dom.form.requestSubmit();
+      while (busy || !app.last.breakIt || app.last.breakIt === before) await new Promise((r) => setTimeout(r, 20));
+      return app.last.breakIt;
+    },
+  };
+}

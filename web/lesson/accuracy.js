@@ -1,0 +1,123 @@
+// Right answers against temperature: the tasks model asked held-out questions at several
+// temperatures (decodelab.accuracy), drawn as accuracy with its 95% interval per temperature, a
+// table with the same numbers, what the numbers allow one to say, and some wrong answers.
+// Python makes a batch of runs per request, so progress shows and Stop works between batches.
+
+import { createPlanned } from "./planned.js";
+import { svg } from "../ui/plot.js";
+import { el, pct, plural, tableHead } from "../ui/render.js";
+import { $ } from "../ui/dom.js";
+const W = 420;
+const H = 190;
+const PAD = { left: 44, right: 16, top: 14, bottom: 30 };
+
+function tLabel(row) {
+  return row.greedy ? "T = 0 (greedy)" : `T = ${Number(row.temperature)}`;
+}
+
+/** Accuracy with its interval at each temperature: a dot and a bar per column. */
+export function accuracyChart(rows) {
+  const x = (i) => PAD.left + ((W - PAD.left - PAD.right) / rows.length) * (i + 0.5);
+  const y = (v) => PAD.top + (1 - v) * (H - PAD.top - PAD.bottom);
+  const words = rows.map((r) => `${tLabel(r)}: ${pct(r.accuracy)} (95% interval ${pct(r.low)} to ${pct(r.high)})`).join("; ");
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `Share of right answers. ${words}.`, class: "acc-svg" });
+  for (const v of [0, 0.25, 0.5, 0.75, 1]) {
+    chart.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), class: "xp-grid" }));
+    chart.append(svg("text", { x: PAD.left - 6, y: y(v) + 4, class: "xp-axis", "text-anchor": "end" }, `${v * 100}%`));
+  }
+  rows.forEach((r, i) => {
+    chart.append(svg("text", { x: x(i), y: H - 10, class: "xp-axis", "text-anchor": "middle" }, r.greedy ? "T 0" : `T ${Number(r.temperature)}`));
+    if (r.accuracy == null) return;
+    const g = svg("g", { class: `xp-t${i % 6}` });
+    g.append(svg("line", { x1: x(i), x2: x(i), y1: y(r.high), y2: y(r.low), class: "xp-whisker" }));
+    for (const v of [r.low, r.high]) g.append(svg("line", { x1: x(i) - 7, x2: x(i) + 7, y1: y(v), y2: y(v), class: "xp-whisker" }));
+    g.append(svg("circle", { cx: x(i), cy: y(r.accuracy), r: 5, class: "xp-dot" }));
+    g.append(svg("text", { x: x(i) + 10, y: y(r.accuracy) + 4, class: "xp-value" }, pct(r.accuracy)));
+    chart.append(g);
+  });
+  return chart;
+}
+
+function table(result) {
+  const t = el("table", "data-table xp-table");
+  t.append(el("caption", null, `${plural(result.questions, "held-out question", "held-out questions")}, ${plural(result.samples, "sample", "samples")} each (one at T = 0), at most ${result.budget} new tokens per run`));
+  const tbody = el("tbody");
+  const addRow = (label, cells) => {
+    const tr = el("tr");
+    const th = el("th", null, label);
+    th.scope = "row";
+    tr.append(th, ...cells.map((c) => el("td", null, c)));
+    tbody.append(tr);
+  };
+  const rows = result.rows;
+  addRow("Right answers", rows.map((r) => `${r.correct} of ${r.runs}`));
+  addRow("Accuracy", rows.map((r) => pct(r.accuracy)));
+  addRow("95% interval (Wilson)", rows.map((r) => `${pct(r.low)} to ${pct(r.high)}`));
+  addRow("Ran out of budget", rows.map((r) => pct(r.length_share)));
+  addRow("Tool call not readable", rows.map((r) => pct(r.malformed_share)));
+  t.append(tableHead(["", ...rows.map(tLabel)]), tbody);
+  return t;
+}
+
+function wrongAnswers(result) {
+  const box = el("details", "acc-wrong");
+  box.append(el("summary", null, "Some wrong answers"));
+  const list = el("ul");
+  for (const row of result.rows) {
+    for (const w of row.wrong.slice(0, 2)) {
+      const li = el("li");
+      li.append(el("span", "acc-t", `${tLabel(row)}: `), `${w.question} `, el("span", "acc-said", w.answer ? `“${w.answer}”` : "(no answer)"),
+        ` (right: ${w.expected}${w.finish_reason === "length" ? "; the budget ran out" : ""})`);
+      list.append(li);
+    }
+  }
+  if (!list.childElementCount) list.append(el("li", null, "None: every run was right."));
+  box.append(list);
+  return box;
+}
+
+export function createAccuracy({ call }) {
+  const box = $("accuracy");
+  const section = $("tool-calls");
+  const form = $("acc-form");
+  const inputs = { temperatures: $("acc-temps"), questions: $("acc-questions"), samples_per_question: $("acc-samples"), max_new_tokens: $("acc-budget"), tools: $("acc-tools") };
+  const status = $("acc-status");
+  const results = $("acc-results");
+
+  function render(result) {
+    const figure = el("figure", "acc-chart");
+    const cap = el("figcaption");
+    cap.append(el("strong", null, "Share of right answers at each temperature. "), "Dots are the measured share; bars are 95% Wilson intervals, where the true share probably lies given this many runs.");
+    figure.append(cap, accuracyChart(result.rows));
+    const wrap = el("div", "table-wrap");
+    wrap.append(table(result));
+    const say = el("p", "xp-takeaway", result.findings.map((f) => f.text).join(" "));
+    results.replaceChildren(say, figure, wrap, wrongAnswers(result));
+  }
+
+  const planned = createPlanned({
+    call, endpoints: ["accuracy_start", "accuracy_advance"], box, inputs, status, results, render, rate: "questions",
+    runButton: $("acc-run"), stop: $("acc-cancel"), progress: $("acc-progress"),
+    request: () => ({
+      temperatures: inputs.temperatures.value,
+      questions: inputs.questions.value,
+      samples_per_question: inputs.samples_per_question.value,
+      settings: { max_new_tokens: inputs.max_new_tokens.value, tools: inputs.tools.value },
+    }),
+  });
+
+  return {
+    ready(info) {
+      const d = info.accuracy_defaults || {};
+      if (d.temperatures) inputs.temperatures.value = d.temperatures;
+      if (d.max_new_tokens) inputs.max_new_tokens.value = String(d.max_new_tokens);
+      const on = Boolean(info.datasets && info.datasets.tasks && info.datasets.tasks.tools);
+      for (const c of form.elements) c.disabled = !on;
+      if (!on) status.textContent = "This site was built without the tasks model.";
+      box.dataset.state = "idle";
+      if (section) section.dataset.state = "idle";
+    },
+    start: planned.start,
+    last: planned.last,
+  };
+}

@@ -1,0 +1,317 @@
+// The page's state, in one place: the settings as the form holds them, what Python said of them,
+// the errors shown next to the fields, and the run on screen. This module is the only one that
+// changes it; every other module reads `store.state` and hears of changes with subscribe().
+// The form and the address are two views of the settings; the text, the inspector and the
+// lesson's panels are views of the run.
+//
+// A change is announced as {type, ...}:
+//   info       Python's start-up answer arrived (the field table, the datasets)
+//   phase      the page's state: loading, ready, generating or error (<html data-state>)
+//   settings   {names, source, commit}: these settings changed; source "form" (the learner: a
+//              keystroke, or with commit a change made, as a chosen option),
+//              "apply" (Reset, a link, a host page, Try this) or "python" (a new dataset's
+//              own tokenizer or question)
+//   checked    Python's verdict on the settings is in: errors shown, what greedy leaves unused
+//   datasets   a dataset was added (the learner's own text)
+//   run-start  {run}; steps {run, steps, flow, held}; run-end {run, result}
+//   select     {run, index, focus}: a step of the run was chosen
+//
+// Every rule about the settings is Python's (decodelab.entry.webapi.run, endpoint "check"): this
+// module asks and keeps the answer. It needs a way to call Python, given by connect().
+
+import { countChanged, formValue, forPython } from "./settings.js";
+
+const CHECK_MS = 350; // a quiet spell of typing after which the settings are checked
+
+// After a change of one setting, the messages of these settings are looked at again too: the
+// characters a prompt may use depend on the model's data, the budget bounds min new tokens and
+// the stop strings, and JSON mode and token healing exclude each other.
+const RELATED = {
+  model: ["prompt", "tokenizer", "stop", "json_mode"],
+  dataset: ["prompt", "tokenizer", "stop", "json_mode"],
+  tokenizer: ["prompt", "stop", "json_mode"],
+  max_new_tokens: ["min_new_tokens", "stop"],
+  min_new_tokens: ["max_new_tokens"],
+  json_mode: ["token_healing"],
+  token_healing: ["json_mode"],
+};
+
+export function createStore() {
+  const state = {
+    phase: "loading",
+    info: null,
+    specs: {}, // field name -> its row of the field table (info.fields)
+    datasets: {}, // dataset name -> what Python said of it, the learner's own text included
+    names: [], // the settings the form has controls for, in the table's order
+    raw: {}, // setting -> as its control holds it
+    badInput: new Set(), // number boxes holding text that is no number
+    errors: {}, // setting -> the message shown next to it
+    formError: "", // messages of settings that have no control on the screen
+    check: null, // Python's latest verdict on raw: {values, errors, greedy, not_used, applies}
+    locks: null, // setting -> value: kept whatever asks to change it (an embed's hidden controls)
+    baseline: null, // what Reset goes back to (null: Python's defaults)
+    run: null, // the run on screen
+  };
+  const listeners = new Set();
+  let call = null;
+  let timer = 0;
+  let asking = null; // the check on its way
+  let again = null; // a check asked for while one was on its way: {changed}
+  let epoch = 0; // counts Python's refusals of a run: a check sent before one shows no errors
+
+  function emit(change) {
+    for (const fn of [...listeners]) fn(change, state);
+  }
+
+  // --- checking, by Python ----------------------------------------------------------------------
+
+  function request(changed) {
+    return { settings: forPython(state.raw, state.specs), bad_input: [...state.badInput], changed };
+  }
+
+  // changed: the setting just changed (its messages, and RELATED ones, are shown); reveal false:
+  // none is shown that is not already (settings put in by apply are not the learner's doing)
+  async function ask(changed, reveal = true, since = epoch) {
+    if (asking) {
+      // one more check after this one; a change of dataset is not lost (its adjustments)
+      const keep = again && (again.changed === "dataset" || !changed) ? again.changed : changed;
+      again = { changed: keep, reveal: Boolean(again && again.reveal) || reveal, since: again ? Math.min(again.since, since) : since };
+      return asking;
+    }
+    const sent = { ...state.raw };
+    asking = (async () => {
+      let reply;
+      try {
+        reply = await call("check", request(changed));
+      } catch {
+        reply = null; // the worker is being replaced: the next check answers
+      }
+      asking = null;
+      if (reply && reply.ok) take(reply, sent, changed, reveal && since === epoch, since === epoch);
+      if (again) {
+        const next = again;
+        again = null;
+        await ask(next.changed, next.reveal, next.since);
+      }
+    })();
+    return asking;
+  }
+
+  // Python's answer for the settings `sent`: its adjustments (where nothing has changed them
+  // since), then the messages of the setting just changed and of those related to it (the
+  // others stay as they are until they are changed, or Generate shows them all).
+  function take(reply, sent, changed, reveal, current) {
+    const adjusted = [];
+    for (const [name, value] of Object.entries(reply.adjust || {})) {
+      if (isLocked(name) || state.raw[name] !== sent[name]) continue;
+      state.raw[name] = formValue(kindOf(name), value);
+      adjusted.push(name);
+    }
+    if (adjusted.length) emit({ type: "settings", names: adjusted, source: "python" });
+    const stale = Object.keys(sent).some((name) => state.raw[name] !== sent[name] && !adjusted.includes(name));
+    state.check = { ...reply, stale };
+    if (!current) return emit({ type: "checked" }); // a run's refusal came after: its errors stand
+    const found = Object.fromEntries(reply.errors.map((e) => [e.field, e.message]));
+    for (const name of changed && reveal ? [changed, ...(RELATED[changed] || [])] : []) setError(name, found[name] || null);
+    emit({ type: "checked" });
+  }
+
+  function setError(name, message) {
+    if (message) state.errors[name] = message;
+    else delete state.errors[name];
+  }
+
+  function kindOf(name) {
+    return state.specs[name] ? state.specs[name].kind : "text";
+  }
+
+  function isLocked(name) {
+    return Boolean(state.locks && Object.hasOwn(state.locks, name));
+  }
+
+  function later(changed) {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      timer = 0;
+      ask(changed);
+    }, CHECK_MS);
+  }
+
+  // --- the settings -----------------------------------------------------------------------------
+
+  /** Put values into the form (already Python's or a caller's; checked next), as Reset does.
+   * fit: let Python fit the rest to the dataset (its own tokenizer); by default, when the
+   * values name a dataset and no tokenizer. */
+  function apply(given, { locks = true, fit = null } = {}) {
+    const values = locks && state.locks ? { ...given, ...state.locks } : given;
+    const names = Object.keys(values).filter((name) => state.names.includes(name));
+    for (const name of names) state.raw[name] = formValue(kindOf(name), values[name]);
+    for (const name of names) state.badInput.delete(name);
+    state.errors = {};
+    state.formError = "";
+    emit({ type: "settings", names, source: "apply" });
+    // a dataset given without a tokenizer takes its own (the tasks data reads BPE only)
+    const fits = fit ?? ("dataset" in values && !("tokenizer" in values));
+    return ask(fits ? "dataset" : null, false);
+  }
+
+  const store = {
+    get state() {
+      return state;
+    },
+    subscribe(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+    /** How Python is reached: call(endpoint, request) -> Promise of the answer. */
+    connect(fn) {
+      call = fn;
+    },
+    isLocked,
+    apply,
+
+    /** Python is up: its field table, its datasets, the settings the form has controls for. */
+    ready(info, names) {
+      state.info = info;
+      state.specs = Object.fromEntries((info.fields || []).map((spec) => [spec.name, spec]));
+      state.datasets = { ...(info.datasets || {}) };
+      state.names = names.filter((name) => state.specs[name]);
+      emit({ type: "info" });
+      return apply(info.defaults || {});
+    },
+
+    /** The learner changed a control: commit (a change, not a keystroke) checks it at once;
+     * source: who changed it, when not the control itself (the control then shows it). */
+    edit(name, value, { badInput = false, commit = false, source = "form" } = {}) {
+      if (!state.names.includes(name)) return;
+      state.raw[name] = value;
+      if (badInput) state.badInput.add(name);
+      else state.badInput.delete(name);
+      emit({ type: "settings", names: [name], source, commit });
+      if (commit || state.errors[name]) { // a fixed error clears at once
+        clearTimeout(timer);
+        ask(name);
+      } else {
+        later(name);
+      }
+    },
+
+    /** Reset: the link's values in an embed (baseline), else Python's defaults. */
+    reset() {
+      if (state.info) return apply(state.baseline || state.info.defaults || {});
+      return Promise.resolve();
+    },
+
+    /** Keep these settings as they are (an embed's hidden controls), and what Reset restores. */
+    lock(values, baseline) {
+      state.locks = values && Object.keys(values).length ? { ...values } : null;
+      state.baseline = baseline ? { ...baseline } : null;
+    },
+
+    /** Python's verdict on the settings as they are now (a check waiting for a pause runs now). */
+    async settled() {
+      if (timer) {
+        clearTimeout(timer);
+        timer = 0;
+        await ask(null);
+      }
+      while (asking) await asking;
+      if (!state.check || state.check.stale) await ask(null);
+      return state.check;
+    },
+
+    /**
+     * The settings checked, with every error shown next to its field (the setting of a hidden
+     * control under the form): {settings} or {errors: {name: message}}.
+     */
+    async collect({ focus = false } = {}) {
+      const check = await store.settled();
+      store.showErrors(check.errors, { focus });
+      if (!check.errors.length) return { settings: { ...check.values } };
+      return { errors: Object.fromEntries(check.errors.map((e) => [e.field, e.message])) };
+    },
+
+    /** Show Python's errors next to their fields; those with no control on the screen under the form. */
+    showErrors(errors, { focus = false } = {}) {
+      clearTimeout(timer); // a field's own check, waiting for a pause, would wipe these
+      timer = 0;
+      epoch += 1;
+      state.errors = {};
+      const unplaced = [];
+      for (const e of errors || []) {
+        if (state.names.includes(e.field) && !isLocked(e.field)) setError(e.field, e.message);
+        else unplaced.push(e.message);
+      }
+      state.formError = unplaced.join(" ");
+      emit({ type: "checked", focus });
+    },
+
+    /** What happens around the run (state/run.js): asked, result, worker. Nothing is written. */
+    announce(change) {
+      emit(change);
+    },
+
+    /** Python's verdict on other settings (a link's, a host's), leaving the form as it is. */
+    async verify(settings) {
+      const reply = await call("check", { settings, bad_input: [], changed: null });
+      if (!reply.ok) throw new Error(reply.errors.map((e) => e.message).join(" "));
+      return reply;
+    },
+
+    /** The form's values as a link and Python read them (the stop strings as a list). */
+    values() {
+      return forPython(state.raw, state.specs);
+    },
+
+    /** "More rules (2 changed)": how many of these settings are not at their defaults. */
+    changed(names) {
+      return countChanged(state.raw, (state.info && state.info.defaults) || {}, names, state.specs);
+    },
+
+    /** A dataset was added (the learner's own text) or updated. */
+    addDataset(info) {
+      state.datasets = { ...state.datasets, [info.name]: info };
+      emit({ type: "datasets", name: info.name });
+    },
+
+    // --- the page and its run (state/run.js reports them) ----------------------------------------
+
+    setPhase(phase) {
+      if (state.phase === phase) return;
+      state.phase = phase;
+      emit({ type: "phase", phase });
+    },
+
+    runStarted(run) {
+      state.run = run;
+      emit({ type: "run-start", run });
+    },
+
+    runSteps(run, batch) {
+      if (run !== state.run) return;
+      for (const [step, text] of batch.flow || []) {
+        if (text != null) run.shown[step] = (run.shown[step] || 0) + [...text].length;
+      }
+      run.steps.push(...batch.steps);
+      run.held = batch.held || [];
+      if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
+      emit({ type: "steps", run, steps: batch.steps, flow: batch.flow || [], held: run.held });
+    },
+
+    runEnded(run, result) {
+      if (run !== state.run) return;
+      run.done = true;
+      run.held = [];
+      emit({ type: "run-end", run, result });
+    },
+
+    select(index, { focus = false } = {}) {
+      const run = state.run;
+      if (!run || index == null || index < 0 || index >= run.steps.length) return;
+      run.selected = index;
+      run.follow = false;
+      emit({ type: "select", run, index, focus });
+    },
+  };
+  return store;
+}

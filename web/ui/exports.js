@@ -1,0 +1,208 @@
+// Taking a run away from the page: the per-step probabilities as CSV, and the command line that
+// reproduces the run with the CLI. (The full trace JSON is exported by app.js; both exports
+// here are built from that same trace, so all three always describe the same run.)
+
+import { copyText, flash } from "./copy.js";
+import { $, el } from "./dom.js";
+
+// --- CSV -------------------------------------------------------------------------------------
+
+export const CSV_COLUMNS = [
+  "step", "phase", "token_id", "token_text", "p_raw", "p_temp", "kept", "p_final", "chosen", "u", "entropy",
+  "tokenizer",
+];
+
+// RFC 4180: quote a field that holds a comma, quote, line break or edge space; double quotes.
+// A token is one character, <eos>, a byte in hex (<e2>), or a BPE token, and BPE merges never
+// join punctuation to letters or digits (bpe.split), so a cell can never hold a spreadsheet
+// formula: "=" can be a token, "=SUM(A1)" cannot.
+function csvField(value) {
+  if (value == null) return "";
+  const text = typeof value === "number" ? numberText(value) : String(value);
+  return /[",\r\n]|^\s|\s$/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+// Shortest text that reads back as the same double (what JSON and Python's repr also give).
+function numberText(x) {
+  return Number.isFinite(x) ? String(x) : "";
+}
+
+/**
+ * One row per candidate per step: what the model gave it (p_raw, at T = 1), after temperature
+ * (p_temp), whether the filters kept it, its final probability, whether it was chosen, and the
+ * step's draw u (empty when greedy) and entropy.
+ */
+export function traceToCsv(trace) {
+  const lines = [CSV_COLUMNS.join(",")];
+  for (const step of trace.steps || []) {
+    for (const c of step.top || []) {
+      const row = {
+        step: step.step,
+        phase: step.phase,
+        token_id: c.token_id,
+        token_text: c.token_text,
+        p_raw: c.p_raw,
+        p_temp: c.p_temp,
+        kept: c.kept,
+        p_final: c.p_final,
+        chosen: c.token_id === step.token_id,
+        u: step.u,
+        entropy: step.entropy,
+        tokenizer: (trace.settings && trace.settings.tokenizer) || "chars",
+      };
+      lines.push(CSV_COLUMNS.map((name) => csvField(row[name])).join(","));
+    }
+  }
+  return `${lines.join("\r\n")}\r\n`;
+}
+
+// --- command line ------------------------------------------------------------------------------
+
+// A word for a POSIX shell: bare when it is plainly safe, else in single quotes.
+export function shellWord(text) {
+  if (/^[A-Za-z0-9_.,:/=@%+-]+$/.test(text)) return text;
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+function sameValue(a, b) {
+  if (Array.isArray(a) || Array.isArray(b)) {
+    const x = a || [];
+    const y = b || [];
+    return x.length === y.length && x.every((v, i) => v === y[i]);
+  }
+  return a === b || (typeof a === "number" && typeof b === "number" && Number(a) === Number(b));
+}
+
+/**
+ * The CLI command that reproduces a run with these settings (the trace's own settings).
+ * Model, dataset, prompt and seed are always written; any other setting only when it differs
+ * from its default, which the CLI fills in from the same field table. Values go as
+ * --option=value so a prompt that starts with "-" is still read as a value.
+ */
+export function commandLine(settings, fields) {
+  return commandWords(settings, fields).join(" ");
+}
+
+/** The command line as shell words (each already quoted where needed). */
+export function commandWords(settings, fields) {
+  const specs = Object.fromEntries((fields || []).map((f) => [f.name, f]));
+  const always = ["model", "dataset", "prompt", "seed"];
+  const words = ["python3", "-m", "decodelab", "generate"];
+  const option = (name) => `--${name.replaceAll("_", "-")}`;
+  for (const name of Object.keys(settings)) {
+    const spec = specs[name];
+    const value = settings[name];
+    if (!spec) continue;
+    if (!always.includes(name) && sameValue(value, spec.default)) continue;
+    if (spec.kind === "bool") {
+      // A flag turns on what is off by default; --no-... turns off what is on by default.
+      words.push(value ? option(name) : `--no-${option(name).slice(2)}`);
+    } else if (Array.isArray(value)) {
+      for (const item of value) words.push(`${option(name)}=${shellWord(String(item))}`);
+    } else {
+      words.push(`${option(name)}=${shellWord(String(value))}`);
+    }
+  }
+  words.push("--json");
+  return words;
+}
+
+// --- the page --------------------------------------------------------------------------------
+
+
+function download(text, type, filename) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const link = el("a");
+  link.href = url;
+  link.download = filename;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+/** The trace and CSV buttons and the command line, filled after each finished run. */
+export function installExports({ store, runs, hooks }) {
+  const traceButton = $("export");
+  const csvButton = $("export-csv");
+  const command = $("command");
+  const commandNote = $("command-note");
+  const copyButton = $("copy-command");
+  const status = $("share-status");
+  const exports = { command: null, hasRun: false };
+  hooks.exports = exports;
+
+  store.subscribe((change) => {
+    if (change.type === "asked" && csvButton) csvButton.disabled = true;
+    else if (change.type === "result") finished(change.result || {});
+    else if (change.type === "run-start") traceButton.disabled = true;
+    else if (change.type === "run-end" && change.run.finish) traceButton.disabled = false;
+    else if (change.type === "worker" && change.what === "restarted" && store.state.run) traceButton.disabled = true; // it went with the old worker
+    else if (change.type === "worker" && change.what === "restored") traceButton.disabled = false;
+  });
+
+  traceButton.addEventListener("click", async () => {
+    traceButton.disabled = true;
+    try {
+      download(await runs.trace(), "application/json", "decodelab-trace.json");
+    } catch (err) {
+      $("run-meta").textContent = `The trace could not be exported: ${err.message}`;
+    } finally {
+      traceButton.disabled = false;
+    }
+  });
+
+  function finished(result) {
+    if (result.status === "done") exports.hasRun = true;
+    if (csvButton) csvButton.disabled = !exports.hasRun; // a refused run leaves the last one
+    if (result.status !== "done") return;
+    const settings = result.settings || {};
+    const shipped = (hooks.info?.fields || []).find((f) => f.name === "dataset")?.choices || [];
+    if (!shipped.includes(settings.dataset)) {
+      exports.command = null;
+      command.textContent = "";
+      copyButton.disabled = true;
+      commandNote.textContent = "This run used your own text, which lives only in this page, so no command line can repeat it.";
+      return;
+    }
+    const words = commandWords(settings, hooks.info?.fields);
+    exports.command = words.join(" ");
+    // One box per word, so a narrow screen wraps between options, never inside one.
+    command.replaceChildren(...words.flatMap((word, i) => {
+      const box = document.createElement("span");
+      box.className = "word";
+      box.textContent = word;
+      return i ? [" ", box] : [box];
+    }));
+    copyButton.disabled = false;
+    commandNote.textContent = "Run it in a decodelab checkout (after pip install -e . or with PYTHONPATH=py): it prints the same trace as Export trace.";
+  }
+
+  csvButton?.addEventListener("click", async () => {
+    csvButton.disabled = true;
+    try {
+      const trace = JSON.parse(await runs.trace());
+      if (!trace) throw new Error("there is no finished run yet");
+      download(traceToCsv(trace), "text/csv", "decodelab-steps.csv");
+    } catch (err) {
+      if (status) status.textContent = `The CSV could not be exported: ${err.message}`;
+    } finally {
+      csvButton.disabled = false;
+    }
+  });
+
+  copyButton?.addEventListener("click", async () => {
+    if (!exports.command) return;
+    const copied = await copyText(exports.command);
+    flash(copyButton, copied ? "Command copied" : "Select and copy");
+    const words = copied ? "Command copied." : "Copying is blocked here: select the command and copy it.";
+    if (status) status.textContent = words;
+    if (!copied) {
+      const range = document.createRange();
+      range.selectNodeContents(command);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+    }
+  });
+  return exports;
+}
