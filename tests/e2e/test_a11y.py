@@ -10,6 +10,7 @@ import pytest
 
 from tests.e2e.conftest import ROOT, open_page, wait_ready
 from tests.e2e.test_page import generated_text, reset, set_fields, settle
+from tools.page import stylesheet
 
 pytestmark = pytest.mark.browser
 
@@ -160,8 +161,9 @@ def test_theme_parameter_gives_the_same_palette_as_the_system_setting(chromium, 
 
 def test_browsers_without_light_dark_get_the_whole_light_palette():
     """Where light-dark() is unknown, every palette colour would be dropped; the fallback block
-    at the end of style.css must give each one, equal to its light value, and come last."""
-    css = (ROOT / "web" / "style.css").read_text()
+    in style.css (as the build assembles it from its parts) must give each one, equal to its light
+    value, and nothing after it may redefine the palette."""
+    css = stylesheet(ROOT / "web")
     marker = "@supports not (color: light-dark(#000, #fff))"
     assert css.count(marker) == 1
     head, fallback = css.split(marker)
