@@ -531,7 +531,8 @@ def check_page_under_policy(chromium, base_url, isolated):
     page.get_by_role("button", name="Train bigram").click()
     page.wait_for_function("() => document.querySelector('#dataset').value === 'custom'")
     assert generate(page, Model="transformer", Dataset="names")["status"] == "done"
-    page.wait_for_timeout(300)
+    # a round trip to the worker after the run: whatever it reported before has arrived
+    page.evaluate("() => window.decodelab.memory()")
     assert page.evaluate("() => window.__csp") == []
     assert page.evaluate("() => window.decodelab.health.violations") == []  # inside the worker
     # and the policy bites: an inline script put into the page does not run
@@ -547,7 +548,7 @@ def check_page_under_policy(chromium, base_url, isolated):
 def test_the_worker_is_served_with_its_own_policy(base_url):
     import urllib.request
 
-    with urllib.request.urlopen(base_url + "worker.js") as response:
+    with urllib.request.urlopen(base_url + "runtime/worker.js") as response:
         header = response.headers.get("Content-Security-Policy", "")
     assert "script-src 'self' 'wasm-unsafe-eval'" in header and "connect-src 'self'" in header
     assert "'unsafe-eval'" not in header.replace("'wasm-unsafe-eval'", "")
