@@ -3,7 +3,7 @@
 // checks them and answers with every stage; errors appear next to the field they concern.
 
 import { el, pct, tableHead } from "../ui/render.js";
-import { PipelineView } from "./pipeline.js";
+import { PipelineView } from "./stages.js";
 import { $ } from "../ui/dom.js";
 
 // Worked examples (DESIGN.md): each fills the form and shows the result at once.
