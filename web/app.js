@@ -85,10 +85,15 @@ hooks.kv = kv;
 const offline = createOffline($("offline"));
 hooks.offline = offline.status;
 
-// Work that must be done before the page says it is ready (the address's settings applied, an
-// embed's hidden settings fixed), in the order it was asked for.
+// Work done before the page says it is ready (the address's settings applied, an embed's hidden
+// settings fixed), and at once after it (an embed tells its host), in the order asked for.
 const before = [];
-const page = { store, runs, hooks, call: client.call, generate: runbar.generate, beforeReady: (fn) => before.push(fn) };
+const after = [];
+const page = {
+  store, runs, hooks, call: client.call, generate: runbar.generate,
+  beforeReady: (fn) => before.push(fn),
+  afterReady: (fn) => after.push(fn),
+};
 
 client.on("progress", (m) => boot.progress(m));
 let warmedUp = null; // the worker's first short run of each model, just after its start
@@ -111,6 +116,8 @@ client.on("ready", async ({ info, timings }) => {
   boot.ready(timings || {});
   store.setPhase("ready");
   readyResolve(info);
+  for (const fn of after) fn();
+  if (hooks.share.view.run) runbar.generate(); // a link that asks for its run: in the same moment
   offline.start(); // saving the site waits for the page's start (a second call does nothing)
 });
 client.listen("error", (event) => {

@@ -44,7 +44,8 @@ def test_without_service_workers_the_page_runs_online_and_says_nothing_of_saving
     page = open_with(chromium, base_url, NO_SERVICE_WORKERS)
     try:
         wait_ready(page)
-        page.wait_for_timeout(500)  # time to start saving, had there been a way
+        # the page has looked for a way to save the site, and found none
+        page.wait_for_function("() => !['waiting', 'checking'].includes(window.decodelab.offline.state)")
         assert page.evaluate("() => window.decodelab.offline.state") == "off"
         assert page.locator("#offline").inner_text() == ""
         result = page.evaluate("s => window.decodelab.generate(s)", {"seed": 2, "max_new_tokens": 8})

@@ -183,18 +183,21 @@ export function installEmbed(page) {
 
   // The link's values are where Reset returns; the controls not shown stay at them (from
   // before the page says it is ready).
+  let start = null;
   page.beforeReady(async () => {
-    const start = await current();
+    start = await current();
     const locked = view.controls
       ? Object.fromEntries(Object.entries(start).filter(([name]) => !view.controls.includes(name)))
       : null;
     store.lock(locked, start);
   });
-  // Host requests run one after another, after start-up, and never on top of a running run.
-  let queue = hooks.ready.then(async () => {
-    channel.post("ready", { version: hooks.info?.version, settings: await current(), errors: share.errors });
+  // The host hears "ready" the moment the page is, before the link's first run starts.
+  page.afterReady(() => {
+    channel.post("ready", { version: hooks.info?.version, settings: start, errors: share.errors });
     if (view.focus) $("generate").focus({ preventScroll: true });
   });
+  // Host requests run one after another, after start-up, and never on top of a running run.
+  let queue = hooks.ready;
   queue.catch(() => {});
   channel.listen((m) => {
     // the quiz needs no Python: it answers at once, even while Python is still loading

@@ -144,9 +144,9 @@ export function installEmbedder({ store, hooks }) {
   const chosen = (box) => [...box.querySelectorAll("input:checked")].map((c) => c.value);
 
   // The workbench's settings that differ from the defaults, checked as a link would be.
-  function carried(check) {
-    const values = { ...check.values };
-    const errors = check.errors;
+  function carried(python) {
+    const values = { ...python.values };
+    const errors = python.errors;
     const defaults = hooks.info?.defaults || {};
     const shipped = (hooks.info?.fields || []).find((f) => f.name === "dataset")?.choices || [];
     const notes = [];
@@ -168,7 +168,7 @@ export function installEmbedder({ store, hooks }) {
   }
 
   async function update({ now = false } = {}) {
-    const check = await store.settled();
+    const python = await store.settled();
     const panels = chosen(panelBox);
     const controlsOn = panels.includes("controls");
     $("embed-controls-set").disabled = !controlsOn;
@@ -179,7 +179,7 @@ export function installEmbedder({ store, hooks }) {
     showError(null, $("embed-controls-error"), controlsOn && controls && !controls.length ? "Choose at least one control, or All of them." : null);
     for (const id of ["height", "width"]) showError(inputs[id], $(`embed-${id}-error`), size[id].error);
     const bad = !panels.length || (controlsOn && controls && !controls.length) || size.height.error || size.width.error;
-    const settings = carried(check);
+    const settings = carried(python);
     $("embed-carried").textContent = settings.words;
     if (bad) {
       status.textContent = "Fix the choice marked above; the snippets show the last good one.";

@@ -13,8 +13,10 @@
 
 import { allowedOrigins, makeChannel, reportHeight } from "./embed.js";
 import { installPlatform } from "./platforms.js";
-import { VIEW_PARAMS, applyTheme, queryValues, viewFromQuery } from "../state/link.js";
+import { applyTheme } from "../state/link.js";
+import { VIEW_PARAMS, queryValues, viewFromQuery } from "../state/query.js";
 import { $ } from "../ui/dom.js";
+
 const values = queryValues(location.search);
 const { view } = viewFromQuery(values);
 applyTheme(view.theme);
@@ -103,9 +105,12 @@ if (view.lazy === "none") {
     if (entries.some((e) => e.isIntersecting)) {
       observer.disconnect();
       start("view");
+    } else {
+      document.documentElement.dataset.waiting = "view"; // out of view: it waits (tests see it)
     }
   }, { threshold: 0.2 });
   observer.observe($("poster"));
 } else {
+  document.documentElement.dataset.waiting = "click";
   $("poster-note").textContent = "Press Start to load Python, numpy and the models (about {{START_MB}}, once); nothing you type leaves the page.";
 }

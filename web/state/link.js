@@ -60,9 +60,6 @@ export function installUrlState(page) {
     if (copyButton) copyButton.disabled = false;
     if (linkField) linkField.value = pageLink(store, { run: "true" });
   });
-  hooks.ready.then(() => {
-    if (view.run) page.generate(); // after the rest of the start (an embed tells its host first)
-  }, () => {});
 
   // Keep the address (of the full page; an embedded widget keeps its own) and the link field in
   // step with the settings, so a reload or a bookmark keeps them.
