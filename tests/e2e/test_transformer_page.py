@@ -111,7 +111,7 @@ def test_the_cache_check_can_be_switched_off(app):
     assert not app.get_by_label("Cache check", exact=True).is_visible()
 
 
-ENVELOPE = """async ([points, width]) => (await import('./cache.js')).envelope(points, width)"""
+ENVELOPE = """async ([points, width]) => (await import('./kv/cache.js')).envelope(points, width)"""
 
 
 def test_a_long_check_plot_draws_each_pixel_columns_extremes(app):

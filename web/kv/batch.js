@@ -94,6 +94,9 @@ export function createBatchView(app) {
   dom.prompts.addEventListener("input", () => { touched = true; });
   app.onSetting("dataset", defaults);
 
+  // the prompts as typed, one per line (empty lines left out); the padding bug runs them too
+  const prompts = () => dom.prompts.value.split("\n").map((s) => s.replace(/\r$/, "")).filter((s) => s.length);
+
   function showError(name, message) {
     const control = name === "batch_steps" ? dom.steps : dom.prompts;
     const box = $(`${control.id}-error`);
@@ -110,12 +113,11 @@ export function createBatchView(app) {
     if (busy) return;
     showError("prompts", null);
     showError("batch_steps", null);
-    const prompts = dom.prompts.value.split("\n").map((s) => s.replace(/\r$/, "")).filter((s) => s.length);
     const steps = Number(dom.steps.value);
     const request = {
       dataset: app.settings().dataset,
       tokenizer: app.settings().tokenizer,
-      prompts,
+      prompts: prompts(),
       batch_steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
       seed: Number(app.settings().seed) || 0,
     };
@@ -143,6 +145,7 @@ export function createBatchView(app) {
   });
 
   return {
+    prompts,
     ready() {
       for (const c of [dom.prompts, dom.steps, dom.run]) c.disabled = false;
       defaults();

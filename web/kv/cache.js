@@ -3,12 +3,10 @@
 // number comes from the run's step records (cache_diff, cache_ok, cache_length, context_shift),
 // made by Python; the chart of a check (checkChart) serves the bugs lab too.
 
-import { batchGrid, createBatchView } from "./batch.js";
-import { createCompare } from "./compare.js";
-import { cacheShape, createMemoryView } from "./costs.js";
-import { bytes, drawResponsive, lineChart, sci, verdict } from "../ui/plot.js";
-import { ask, el, plural, readable, tableHead } from "../ui/render.js";
+import { cacheShape } from "./costs.js";
 import { $ } from "../ui/dom.js";
+import { bytes, drawResponsive, lineChart, sci, verdict } from "../ui/plot.js";
+import { el, plural, readable } from "../ui/render.js";
 
 // The tolerance the live check is judged against, and the cache's shape and bytes, come from
 // Python with the page's info (cache_tolerance, datasets[...].transformer).

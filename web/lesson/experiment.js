@@ -205,7 +205,7 @@ export function createExperiment({ call, collect }) {
     if (running || !ready) return;
     fieldError(temps, null);
     fieldError(samplesInput, null);
-    const checked = collect();
+    const checked = await collect();
     if (checked.errors) {
       const labels = Object.keys(checked.errors).map((name) => {
         const label = document.querySelector(`label[for="${name}"]`);
@@ -287,11 +287,7 @@ export function createExperiment({ call, collect }) {
 
   function describe(result, s) {
     const bits = [`${s.dataset} data`, s.prompt ? `prompt “${readable(s.prompt)}”` : "empty prompt"];
-    const filters = [];
-    if (Number(s.top_k) > 0) filters.push(`top-k ${s.top_k}`);
-    if (Number(s.top_p) < 1) filters.push(`top-p ${s.top_p}`);
-    if (Number(s.min_p) > 0) filters.push(`min-p ${s.min_p}`);
-    bits.push(filters.length ? filters.join(", ") : "no filters");
+    bits.push(result.filters.length ? result.filters.join(", ") : "no filters");
     if (Number(s.repetition_penalty) !== 1) bits.push(`repetition penalty ${s.repetition_penalty}`);
     bits.push(`at most ${s.max_new_tokens} new tokens`);
     const seeds = result.seeds[0] === result.seeds[1] ? `seed ${result.seeds[0]}` : `seeds ${result.seeds[0]} to ${result.seeds[1]}`;

@@ -330,6 +330,10 @@ export function createStepper(app) {
   });
 
   return {
+    /** Is the replay playing (a step is due)? Paused, nothing moves until Play. */
+    get playing() {
+      return Boolean(timer);
+    },
     ready() {
       dom.empty.textContent = "Generate some text, then replay it here one step at a time.";
     },

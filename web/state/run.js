@@ -17,7 +17,8 @@ export function createRuns(store, client) {
   const emit = (change) => store.announce(change);
   let pending = null; // the run asked for, not started yet: {id, resolve, settings}
   let lastRun = null; // a Promise of the latest run's result
-  let starting = false;
+  let starting = false; // Generate pressed, Python still checking the settings
+  let stopped = false; // Stop pressed meanwhile
 
   function deferred() {
     let resolve;
@@ -161,24 +162,34 @@ export function createRuns(store, client) {
     generate({ slow = false } = {}) {
       if (store.state.phase !== "ready" || starting) return Promise.resolve({ status: "busy" });
       starting = true;
+      stopped = false;
+      // the page leaves "ready" as Generate is pressed, while Python checks the settings
+      store.setPhase("generating");
       const done = deferred();
       lastRun = done.promise;
+      const back = (result) => {
+        starting = false;
+        if (store.state.phase === "generating") store.setPhase("ready");
+        done.resolve(result);
+      };
       store.collect({ focus: true }).then((checked) => {
-        starting = false;
-        if (store.state.phase !== "ready") return done.resolve({ status: "busy" });
+        if (store.state.phase !== "generating") return back({ status: "busy" }); // the worker was lost
         if (checked.errors) {
-          return done.resolve({ status: "invalid", errors: store.state.check.errors.map(({ field, message }) => ({ field, message })) });
+          return back({ status: "invalid", errors: store.state.check.errors.map(({ field, message }) => ({ field, message })) });
         }
-        start(checked.settings, { slow, done });
-      }, (err) => {
+        if (stopped) return back({ status: "cancelled" }); // Stop before the run began
         starting = false;
-        done.resolve({ status: "error", message: err.message });
-      });
+        start(checked.settings, { slow, done });
+      }, (err) => back({ status: "error", message: err.message }));
       return lastRun;
     },
     /** Start a run with exactly these settings, skipping the page's checks (Python still checks). */
     start,
     stop() {
+      if (starting) {
+        stopped = true; // the settings are still being checked: the run never starts
+        return true;
+      }
       const run = store.state.run;
       const id = run && !run.done ? run.id : pending && pending.id;
       if (id == null) return false;

@@ -42,7 +42,7 @@ export function createStore() {
     info: null,
     specs: {}, // field name -> its row of the field table (info.fields)
     datasets: {}, // dataset name -> what Python said of it, the learner's own text included
-    names: [], // the settings the form has controls for, in the table's order
+    names: [], // the settings the form has controls for, in the field table's order
     raw: {}, // setting -> as its control holds it
     badInput: new Set(), // number boxes holding text that is no number
     errors: {}, // setting -> the message shown next to it
@@ -58,6 +58,8 @@ export function createStore() {
   let asking = null; // the check on its way
   let again = null; // a check asked for while one was on its way: {changed}
   let epoch = 0; // counts Python's refusals of a run: a check sent before one shows no errors
+  let version = 0; // counts the changes to the settings (written[name]: the change that last wrote it)
+  const written = {};
 
   function emit(change) {
     for (const fn of [...listeners]) fn(change, state);
@@ -79,6 +81,7 @@ export function createStore() {
       return asking;
     }
     const sent = { ...state.raw };
+    const at = version;
     asking = (async () => {
       let reply;
       try {
@@ -87,7 +90,7 @@ export function createStore() {
         reply = null; // the worker is being replaced: the next check answers
       }
       asking = null;
-      if (reply && reply.ok) take(reply, sent, changed, reveal && since === epoch, since === epoch);
+      if (reply && reply.ok) take(reply, sent, at, changed, reveal && since === epoch, since === epoch);
       if (again) {
         const next = again;
         again = null;
@@ -100,11 +103,12 @@ export function createStore() {
   // Python's answer for the settings `sent`: its adjustments (where nothing has changed them
   // since), then the messages of the setting just changed and of those related to it (the
   // others stay as they are until they are changed, or Generate shows them all).
-  function take(reply, sent, changed, reveal, current) {
+  function take(reply, sent, at, changed, reveal, current) {
     const adjusted = [];
     for (const [name, value] of Object.entries(reply.adjust || {})) {
-      if (isLocked(name) || state.raw[name] !== sent[name]) continue;
+      if (isLocked(name) || (written[name] || 0) > at) continue; // changed since it was asked
       state.raw[name] = formValue(kindOf(name), value);
+      written[name] = ++version;
       adjusted.push(name);
     }
     if (adjusted.length) emit({ type: "settings", names: adjusted, source: "python" });
@@ -145,7 +149,10 @@ export function createStore() {
   function apply(given, { locks = true, fit = null } = {}) {
     const values = locks && state.locks ? { ...given, ...state.locks } : given;
     const names = Object.keys(values).filter((name) => state.names.includes(name));
-    for (const name of names) state.raw[name] = formValue(kindOf(name), values[name]);
+    for (const name of names) {
+      state.raw[name] = formValue(kindOf(name), values[name]);
+      written[name] = ++version;
+    }
     for (const name of names) state.badInput.delete(name);
     state.errors = {};
     state.formError = "";
@@ -175,7 +182,7 @@ export function createStore() {
       state.info = info;
       state.specs = Object.fromEntries((info.fields || []).map((spec) => [spec.name, spec]));
       state.datasets = { ...(info.datasets || {}) };
-      state.names = names.filter((name) => state.specs[name]);
+      state.names = Object.keys(state.specs).filter((name) => names.includes(name)); // the table's order
       emit({ type: "info" });
       return apply(info.defaults || {});
     },
@@ -185,6 +192,7 @@ export function createStore() {
     edit(name, value, { badInput = false, commit = false, source = "form" } = {}) {
       if (!state.names.includes(name)) return;
       state.raw[name] = value;
+      written[name] = ++version;
       if (badInput) state.badInput.add(name);
       else state.badInput.delete(name);
       emit({ type: "settings", names: [name], source, commit });

@@ -1,0 +1,63 @@
+// What the panels work out for display from Python's numbers, without a document: the CSV and
+// the command line of a run (ui/exports.js), the check chart's envelope (kv/cache.js), two runs
+// compared (lesson/runs.js) and a loop at the end of a text (lesson/tries.js).
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { envelope } from "../../web/kv/cache.js";
+import { firstDifference, settingsDiff } from "../../web/lesson/runs.js";
+import { findLoop } from "../../web/lesson/tries.js";
+import { CSV_COLUMNS, commandWords, shellWord, traceToCsv } from "../../web/ui/exports.js";
+
+const FIELDS = [
+  { name: "model", kind: "choice", default: "bigram", label: "Model" },
+  { name: "prompt", kind: "text", default: "", label: "Prompt" },
+  { name: "seed", kind: "int", default: 42, label: "Seed" },
+  { name: "temperature", kind: "float", default: 1, label: "Temperature" },
+  { name: "stop", kind: "lines", default: [], label: "Stop strings" },
+  { name: "cache_check", kind: "bool", default: true, label: "Cache check" },
+];
+
+test("the CSV has one row per candidate per step, quoted where a spreadsheet needs it", () => {
+  const trace = { settings: { tokenizer: "bpe" }, steps: [{ step: 0, phase: "prefill", token_id: 2, u: 0.5, entropy: 0.7,
+    top: [{ token_id: 2, token_text: "a,\"b\"", p_raw: 0.6, p_temp: 0.6, kept: true, p_final: 1 }, { token_id: 3, token_text: " x", p_raw: 0.4, p_temp: 0.4, kept: false, p_final: 0 }] }] };
+  const lines = traceToCsv(trace).split("\r\n");
+  assert.equal(lines[0], CSV_COLUMNS.join(","));
+  assert.equal(lines[1], '0,prefill,2,"a,""b""",0.6,0.6,true,1,true,0.5,0.7,bpe');
+  assert.equal(lines[2], '0,prefill,3," x",0.4,0.4,false,0,false,0.5,0.7,bpe');
+  assert.equal(lines[3], "");
+});
+
+test("the command line repeats a run: the four it always names, the rest where not default", () => {
+  const words = commandWords({ model: "bigram", prompt: "-ma", seed: 3, temperature: 1, stop: ["a b", "c"], cache_check: false }, FIELDS);
+  assert.deepEqual(words, ["python3", "-m", "decodelab", "generate", "--model=bigram", "--prompt=-ma", "--seed=3",
+    "--stop='a b'", "--stop=c", "--no-cache-check", "--json"]);
+  assert.equal(shellWord("it's"), "'it'\\''s'");
+});
+
+test("the check chart keeps every spike of a long run in two points per column", () => {
+  const points = Array.from({ length: 1000 }, (_, i) => [i + 1, i === 500 ? 9 : 1e-15]);
+  const out = envelope(points, 50);
+  assert.ok(out.length <= 2 * 50 + 2);
+  assert.deepEqual(out[0], points[0]);
+  assert.deepEqual(out.at(-1), points.at(-1));
+  assert.ok(out.some(([x, y]) => x === 501 && y === 9)); // the spike is still drawn
+  assert.equal(envelope(points.slice(0, 10), 50).length, 10); // few points: all of them
+});
+
+test("two runs compared: what differs, and the first step where they part", () => {
+  const specs = { seed: { label: "Seed" }, temperature: { label: "Temperature" }, stop: { label: "Stop strings" } };
+  assert.deepEqual(settingsDiff({ seed: 5, temperature: 0.3, stop: [] }, { seed: 5, temperature: 2, stop: [" "] }, specs),
+    [["Temperature", "0.3", "2"], ["Stop strings", "none", "“␣”"]]);
+  const tokens = (ids) => ({ tokens: ids.map((id) => ({ id })) });
+  assert.equal(firstDifference(tokens([1, 2, 3]), tokens([1, 2, 4])), 2);
+  assert.equal(firstDifference(tokens([1, 2]), tokens([1, 2, 3])), 2);
+  assert.equal(firstDifference(tokens([1, 2]), tokens([1, 2])), null);
+});
+
+test("a loop at the end of a text: the shortest stretch repeated to the end", () => {
+  assert.deepEqual(findLoop("the cat the cat the cat"), { start: 0, loop: "the cat " });
+  assert.deepEqual(findLoop("xyzababab"), { start: 3, loop: "ab" });
+  assert.equal(findLoop("abcdef"), null);
+});
