@@ -92,3 +92,29 @@ def test_repetition_penalty_never_makes_a_seen_token_likelier(z, penalty, seen_l
     seen = np.array(seen_list[: len(z)])
     zp = sampling.apply_repetition_penalty(z, seen, penalty)
     assert (zp[seen] <= z[seen]).all() and (zp[~seen] == z[~seen]).all()
+
+
+def typical_as_transformers_writes_it(p, mass):
+    """transformers' TypicalLogitsWarper, step by step, on a distribution p (no torch): sort by
+    |-log p - H| ascending, count the sorted tokens whose running total is below `mass`, and
+    remove every token whose distance is greater than that one's."""
+    logp = np.log(p)
+    H = -np.nansum(logp * p)
+    shifted = np.abs(-logp - H)
+    order = np.argsort(shifted, kind="stable")
+    running = np.cumsum(p[order])
+    last = min(int((running < mass).sum()), len(p) - 1)
+    return ~(shifted > shifted[order[last]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-8, 8, allow_nan=False), min_size=2, max_size=30).map(np.array),
+       st.floats(0.01, 0.99))
+def test_typical_p_keeps_what_transformers_keeps(z, mass):
+    p = sampling.softmax(z)
+    order = np.argsort(np.abs(-np.log(p) - sampling.entropy(p)), kind="stable")
+    # away from the boundary, where a rounding of the running total could tip either way
+    assume(np.abs(np.cumsum(p[order]) - mass).min() > 1e-9)
+    _, kept, p_final = decode_distribution(z, typical_p=mass)
+    assert (kept == typical_as_transformers_writes_it(p, mass)).all()
+    assert abs(p_final.sum() - 1) < 1e-9 and p[kept].sum() >= mass - 1e-9

@@ -121,3 +121,48 @@ def test_playground_matches_the_cli_contract_shape():
     assert out["kept"] == [True, True, False]
     assert out["probs"][2] == 0.0
     np.testing.assert_allclose(out["p_raw"], [0.6, 0.25, 0.15], atol=1e-12)
+
+
+# --- typical-p: locally typical sampling (transformers' TypicalLogitsWarper) ----------------------
+# By hand for [0.4, 0.3, 0.2, 0.1]: H = 1.2799 nats; the surprises -ln p are 0.916, 1.204, 1.609,
+# 2.303, so the distances |-ln p - H| are 0.364, 0.076, 0.330, 1.023: the order nearest first is
+# ids 1, 2, 0, 3, with running totals 0.3, 0.5, 0.9, 1.
+
+
+def test_typical_p_keeps_the_tokens_nearest_the_entropy_even_dropping_the_likeliest():
+    z = np.log([0.4, 0.3, 0.2, 0.1])
+    np.testing.assert_allclose(final(z, typical_p=0.5), [0, 0.6, 0.4, 0], atol=1e-12)
+    np.testing.assert_allclose(final(z, typical_p=0.4), [0, 0.6, 0.4, 0], atol=1e-12)  # crossing kept
+    np.testing.assert_allclose(final(z, typical_p=0.9), [4 / 9, 3 / 9, 2 / 9, 0], atol=1e-12)
+    np.testing.assert_allclose(final(z, typical_p=0.25), [0, 1, 0, 0], atol=1e-12)
+
+
+def test_typical_p_stage_reports_the_entropy_and_the_crossing_token():
+    d = sampling.decide(np.log([0.4, 0.3, 0.2, 0.1]), sampling.Rules(typical_p=0.5))
+    stage = d.stages[-1]
+    assert stage.kind == "typical_p"
+    assert stage.facts["entropy"] == pytest.approx(1.279854, abs=1e-6)
+    assert stage.facts["crossing"] == 2 and stage.facts["crossing_rank"] == 2
+    assert stage.facts["reached"] == pytest.approx(0.5)
+
+
+def test_typical_p_keeps_every_tie_of_the_crossing_distance():
+    # uniform: every token is exactly as surprising as the entropy, so all tie and all stay
+    np.testing.assert_allclose(final([0, 0, 0, 0], typical_p=0.3), [0.25] * 4, atol=1e-12)
+
+
+def test_typical_p_runs_after_min_p_as_transformers_orders_them():
+    d = sampling.decide(np.log([0.4, 0.3, 0.2, 0.1]),
+                        sampling.Rules(top_k=3, min_p=0.1, typical_p=0.5))
+    assert [s.kind for s in d.stages] == ["temperature", "top_k", "min_p", "typical_p"]
+    # after top-k 3 the distribution is [4/9, 3/9, 2/9], H = 1.0609 nats; the distances are
+    # 0.250, 0.038, 0.443, so id 1 then id 0 reach 0.5 (7/9): its own entropy, not the model's
+    np.testing.assert_allclose(d.p_final, [4 / 7, 3 / 7, 0, 0], atol=1e-12)
+
+
+def test_typical_p_is_off_at_one_and_ignored_by_greedy():
+    z = np.log([0.4, 0.3, 0.2, 0.1])
+    assert not sampling.Rules(typical_p=1.0).filtering and sampling.Rules(typical_p=0.9).filtering
+    np.testing.assert_allclose(final(z, typical_p=1.0), [0.4, 0.3, 0.2, 0.1], atol=1e-12)
+    assert "typical_p" in sampling.GREEDY_IGNORES
+    assert final(z, typical_p=0.2, greedy=True).tolist() == [1, 0, 0, 0]

@@ -144,6 +144,11 @@ FIELDS = (
       "Drop tokens less likely than min-p times the likeliest one.",
       min=0, max=1, note="0 means off",
       group="more", step=0.05),
+    F("typical_p", "Typical-p", "float", 1.0,
+      "Keep the tokens whose surprise is nearest the average surprise (the entropy), until their "
+      "total reaches p: even the likeliest token can go.",
+      min=0, max=1, min_exclusive=True, note="1 means off",
+      group="more", step=0.05),
     F("repetition_penalty", "Repetition penalty", "float", 1.0,
       "Above 1, tokens already used get less likely: positive logits are divided by it, "
       "negative ones multiplied.", min=0, max=10, min_exclusive=True, note="1 means off",
@@ -276,6 +281,8 @@ FIELDS = (
     F("request", "Request", "object"),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
+# The settings of a run are the fields the workbench shows (each has its group there).
+RUN_FIELDS = tuple(f for f in FIELDS if f.group)
 
 
 def label_of(name: str) -> str:

@@ -10,12 +10,13 @@ are in `tool_calls` and in the trace's steps).
 
 from decodelab.core import records, tasks
 from decodelab.core.generate import start
+from decodelab.core.sampling import FILTER_NAMES
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import check
 
 # the settings `ask` takes besides the question (the rest keep their defaults)
-ASK_SETTINGS = ("model", "seed", "temperature", "greedy", "top_k", "top_p", "min_p", "tools",
-                "json_mode", "json_max_depth", "max_new_tokens", "cache_check")
+ASK_SETTINGS = ("model", "seed", "temperature", "greedy", *FILTER_NAMES, "tools", "json_mode",
+                "json_max_depth", "max_new_tokens", "cache_check")
 
 
 def ask(library, raw: dict) -> dict:

@@ -18,8 +18,13 @@ The decided semantics:
 - top-p (1 = off): sort by probability (ties by token id), keep the shortest prefix whose mass
   reaches p; the token that crosses the threshold is kept; at least one token is kept.
 - min-p (0 = off): keep tokens with p >= min_p * p_max.
+- typical-p (1 = off; locally typical sampling, Meister et al. 2022): rank tokens by how far
+  their surprise -log p is from the distribution's entropy H, nearest first (ties by id), and
+  keep the shortest such list whose mass reaches typical_p (the crossing token and its ties kept).
+  The likeliest token can go: when one token is far likelier than the entropy says a token is.
 - after each filter the kept probabilities are renormalised, so the next filter sees a
   distribution (this is what makes top-k 3 then top-p 0.75 keep two of [.4 .3 .2 .1]).
+- the filters run in the order top-k, top-p, min-p, typical-p (Hugging Face's order).
 - order "temperature-first" (Hugging Face, vLLM): temperature, then the filters.
   order "filter-first" (llama.cpp's default chain): filters on the T=1 distribution, then
   temperature on what is left.
@@ -29,7 +34,7 @@ The decided semantics:
 
 Dimension legend: V vocabulary size.
 
-Left out: beam search, typical-p, frequency/presence penalties, batching.
+Left out: beam search, epsilon and eta cutoffs, frequency/presence penalties, batching.
 """
 
 import math
@@ -42,7 +47,6 @@ from decodelab.core.tokenizer import EOS
 ORDERS = ("temperature-first", "filter-first")
 # what greedy leaves unused: it takes the argmax of the penalised logits, so no temperature,
 # no filter and no order matters (the repetition penalty and end-of-sequence blocking still do)
-GREEDY_IGNORES = ("temperature", "top_k", "top_p", "min_p", "order")
 
 # top-p compares a running sum with p; sums of floats land a hair off (0.6 + 0.25 vs 0.85), so
 # a cumulative mass within this much of p counts as having reached it.
@@ -58,6 +62,7 @@ class Rules:
     top_k: int = 0
     top_p: float = 1.0
     min_p: float = 0.0
+    typical_p: float = 1.0
     order: str = "temperature-first"
     repetition_penalty: float = 1.0
     # worked out once (decide reads them at every step):
@@ -67,7 +72,7 @@ class Rules:
 
     def __post_init__(self):
         greedy = bool(self.greedy or self.temperature == 0)  # never a division by 0
-        filtering = self.top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
+        filtering = any(getattr(self, name) != off for name, off in OFF.items())
         object.__setattr__(self, "is_greedy", greedy)
         object.__setattr__(self, "filtering", filtering)
         # the two orders keep different sets only with a filter on and T != 1 (never greedy)
@@ -127,6 +132,25 @@ def min_p_cut(p, min_p):
     return p >= cutoff, {"min_p": float(min_p), "p_max": p_max, "cutoff": cutoff}
 
 
+def typical_p_cut(p, mass):
+    """The tokens whose surprise -log p is nearest the entropy H, shortest list reaching `mass`.
+
+    Returns the mask and the numbers that decide it: H, the nearest-first order of the tokens and
+    the running total along it, the crossing token, its rank and its total."""
+    V = p.shape[0]
+    alive = p > 0
+    surprise = -np.log(p, out=np.full(V, np.inf), where=alive)  # (V,) nats; inf where p = 0
+    H = float((p[alive] * surprise[alive]).sum())
+    distance = np.abs(surprise - H)  # (V,) how atypical each token is; inf where p = 0
+    order = np.argsort(distance, kind="stable")  # most typical first; stable sort: ties by id
+    running = np.cumsum(p[order])  # (V,)
+    n = min(int(np.searchsorted(running, mass - TOP_P_SLACK, side="left")) + 1, V)
+    crossing = int(order[n - 1])
+    kept = distance <= distance[crossing]  # ties with the crossing token's distance stay
+    return kept, {"typical_p": float(mass), "entropy": H, "order": order, "running": running,
+                  "crossing": crossing, "crossing_rank": n, "reached": float(running[n - 1])}
+
+
 def apply_repetition_penalty(z: np.ndarray, seen: np.ndarray, penalty: float) -> np.ndarray:
     """Logits with every seen id penalised once: positive / penalty, negative * penalty.
 
@@ -162,8 +186,22 @@ def entropy(p: np.ndarray) -> float:
 
 # --- the rules in order ---------------------------------------------------------------------------
 
-FILTERS = (("top_k", top_k_cut), ("top_p", top_p_cut), ("min_p", min_p_cut))
-OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
+# The filters, in the order they run, and the value that switches each off. A new filter is a
+# cut function, one entry in each, a field of Rules and a row of fields.FIELDS.
+FILTERS = (("top_k", top_k_cut), ("top_p", top_p_cut), ("min_p", min_p_cut),
+           ("typical_p", typical_p_cut))
+CUTS = dict(FILTERS)
+OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0}
+# what greedy leaves unused: it takes the argmax of the penalised logits, so no temperature,
+# no filter and no order matters (the repetition penalty and end-of-sequence blocking still do)
+FILTER_NAMES = tuple(OFF)
+GREEDY_IGNORES = ("temperature", *FILTER_NAMES, "order")
+
+
+def filters_on(rules: Rules) -> list:
+    """[(name, value)] of the filters these rules switch on, in the order they run."""
+    return [(name, getattr(rules, name)) for name, _ in FILTERS
+            if getattr(rules, name) != OFF[name]]
 
 
 @dataclass(slots=True)
@@ -187,14 +225,11 @@ class Stage:
 
 
 def _filter_stages(p, rules: Rules, kept, stages: list):
-    """top-k, then top-p, then min-p on p (V,), renormalising after each; returns (kept, p)."""
+    """The filters on p (V,) in FILTERS order, renormalising after each; returns (kept, p)."""
     if not rules.filtering:
         return kept, p
-    for name, cut in FILTERS:
-        value = getattr(rules, name)
-        if value == OFF[name]:
-            continue
-        mask, facts = cut(p, value)
+    for name, value in filters_on(rules):
+        mask, facts = CUTS[name](p, value)
         before, kept = kept, kept & mask
         p_in, p = p, renormalise(p, kept)
         stages.append(Stage(name, p_in, kept, p, facts, before))

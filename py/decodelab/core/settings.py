@@ -9,38 +9,16 @@ whether the prompt's characters are in the vocabulary (`fields.encode` checks th
 model's tokenizer).
 """
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field, fields, make_dataclass
 
 from decodelab.core import stopping
 from decodelab.core.sampling import Rules
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import FIELD_BY_NAME, check
+from decodelab.fields import RUN_FIELDS, check
 
 
-@dataclass(frozen=True)
-class Settings:
-    model: str = "bigram"
-    dataset: str = "names"
-    tokenizer: str = "chars"
-    prompt: str = ""
-    token_healing: bool = False
-    seed: int = 42
-    temperature: float = 1.0
-    greedy: bool = False
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    order: str = "temperature-first"
-    max_new_tokens: int = 50
-    min_new_tokens: int = 0
-    stop: tuple = field(default_factory=tuple)
-    include_stop: bool = False
-    ignore_eos: bool = False
-    tools: str = "on"
-    json_mode: bool = False
-    json_max_depth: int = 8
-    cache_check: bool = True
+class _Settings:
+    """What a run's settings can say of themselves (Settings adds one value per field)."""
 
     @property
     def is_greedy(self) -> bool:
@@ -48,8 +26,7 @@ class Settings:
 
     @property
     def rules(self) -> Rules:
-        return Rules(self.temperature, self.greedy, self.top_k, self.top_p, self.min_p,
-                     self.order, self.repetition_penalty)
+        return Rules(**{name: getattr(self, name) for name in RULE_NAMES})
 
     def eos_blocked(self, step: int) -> bool:
         """The rule: end-of-sequence is blocked before min_new_tokens, and always with
@@ -62,8 +39,15 @@ class Settings:
         return d
 
 
-NAMES = tuple(Settings.__dataclass_fields__)  # the generation fields, in the table's order
-GENERATION_FIELDS = tuple(FIELD_BY_NAME[n] for n in NAMES)
+# One value per run setting of the field table (the fields the workbench shows), in its order,
+# with its default: a new setting is a new row of fields.FIELDS, nothing here.
+Settings = make_dataclass("Settings",
+                          [(f.name, object, field(default=f.default)) for f in RUN_FIELDS],
+                          bases=(_Settings,), frozen=True)
+Settings.__doc__ = "The settings of one run: one value per run setting of fields.FIELDS."
+RULE_NAMES = tuple(f.name for f in fields(Rules) if f.init)  # the settings the rules read
+NAMES = tuple(f.name for f in RUN_FIELDS)  # the generation fields, in the table's order
+GENERATION_FIELDS = RUN_FIELDS
 
 
 def validate(raw: dict, datasets=None) -> Settings:

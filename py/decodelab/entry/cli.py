@@ -21,6 +21,7 @@ import json
 import math
 import sys
 
+from decodelab.core.sampling import FILTER_NAMES
 from decodelab.core.settings import NAMES as SETTING_NAMES
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import FIELD_BY_NAME, check, encode, read
@@ -182,17 +183,17 @@ COMMANDS = {
     "generate": ("generate with a trained model", SETTING_NAMES, ("seed",), {}, cmd_generate),
     "ask": ("ask the tasks model a question: arithmetic (it may call a calculator) or a card "
             "(it answers in JSON)",
-            ("question", "model", "seed", "temperature", "greedy", "top_k", "top_p", "min_p",
-             "tools", "json_mode", "json_max_depth", "max_new_tokens"), ("question",), {},
+            ("question", "model", "seed", "temperature", "greedy", *FILTER_NAMES, "tools",
+             "json_mode", "json_max_depth", "max_new_tokens"), ("question",), {},
             cmd_ask),
     "experiment": ("accuracy of the tasks model on held-out questions against temperature",
                    ("temperatures", "questions", "samples_per_question", "model", "seed",
-                    "top_k", "top_p", "min_p", "tools", "max_new_tokens"), (),
+                    *FILTER_NAMES, "tools", "max_new_tokens"), (),
                    {}, cmd_experiment),
     "validity": ("valid JSON of the tasks model's card answers against token budget and "
                  "temperature, with and without JSON mode",
                  ("temperatures", "budgets", "cards", "samples_per_question", "model", "seed",
-                  "top_k", "top_p", "min_p", "json_max_depth"), (), {}, cmd_validity),
+                  *FILTER_NAMES, "json_max_depth"), (), {}, cmd_validity),
     "kv-memory": ("KV-cache bytes for a model shape", MEMORY, MEMORY[:-1], {}, cmd_kv_memory),
     "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
                     ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),

@@ -18,6 +18,7 @@ import math
 
 from decodelab.core import tasks
 from decodelab.core.generate import Generation, Prefix
+from decodelab.core.sampling import FILTER_NAMES
 from decodelab.core.settings import validate
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import MAX_SEED, read
@@ -28,7 +29,7 @@ MAX_RUNS = 20_000  # questions x samples x temperatures
 FIELDS = ("temperatures", "questions", "samples_per_question")
 # the settings a request may give (the rest are the tasks model's), and this experiment's own
 # defaults where they differ from a single run's
-SETTINGS = ("model", "seed", "top_k", "top_p", "min_p", "tools", "max_new_tokens")
+SETTINGS = ("model", "seed", *FILTER_NAMES, "tools", "max_new_tokens")
 DEFAULTS = {"temperatures": "0, 0.5, 1, 1.5", "max_new_tokens": 40}
 EXAMPLES = 6  # wrong answers kept per temperature to show
 

@@ -36,11 +36,12 @@ import re
 
 import numpy as np
 
+from decodelab.core import sampling
 from decodelab.core.generate import Generation
 from decodelab.core.settings import validate
 from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import MAX_SEED, encode, read
+from decodelab.fields import MAX_SEED, encode, label_of, read
 from decodelab.lesson.planned import Planned
 
 MAX_BUDGET = 100_000  # tokens per experiment: samples x temperatures x max_new_tokens
@@ -239,6 +240,9 @@ class Experiment(Planned):
         measures = [dict(m, hi=round(most, 2)) if m["key"] == "spread" else m for m in MEASURES]
         out = {"mode": self.mode, "samples": self.samples, "temperatures": self.temperatures,
                "seeds": [self.seeds[0], self.seeds[-1]], "settings": s.to_json(),
+               # the filters on, as the page lists them ("top-k 3")
+               "filters": [f"{label_of(name).lower()} {value}"
+                           for name, value in sampling.filters_on(s.rules)],
                "budget": self.samples * len(self.temperatures) * s.max_new_tokens,
                "steps": self.steps, "measures": measures, "rows": rows, "min_pool": MIN_POOL}
         out["findings"] = findings(out)

@@ -2,14 +2,14 @@
 through, in order, as `sampling.decide` kept them:
 
     model logits -> (EOS blocked, repetition penalty) -> softmax at T = 1
-      temperature-first: -> temperature -> top-k -> top-p -> min-p        (renormalised each time)
-      filter-first:      -> top-k -> top-p -> min-p (at T = 1) -> temperature on what is kept
+      temperature-first: -> temperature -> top-k -> top-p -> min-p -> typical-p  (renormalised each time)
+      filter-first:      -> top-k -> top-p -> min-p -> typical-p (at T = 1) -> temperature on what is kept
     -> final distribution -> one uniform draw u -> the token whose cumulative stretch holds u
 
 Nothing here decides anything: it lays out the stages of the decision the run itself made (and
 of the same decision in the other order), with the numbers that decide each cut: the k-th
-largest value (top-k), the running total and the token where it reaches p (top-p),
-min_p * p_max (min-p).
+largest value (top-k), the running total and the token where it reaches p (top-p; typical-p
+along its own order, nearest the entropy first), min_p * p_max (min-p).
 
 `explain_step` takes a step of a run apart, from the logits `core.replay` gives back.
 
@@ -22,9 +22,11 @@ import numpy as np
 
 from decodelab.core import sampling
 from decodelab.core.generate import TOP_N
+from decodelab.fields import label_of
 
 MAX_SEGMENTS = 200  # the draw strip lists at most this many kept tokens
 MASK_LIKELY = 5  # the likeliest tokens a mask removed, listed
+FILTERS = tuple(name for name, _ in sampling.FILTERS)
 
 
 def _finite(x):
@@ -58,7 +60,8 @@ def _dist_json(p, kept, idx, rest) -> dict:
 
 def _stage_json(d: sampling.Decision, stage: sampling.Stage, idx, rest) -> dict:
     p_in = stage.p_in if stage.p_in is not None else d.p_rules
-    out = {"kind": stage.kind, **_dist_json(stage.p, stage.kept, idx, rest),
+    out = {"kind": stage.kind, "title": label_of(stage.kind), "filter": stage.kind in FILTERS,
+           **_dist_json(stage.p, stage.kept, idx, rest),
            "p_in": p_in[idx].tolist(), "rest_p_in": float(p_in[rest].sum())}
     removed = stage.removed
     if removed is not None:
@@ -66,10 +69,13 @@ def _stage_json(d: sampling.Decision, stage: sampling.Stage, idx, rest) -> dict:
         out.update(removed=shown, removed_count=int(removed.sum()),
                    rest_removed=int(removed[rest].sum()), cut_after=_cut_after(out["kept"], shown))
     facts = dict(stage.facts)
-    if "running" in facts:  # top-p: each row's running total, in likeliest-first order
+    if "running" in facts:  # top-p, typical-p: each row's running total, in the filter's order
         cum = np.empty_like(facts["running"])  # (V,)
         cum[facts.pop("order")] = facts.pop("running")
         facts["cum"] = cum[idx].tolist()
+        # the row of the token whose total reached p (None when it is not among the rows)
+        hit = np.flatnonzero(idx == facts["crossing"])
+        facts["crossing_row"] = int(hit[0]) if hit.size else None
     out.update(facts)
     return out
 
@@ -79,7 +85,7 @@ def pipeline_json(d: sampling.Decision, rows) -> dict:
     rest = np.ones(d.p_final.shape[0], dtype=bool)
     rest[idx] = False
     everyone = np.ones(d.p_final.shape[0], dtype=bool)
-    first = {"kind": "softmax", **_dist_json(d.p_rules, everyone, idx, rest)}
+    first = {"kind": "softmax", "title": "Softmax", "filter": False, **_dist_json(d.p_rules, everyone, idx, rest)}
     return {"stages": [first] + [_stage_json(d, s, idx, rest) for s in d.stages],
             "final": _dist_json(d.p_final, d.kept, idx, rest)}
 
@@ -126,7 +132,8 @@ def explain(d: sampling.Decision, label, *, u=None, token=None, top_n=TOP_N) -> 
                            for i in likely]}
     return {
         "order": rules.order, "greedy": greedy, "temperature": float(rules.temperature),
-        "top_k": int(rules.top_k), "top_p": float(rules.top_p), "min_p": float(rules.min_p),
+        **{name: getattr(rules, name) for name in FILTERS},  # each filter's value
+        "filters": [label_of(name).lower() for name in FILTERS],  # in the order they run
         "vocab_size": int(d.z.shape[0]),
         "rows": [{"token_id": i, "token_text": label(i)} for i in rows],
         "logits": [_finite(d.logits[i]) for i in rows],

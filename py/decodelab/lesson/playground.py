@@ -10,11 +10,13 @@ from dataclasses import replace
 import numpy as np
 
 from decodelab.core import sampling
+from decodelab.core.settings import RULE_NAMES
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import read
 from decodelab.lesson.pipeline import explain
 
-RULES = ("temperature", "greedy", "top_k", "top_p", "min_p", "order")
+# the rules a step applies, but the repetition penalty (typed numbers have no history)
+RULES = tuple(name for name in RULE_NAMES if name != "repetition_penalty")
 MAX_ROWS = 40  # typed values shown, at most
 
 

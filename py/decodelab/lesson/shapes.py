@@ -20,6 +20,7 @@ import dataclasses
 
 from decodelab.core import records, tasks
 from decodelab.core.generate import Generation, Prefix
+from decodelab.core.sampling import FILTER_NAMES
 from decodelab.core.settings import validate
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import MAX_SEED, read
@@ -27,7 +28,7 @@ from decodelab.lesson.accuracy import given_settings, percent, temperature_words
 from decodelab.lesson.planned import Planned
 
 FIELDS = ("temperatures", "budgets", "cards", "samples_per_question")
-SETTINGS = ("model", "seed", "top_k", "top_p", "min_p", "json_max_depth")
+SETTINGS = ("model", "seed", *FILTER_NAMES, "json_max_depth")
 DEFAULTS = {"temperatures": "0, 1, 2", "budgets": "8, 16, 40", "cards": 6,
             "samples_per_question": 4}
 MAX_BUDGET = 200  # new tokens: a card needs about 30

@@ -14,11 +14,12 @@ from decodelab.core.inference import CHECK_TOLERANCE, SESSION_DTYPE
 from decodelab.core.kvcache import kv_cache_bytes
 from decodelab.core.settings import Settings
 from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
-from decodelab.fields import FIELDS, MODELS
+from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS
 from decodelab.lesson.accuracy import DEFAULTS as ACCURACY_DEFAULTS
 from decodelab.lesson.shapes import DEFAULTS as VALIDITY_DEFAULTS
 
-MODEL_LABELS = {"bigram": "Bigram (counts)", "transformer": "Transformer (KV cache)"}
+# the models' words, as the form's choices say them
+MODEL_LABELS = dict(zip(MODELS, FIELD_BY_NAME["model"].choice_labels))
 
 
 def _transformer_info(library, name: str, tokenizer: str = "chars"):
