@@ -43,7 +43,7 @@ export function createRuns(app) {
 
   function label(run) {
     const s = run.settings;
-    const rule = s.greedy || Number(s.temperature) === 0 ? "greedy" : `T = ${Number(s.temperature)}`;
+    const rule = run.greedy ? "greedy" : `T = ${Number(s.temperature)}`; // Python's word: greedy, or T = 0
     return `Run ${run.number}: ${s.model}, ${s.dataset}, seed ${s.seed}, ${rule}`;
   }
 
@@ -113,6 +113,7 @@ export function createRuns(app) {
       kept.push({
         number: count,
         settings: { ...run.settings },
+        greedy: run.greedy,
         finish: { ...run.finish },
         tokens: run.steps.map((s) => ({ id: s.token_id, text: s.token_text, prob: s.prob })),
       });

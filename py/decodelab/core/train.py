@@ -101,9 +101,13 @@ DEFAULTS["prose-bpe"] = ({"context_size": 128},
 #   30,000 cards (60%): 3,000 steps 93.5%, 4,000 steps 93.8%; 4 key/value heads, 3,500 steps
 #     92%; peak lr 1.5e-2, 3,500 steps 91%; 4 layers, 3,000 steps 93.5%
 #   30,000 cards, 4 layers with 4 key/value heads: 4,000 steps 95.2% (on all 3,015 held-out
-#     cards 94.6%), 5,000 steps 95.6% of all 3,015 (chosen; about 450 s on one core)
+#     cards 94.6%), 5,000 steps 95.6% of all 3,015
+# Trained again with numpy 2.4.6 (the same recipe comes out a little different with another
+# numpy), on all 3,015 held-out cards: 5,000 steps 94.9%, 6,000 steps 96.2% (chosen; arithmetic
+# 99.9% of 1,000), 7,000 steps 95.4%. Near the bar, a few hundred steps move it by a point either
+# way, so the chosen length keeps a margin rather than the best single number.
 DEFAULTS["tasks-bpe"] = ({"context_size": 64, "n_layer": 4, "n_kv_head": 4},
-                         TrainConfig(steps=5000, batch_size=32, lr=1e-2, min_lr=1e-3,
+                         TrainConfig(steps=6000, batch_size=32, lr=1e-2, min_lr=1e-3,
                                      eval_every=100))
 FALLBACK = ({"context_size": 64}, TrainConfig(steps=1000, batch_size=16, lr=6e-3, min_lr=6e-4))
 

@@ -115,25 +115,3 @@ def _setup(session: Session, req: dict) -> dict:
             "sample_card": sample_card(library),
             # what the live cache check of a run is judged against (the page draws it)
             "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name]}
-
-
-@endpoint
-def _setup(session: Session, req: dict) -> dict:
-    """{"assets": folder} -> what the page needs to know: the field table (with the datasets
-    that exist), the models, the datasets, the defaults and the endpoints."""
-    library = session.library
-    fields = [f.to_json() for f in FIELDS]
-    for f in fields:
-        if f["name"] == "dataset":
-            f["choices"] = library.datasets()
-    return {"version": __version__,
-            "models": [{"id": m, "label": MODEL_LABELS[m]} for m in MODELS],
-            "datasets": {n: dataset_info(library, n) for n in library.datasets()},
-            "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),
-            "top_n": TOP_N,  # the likeliest candidates each step record lists
-            "accuracy_defaults": ACCURACY_DEFAULTS,  # the accuracy experiment's own defaults
-            "validity_defaults": VALIDITY_DEFAULTS,
-            # a held-out card question, for the lesson's three answers
-            "sample_card": sample_card(library),
-            # what the live cache check of a run is judged against (the page draws it)
-            "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name]}

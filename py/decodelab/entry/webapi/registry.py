@@ -52,8 +52,12 @@ class Session:
 
 
 def endpoint(fn):
-    """Register fn as the endpoint named like it (without the leading underscore)."""
-    ENDPOINTS[fn.__name__.lstrip("_")] = fn
+    """Register fn as the endpoint named like it (without the leading underscore); a name
+    registered twice is refused (the second would silently replace the first)."""
+    name = fn.__name__.lstrip("_")
+    if name in ENDPOINTS:
+        raise ValueError(f"the endpoint {name!r} is registered twice ({fn.__module__})")
+    ENDPOINTS[name] = fn
     return fn
 
 
