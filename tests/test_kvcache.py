@@ -81,7 +81,7 @@ def test_cached_equals_recompute_over_random_configs():
         n_kv_head = int(rng.choice([d for d in (1, 2, 4, 8) if n_head % d == 0]))
         cfg = tf.Config(vocab_size=tok.vocab_size, context_size=int(rng.integers(4, 24)),
                         n_layer=int(rng.integers(1, 4)), n_embd=8 * n_head, n_head=n_head,
-                        n_kv_head=n_kv_head, mlp_ratio=int(rng.integers(1, 5)))
+                        n_kv_head=n_kv_head, mlp_hidden=8 * int(rng.integers(1, 5)))
         params = {k: v + rng.standard_normal(v.shape).astype(np.float32) * 0.3
                   for k, v in tf.init_params(cfg, trial).items()}
         s = TransformerModel(cfg, params, tok).session(dtype=np.float64)

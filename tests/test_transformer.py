@@ -62,18 +62,51 @@ def test_rmsnorm_gradients():
                 {"x": rand(rng, 2, 3, 5), "g": rand(rng, 5) + 1.0})
 
 
-def test_gelu_gradients_and_values():
+def test_swiglu_gradients_and_values():
     rng = np.random.default_rng(2)
-    check_layer(lambda a: tf.gelu_forward(a.copy()), tf.gelu_backward, {"a": rand(rng, 3, 7) * 2})
-    u, _ = tf.gelu_forward(np.array([-3.0, 0.0, 1.0]))
-    np.testing.assert_allclose(u, [-0.003637, 0.0, 0.841192], atol=1e-6)  # published values
+    check_layer(lambda a: (tf.swiglu_forward(a), a), tf.swiglu_backward,
+                {"a": rand(rng, 3, 8) * 2})
+    m = tf.swiglu_forward(np.array([-3.0, 0.0, 1.0, 2.0, 5.0, -1.0]))  # gates | ups
+    # silu(g) = g / (1 + e^-g): silu(-3) = -0.142278, silu(1) = 0.731059 (published values)
+    np.testing.assert_allclose(m, [-0.142278 * 2.0, 0.0, 0.731059 * -1.0], atol=1e-6)
 
 
 def test_mlp_gradients():
     rng = np.random.default_rng(3)
     check_layer(tf.mlp_forward, tf.mlp_backward,
                 {"h": rand(rng, 2, 3, 4), "w_fc": rand(rng, 4, 16, scale=0.5),
-                 "w_proj": rand(rng, 16, 4, scale=0.5)})
+                 "w_proj": rand(rng, 8, 4, scale=0.5)})
+
+
+def rotation(cfg, pos, dtype=np.float64):
+    cos, sin = tf.rope_tables(cfg, dtype, int(np.max(pos)) + 1)
+    return cos[pos], sin[pos]
+
+
+def test_rope_gradient_rotation_and_relative_positions():
+    cfg = tf.Config(vocab_size=7, context_size=6, n_layer=1, n_embd=16, n_head=2, n_kv_head=1)
+    rng, D = np.random.default_rng(10), cfg.head_dim  # D = 8: four pairs
+    pos = np.array([[0, 1, 5, 2]])
+    cos, sin = rotation(cfg, pos)
+    check_layer(lambda x: (tf.rope(x, cos, sin), None),
+                lambda dy, _: tf.rope_backward(dy, cos, sin), {"x": rand(rng, 1, 4, D)})
+    # by hand: pair (i, i + D/2) turned by pos * 10000^(-2i/D), angles as transformers makes them
+    x = rand(rng, D)
+    p = 5
+    ang = p * (np.float32(1) / np.float32(10000.0) ** (np.arange(0, D, 2, dtype=np.float32)
+                                                       / np.float32(D)))
+    c, s_ = np.cos(ang.astype(np.float32)).astype(float), np.sin(ang.astype(np.float32)).astype(float)
+    h = D // 2
+    want = np.concatenate([x[:h] * c - x[h:] * s_, x[h:] * c + x[:h] * s_])
+    np.testing.assert_allclose(tf.rope(x, *[t[p] for t in tf.rope_tables(cfg, np.float64)]),
+                               want, atol=1e-15)
+    # a rotation keeps lengths, and q.k depends only on the distance between the positions
+    table = tf.rope_tables(cfg, np.float64, 64)
+    q, k = rand(rng, D), rand(rng, D)
+    turn = lambda v, t: tf.rope(v, table[0][t], table[1][t])  # noqa: E731
+    assert np.linalg.norm(turn(q, 9)) == pytest.approx(np.linalg.norm(q))
+    dots = [turn(q, a + 3) @ turn(k, a) for a in (0, 7, 40)]
+    np.testing.assert_allclose(dots, dots[0], rtol=1e-5)  # angles rounded in float32
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=["mha", "gqa", "mqa"])
@@ -81,9 +114,10 @@ def test_attention_gradients(cfg):
     rng = np.random.default_rng(4)
     B, T, C = 2, 5, cfg.n_embd
     idx = np.array([[3, 1, EOS, 2, 4], [1, 2, 3, EOS, 5]])  # EOS mid-row: the segment mask
-    _, bias = tf.segment_layout(idx, np.float64)
+    pos, bias = tf.segment_layout(idx, np.float64)
+    rot = rotation(cfg, pos)
     Q = (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim
-    check_layer(lambda h, w_qkv, w_o: tf.attention_forward(h, w_qkv, w_o, bias, cfg),
+    check_layer(lambda h, w_qkv, w_o: tf.attention_forward(h, w_qkv, w_o, bias, rot, cfg),
                 tf.attention_backward,
                 {"h": rand(rng, B, T, C), "w_qkv": rand(rng, C, Q, scale=0.7),
                  "w_o": rand(rng, C, C, scale=0.5)})
@@ -91,9 +125,9 @@ def test_attention_gradients(cfg):
 
 def test_embedding_gradients_with_repeated_ids():
     rng = np.random.default_rng(5)
-    idx, pos = np.array([[1, 1, 2], [0, 1, 1]]), np.array([[0, 1, 2], [0, 1, 1]])
-    check_layer(lambda wte, wpe: tf.embed_forward(wte, wpe, idx, pos), tf.embed_backward,
-                {"wte": rand(rng, 4, 3), "wpe": rand(rng, 3, 3)})
+    idx = np.array([[1, 1, 2], [0, 1, 1]])
+    check_layer(lambda wte: tf.embed_forward(wte, idx), tf.embed_backward,
+                {"wte": rand(rng, 4, 3)})
 
 
 def test_dropout_gradient_uses_the_same_mask():
@@ -108,10 +142,11 @@ def test_block_gradients():
     cfg, rng = CONFIGS[1], np.random.default_rng(7)
     params = tf.init_params(cfg, 0, np.float64)
     lp = {k: v + rand(rng, *v.shape, scale=0.3) for k, v in tf.layer_params(params, 0).items()}
-    _, bias = tf.segment_layout(np.array([[1, 2, 3, 4]]), np.float64)
+    pos, bias = tf.segment_layout(np.array([[1, 2, 3, 4]]), np.float64)
+    rot = rotation(cfg, pos)
 
     def forward(x, **weights):
-        return tf.block_forward(x, weights, bias, cfg)
+        return tf.block_forward(x, weights, bias, rot, cfg)
 
     def backward(dy, cache):
         dx, g = tf.block_backward(dy, cache)

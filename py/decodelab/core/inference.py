@@ -1,7 +1,7 @@
 """Generating with the transformer: the cached forward pass, one-row sessions, padded batches,
 the context-shift rule, and the live check of a cache against a full recomputation.
 
-The maths is `transformer`'s; here the keys and values of every position stay in a `KVCache`,
+The maths is `layers`'; here the keys and values of every position stay in a `KVCache`,
 so a prefill reads the prompt in one pass and each decode step computes one new position and
 reads the history. Sessions expose small hooks (`feed`, `positions`, `weights_now`, and the
 cache's `causal_mask` and `set_padding`): the correct behaviour is written once, in them, and
@@ -27,15 +27,16 @@ import numpy as np
 from decodelab.core import sampling
 from decodelab.core.kvcache import NEG, KVCache
 from decodelab.core.layers import (
-    EPS,
     causal_bias,
     context_drop,
     forward,
-    gelu_forward,
     layer_params,
     matmul_layout,
     merge_heads,
+    rope,
+    rope_tables,
     split_heads,
+    swiglu_forward,
     window_start,
 )
 from decodelab.core.tokenizer import EOS
@@ -58,8 +59,9 @@ class InferenceWeights:
     def __init__(self, params: dict, cfg, dtype):
         C, HD = cfg.n_embd, cfg.n_head * cfg.head_dim
         fold = lambda g, w: (math.sqrt(C) * g[:, None].astype(np.float64) * w).astype(dtype)  # noqa
-        self.cfg, self.dtype, self.c_eps = cfg, np.dtype(dtype), C * EPS
-        self.wte, self.wpe = params["wte"].astype(dtype), params["wpe"].astype(dtype)
+        self.cfg, self.dtype, self.c_eps = cfg, np.dtype(dtype), C * cfg.norm_eps
+        self.wte = params["wte"].astype(dtype)
+        self.cos, self.sin = rope_tables(cfg, dtype)  # (T, D) each, made once
         self.layers = []
         for layer in range(cfg.n_layer):
             lp = layer_params(params, layer)
@@ -96,19 +98,26 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos):
     cfg = w.cfg
     B, n = idx.shape
     H, Hkv, G, D = cfg.n_head, cfg.n_kv_head, cfg.groups, cfg.head_dim
-    x = w.wte[idx] + w.wpe[pos]  # (B, n, C)
+    x = w.wte[idx]  # (B, n, C)
+    if n == 1:  # one position: the head axes are already in place, reshapes are views
+        cos, sin = w.cos[pos[:, 0]][:, None, None], w.sin[pos[:, 0]][:, None, None]  # (B,1,1,D)
+    else:
+        cos, sin = w.cos[pos][:, None], w.sin[pos][:, None]  # (B, 1, n, D)
     for layer, (w_qkv, w_o, w_fc, w_proj) in enumerate(w.layers):
         qkv = w.unit(x) @ w_qkv  # (B, n, C) -> (B, n, (H+2Hkv)*D)
-        if n == 1:  # one position: the head axes are already in place, reshapes are views
+        if n == 1:
             heads = qkv.reshape(B, H + 2 * Hkv, 1, D)  # (B, H+2Hkv, 1, D)
-            q = heads[:, :H].reshape(B, Hkv, G, D)  # (B, Hkv, G*1, D)
-            o = cache.attend(layer, q, heads[:, H:H + Hkv], heads[:, H + Hkv:])  # (B, Hkv, G, D)
+            qk = rope(heads[:, :H + Hkv], cos, sin)  # queries and keys in one rotation
+            q = qk[:, :H].reshape(B, Hkv, G, D)  # (B, Hkv, G*1, D)
+            o = cache.attend(layer, q, qk[:, H:], heads[:, H + Hkv:])  # (B, Hkv, G, D)
             o = o.reshape(B, 1, H * D)  # (B, 1, H*D)
         else:
             q, k, v = split_heads(qkv, cfg)  # (B, Hkv, G*n, D), (B, Hkv, n, D) x2
-            o = merge_heads(cache.attend(layer, q, k, v), cfg)  # (B, n, H*D)
+            q = rope(q.reshape(B, Hkv, G, n, D), cos[:, None], sin[:, None])
+            o = merge_heads(cache.attend(layer, q.reshape(B, Hkv, G * n, D),
+                                         rope(k, cos, sin), v), cfg)  # (B, n, H*D)
         x = x + o @ w_o  # (B, n, C)
-        x = x + gelu_forward(w.unit(x) @ w_fc)[0] @ w_proj  # (B, n, F) -> (B, n, C)
+        x = x + swiglu_forward(w.unit(x) @ w_fc) @ w_proj  # (B, n, 2F) -> (B, n, F) -> (B, n, C)
     cache.length += n
     return w.unit(x[:, -1]) @ w.w_head  # (B, C) -> (B, V)
 

@@ -3,31 +3,37 @@ hand-written backward pass, the full (uncached) forward, the loss. The model obj
 the weights is in `transformer`; generating with them (the KV cache, sessions, batches) in
 `inference`; training them in `train`.
 
-One block, pre-norm:  x = x + W_o · attention(norm(x));  x = x + W_proj · gelu(W_fc · norm(x)).
+The architecture is Llama's (transformers' `LlamaForCausalLM`, loaded as it is from an export:
+`export`). One block, pre-norm:
+    x = x + W_o · attention(rope(norm(x) W_q), rope(norm(x) W_k), norm(x) W_v)
+    x = x + W_down · (silu(norm(x) W_gate) * norm(x) W_up)
 After the last block a final norm and an output head give logits over the vocabulary.
 
 Choices, and why:
   * RMSNorm (x / rms(x) * g): like LayerNorm without the mean, one reduction fewer per call,
     which matters when every numpy call costs microseconds in WebAssembly.
-  * Learned absolute positions (wpe[p] added to the token embedding). With a KV cache the new
-    token's position is simply the cache length, so decoding adds one table lookup. Keys in the
-    cache already carry their positions, so nothing cached is ever recomputed, until the context
-    is full: then the oldest half is dropped and the rest re-prefilled at positions 0.. (a
-    "context shift"; the table has context_size rows and no more).
+  * Rotary positions (RoPE): no position table is added to the input. Instead each query and
+    key is rotated, pair of channels by pair, by an angle proportional to its position, so a
+    query-key dot product depends only on how far apart the two are. With a KV cache the new
+    token's position is the cache length; its key is rotated once, when it is written. The
+    cos/sin tables are computed once per model (`rope_tables`), as transformers computes them
+    (float32, then widened), so both give the same numbers. When the context is full, the
+    oldest tokens are dropped and the rest re-read at positions 0.. (a "context shift").
   * Grouped-query attention: n_head query heads share n_kv_head key/value heads (G = H / Hkv
     query heads per KV head). n_kv_head == n_head is ordinary multi-head attention, 1 is
     multi-query. The cache stores only the Hkv heads, so it shrinks by G.
-  * One fused matrix w_qkv makes q, k and v in one matmul.
+  * One fused matrix w_qkv makes q, k and v in one matmul; one fused w_fc makes the gate and
+    the up projection of the SwiGLU MLP (split apart only in the export).
   * An EOS token starts a sequence: during training and scoring it resets the position to 0 and
     hides everything before it ("document masking"), so several names packed into one row are
     scored exactly as if each ran alone, which is how generation sees them.
-  * No biases in linear layers, an untied output head, GELU (tanh form) in the MLP.
+  * No biases in linear layers, an untied output head.
   * Inference folds the norm gains and 1/sqrt(D) into the next matrices (`inference_weights`),
     so a decode step does fewer elementwise calls; the full forward keeps them separate.
 
 Dimension legend:
   B batch rows, T time (tokens in a row), C channels (n_embd), H query heads, Hkv KV heads,
-  G = H // Hkv query heads per KV head, D head dim (C // H), F MLP width (4C), V vocabulary,
+  G = H // Hkv query heads per KV head, D head dim (C // H), F MLP width, V vocabulary,
   L layers, S keys visible in the cache (cache length after writing).
 
 Left out on purpose: biases, dropout inside attention (dropout is only on the residual
@@ -43,7 +49,7 @@ from decodelab.core.kvcache import NEG
 from decodelab.core.tokenizer import EOS, CharTokenizer
 
 EPS = 1e-5  # inside the RMS norm's square root
-GELU_C = math.sqrt(2.0 / math.pi)
+ROPE_THETA = 10000.0  # transformers' default base of the rotation frequencies
 
 
 @dataclass(frozen=True)
@@ -54,13 +60,19 @@ class Config:
     n_embd: int = 64
     n_head: int = 4
     n_kv_head: int = 2
-    mlp_ratio: int = 4
+    mlp_hidden: int = 0  # F, the MLP's width; 0: chosen from n_embd (see __post_init__)
+    rope_theta: float = ROPE_THETA
+    norm_eps: float = EPS
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd {self.n_embd} must divide into n_head {self.n_head} heads")
         if self.n_head % self.n_kv_head:
             raise ValueError(f"n_kv_head {self.n_kv_head} must divide n_head {self.n_head}")
+        if self.head_dim % 2:
+            raise ValueError(f"head dim {self.head_dim} must be even (rotations turn pairs)")
+        if not self.mlp_hidden:  # Llama's rule of thumb: 8C/3, rounded up to a multiple of 16
+            object.__setattr__(self, "mlp_hidden", -(-8 * self.n_embd // 3 // 16) * 16)
 
     @property
     def head_dim(self) -> int:
@@ -69,6 +81,10 @@ class Config:
     @property
     def groups(self) -> int:
         return self.n_head // self.n_kv_head
+
+    @property
+    def ffn(self) -> int:
+        return self.mlp_hidden
 
 
 LAYER_KEYS = ("g_attn", "w_qkv", "w_o", "g_mlp", "w_fc", "w_proj")
@@ -79,14 +95,14 @@ def init_params(cfg: Config, seed: int = 0, dtype=np.float32) -> dict:
     the residual stream does not grow with depth at the start of training."""
     rng = np.random.default_rng(seed)
     C, V, D = cfg.n_embd, cfg.vocab_size, cfg.head_dim
-    F, Q = cfg.mlp_ratio * C, (cfg.n_head + 2 * cfg.n_kv_head) * D
+    F, Q = cfg.ffn, (cfg.n_head + 2 * cfg.n_kv_head) * D
     normal = lambda *shape, std=0.02: (rng.standard_normal(shape) * std).astype(dtype)  # noqa
     out_std = 0.02 / math.sqrt(2 * cfg.n_layer)
-    p = {"wte": normal(V, C), "wpe": normal(cfg.context_size, C)}
+    p = {"wte": normal(V, C)}
     for layer in range(cfg.n_layer):
         p.update({f"h{layer}.g_attn": np.ones(C, dtype), f"h{layer}.w_qkv": normal(C, Q),
                   f"h{layer}.w_o": normal(C, C, std=out_std), f"h{layer}.g_mlp": np.ones(C, dtype),
-                  f"h{layer}.w_fc": normal(C, F), f"h{layer}.w_proj": normal(F, C, std=out_std)})
+                  f"h{layer}.w_fc": normal(C, 2 * F), f"h{layer}.w_proj": normal(F, C, std=out_std)})
     p["g_f"] = np.ones(C, dtype)
     p["w_head"] = normal(C, V)
     return p
@@ -140,21 +156,63 @@ def segment_layout(idx: np.ndarray, dtype):
 # Layers: forward(...) -> (out, cache), backward(dout, cache) -> grads
 
 
-def embed_forward(wte, wpe, idx, pos):
-    x = wte[idx] + wpe[pos]  # (B, T) -> (B, T, C)
-    return x, (idx, pos, wte.shape, wpe.shape)
+def embed_forward(wte, idx):
+    return wte[idx], (idx, wte.shape)  # (B, T) -> (B, T, C)
 
 
 def embed_backward(dx, cache):
-    idx, pos, wte_shape, wpe_shape = cache
-    dwte, dwpe = np.zeros(wte_shape, dx.dtype), np.zeros(wpe_shape, dx.dtype)
+    idx, wte_shape = cache
+    dwte = np.zeros(wte_shape, dx.dtype)
     np.add.at(dwte, idx, dx)  # rows used several times add up
-    np.add.at(dwpe, pos, dx)
-    return dwte, dwpe
+    return dwte
 
 
-def rmsnorm_forward(x, g):
-    r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + EPS)  # (..., 1)
+_TABLES = {}
+
+
+def rope_tables(cfg: Config, dtype, length: int = 0):
+    """cos and sin (length, D) for positions 0..length-1 (default: the context size), laid out
+    for `rope`: channel i pairs with channel i + D/2 (transformers' `rotate_half`), and the sin
+    table carries the sign of the first half, so rope(x) = x * cos + swap_halves(x) * sin.
+
+    Angles position * theta^(-2i/D), computed in float32 as transformers computes them and then
+    widened to `dtype`: a float64 model then agrees with transformers' float64 model to rounding.
+    Made once per (shape, dtype) and shared."""
+    D, length = cfg.head_dim, length or cfg.context_size
+    key = (D, length, cfg.rope_theta, np.dtype(dtype).name)
+    if key not in _TABLES:
+        f32 = np.float32
+        inv = f32(1.0) / (f32(cfg.rope_theta) ** (np.arange(0, D, 2, dtype=f32) / f32(D)))  # (D/2,)
+        ang = np.arange(length, dtype=f32)[:, None] * inv[None, :]  # (length, D/2)
+        cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)  # (length, D/2)
+        _TABLES[key] = (np.concatenate([cos, cos], axis=1), np.concatenate([-sin, sin], axis=1))
+    return _TABLES[key]
+
+
+def swap_halves(x):
+    """(..., D) -> (..., D) with the two halves of the last axis exchanged (a copy)."""
+    h = x.shape[-1] // 2
+    out = np.empty_like(x)
+    out[..., :h], out[..., h:] = x[..., h:], x[..., :h]
+    return out
+
+
+def rope(x, cos, sin):
+    """Rotate each channel pair (i, i + D/2) of x (..., D) by its angle: cos, sin broadcast
+    against x. First half: x1 cos - x2 sin; second half: x2 cos + x1 sin."""
+    out = swap_halves(x)
+    out *= sin
+    out += x * cos
+    return out
+
+
+def rope_backward(dy, cos, sin):
+    """The transpose of the rotation: rotate back by the same angle."""
+    return dy * cos + swap_halves(dy * sin)
+
+
+def rmsnorm_forward(x, g, eps=EPS):
+    r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)  # (..., 1)
     xh = x * r  # (..., C) unit root-mean-square
     return xh * g, (xh, r, g)
 
@@ -199,33 +257,43 @@ def merge_heads(o, cfg: Config):
     return o.reshape(B, T, Hkv * cfg.groups * D)  # (B, T, H*D)
 
 
-def attention_forward(h, w_qkv, w_o, bias, cfg: Config):
-    """Causal self-attention with grouped KV heads. bias: additive mask, (B or 1, 1, T, T)."""
+def attention_forward(h, w_qkv, w_o, bias, rot, cfg: Config):
+    """Causal self-attention with grouped KV heads and rotary positions.
+
+    bias: additive mask, (B or 1, 1, T, T); rot: (cos, sin), each (B, T, D), the rotation of
+    every row's positions (rows of the same position share an angle)."""
     B, T, _ = h.shape
-    G = cfg.groups
+    G, Hkv, D = cfg.groups, cfg.n_kv_head, cfg.head_dim
+    cos, sin = rot[0][:, None], rot[1][:, None]  # (B, 1, T, D)
     qkv = h @ w_qkv  # (B, T, C) -> (B, T, (H+2Hkv)*D)
     q, k, v = split_heads(qkv, cfg)  # (B, Hkv, G*T, D), (B, Hkv, T, D) x2
-    q = q * (1.0 / math.sqrt(cfg.head_dim))  # scale the small array, not the T x T scores
+    q = rope(q.reshape(B, Hkv, G, T, D), cos[:, None], sin[:, None]).reshape(B, Hkv, G * T, D)
+    k = rope(k, cos, sin)  # (B, Hkv, T, D): the keys the cache would hold
+    q *= 1.0 / math.sqrt(D)  # scale the small array, not the T x T scores
     s = q @ k.swapaxes(-1, -2)  # (B, Hkv, G*T, T)
     s.reshape(B, -1, G, T, T)[...] += bias[:, :, None]  # (B, Hkv, G, T, T) view: hide keys
     p = softmax_rows(s)  # (B, Hkv, G*T, T)
     o = merge_heads(p @ v, cfg)  # (B, Hkv, G*T, D) -> (B, T, H*D)
     y = o @ w_o  # (B, T, H*D) -> (B, T, C)
-    return y, (h, w_qkv, w_o, q, k, v, p, o, cfg)
+    return y, (h, w_qkv, w_o, q, k, v, p, o, rot, cfg)
 
 
 def attention_backward(dy, cache):
-    h, w_qkv, w_o, q, k, v, p, o, cfg = cache  # q is the scaled query
+    h, w_qkv, w_o, q, k, v, p, o, rot, cfg = cache  # q, k rotated; q scaled
     B, T, C = h.shape
+    G, Hkv, D = cfg.groups, cfg.n_kv_head, cfg.head_dim
+    cos, sin = rot[0][:, None], rot[1][:, None]  # (B, 1, T, D)
     dw_o = o.reshape(-1, o.shape[-1]).T @ dy.reshape(-1, C)  # y = o @ w_o
     do = _split_queries(dy @ w_o.T, cfg)  # (B, T, H*D) -> (B, Hkv, G*T, D)
     dv = p.swapaxes(-1, -2) @ do  # o = p @ v, summed over the G*T rows: (B, Hkv, T, D)
     ds = do @ v.swapaxes(-1, -2)  # dp: (B, Hkv, G*T, T)
     ds -= np.sum(ds * p, axis=-1, keepdims=True)  # softmax backward: ds = p * (dp - <dp, p>)
     ds *= p
-    dq = (ds @ k) * (1.0 / math.sqrt(cfg.head_dim))  # s = q @ k^T, q scaled: (B, Hkv, G*T, D)
+    dq = (ds @ k) * (1.0 / math.sqrt(D))  # s = q @ k^T, q scaled: (B, Hkv, G*T, D)
     dk = ds.swapaxes(-1, -2) @ q  # (B, Hkv, T, D), summed over the G query heads
-    dqkv = _join_qkv(dq, dk, dv, cfg)  # (B, T, (H+2Hkv)*D)
+    dq = rope_backward(dq.reshape(B, Hkv, G, T, D), cos[:, None], sin[:, None])
+    dk = rope_backward(dk, cos, sin)
+    dqkv = _join_qkv(dq.reshape(B, Hkv, G * T, D), dk, dv, cfg)  # (B, T, (H+2Hkv)*D)
     dw_qkv = h.reshape(-1, C).T @ dqkv.reshape(-1, dqkv.shape[-1])  # qkv = h @ w_qkv
     return dqkv @ w_qkv.T, dw_qkv, dw_o
 
@@ -248,44 +316,42 @@ def _join_qkv(dq, dk, dv, cfg: Config):
     return dqkv.reshape(B, T, -1)
 
 
-def gelu_forward(a):
-    """GELU, tanh form: 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))."""
-    t = a * a  # (..., F); a*a*a is far faster than a**3
-    t *= 0.044715 * GELU_C
-    t += GELU_C
-    t *= a
-    np.tanh(t, out=t)
-    u = t + 1.0
-    u *= a
-    u *= 0.5
-    return u, (a, t)
+def silu(g):
+    """g * sigmoid(g), in 4 numpy calls (a fresh array)."""
+    e = np.exp(-g)
+    e += 1.0
+    return np.divide(g, e, out=e)
 
 
-def gelu_backward(du, cache):
-    a, t = cache
-    # d/da: 0.5 (1 + t) + 0.5 a (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 a^2)
-    inner = a * a  # (..., F)
-    inner *= 3 * 0.044715 * GELU_C
-    inner += GELU_C
-    inner *= a
-    inner *= 1.0 - t * t
-    inner += 1.0 + t
-    inner *= 0.5
-    inner *= du
-    return inner
+def swiglu_forward(a):
+    """(..., 2F) -> (..., F): silu(gate) * up, where a = [gate | up] (one fused matmul)."""
+    F = a.shape[-1] // 2
+    m = silu(a[..., :F])
+    m *= a[..., F:]
+    return m
+
+
+def swiglu_backward(dm, a):
+    F = a.shape[-1] // 2
+    g, u = a[..., :F], a[..., F:]
+    sig = 1.0 / (1.0 + np.exp(-g))  # (..., F)
+    da = np.empty_like(a)
+    da[..., F:] = dm * (g * sig)  # d/d up: silu(gate)
+    da[..., :F] = dm * u * sig * (1.0 + g * (1.0 - sig))  # d silu(g)/dg = s (1 + g (1 - s))
+    return da
 
 
 def mlp_forward(h, w_fc, w_proj):
-    a = h @ w_fc  # (B, T, C) -> (B, T, F)
-    u, gelu_cache = gelu_forward(a)  # (B, T, F)
-    return u @ w_proj, (h, w_fc, w_proj, u, gelu_cache)  # (B, T, F) -> (B, T, C)
+    a = h @ w_fc  # (B, T, C) -> (B, T, 2F): gate and up
+    m = swiglu_forward(a)  # (B, T, F)
+    return m @ w_proj, (h, w_fc, w_proj, a, m)  # (B, T, F) -> (B, T, C)
 
 
 def mlp_backward(dy, cache):
-    h, w_fc, w_proj, u, gelu_cache = cache
+    h, w_fc, w_proj, a, m = cache
     C = h.shape[-1]
-    dw_proj = u.reshape(-1, u.shape[-1]).T @ dy.reshape(-1, C)  # y = u @ w_proj
-    da = gelu_backward(dy @ w_proj.T, gelu_cache)  # u = gelu(a)
+    dw_proj = m.reshape(-1, m.shape[-1]).T @ dy.reshape(-1, C)  # y = m @ w_proj
+    da = swiglu_backward(dy @ w_proj.T, a)  # (B, T, 2F)
     dw_fc = h.reshape(-1, C).T @ da.reshape(-1, da.shape[-1])  # a = h @ w_fc
     return da @ w_fc.T, dw_fc, dw_proj
 
@@ -302,12 +368,12 @@ def dropout_backward(dy, keep):
     return dy if keep is None else dy * keep
 
 
-def block_forward(x, lp: dict, bias, cfg: Config, dropout: float = 0.0, rng=None):
-    h1, n1 = rmsnorm_forward(x, lp["g_attn"])  # (B, T, C)
-    a, att = attention_forward(h1, lp["w_qkv"], lp["w_o"], bias, cfg)  # (B, T, C)
+def block_forward(x, lp: dict, bias, rot, cfg: Config, dropout: float = 0.0, rng=None):
+    h1, n1 = rmsnorm_forward(x, lp["g_attn"], cfg.norm_eps)  # (B, T, C)
+    a, att = attention_forward(h1, lp["w_qkv"], lp["w_o"], bias, rot, cfg)  # (B, T, C)
     a, keep1 = dropout_forward(a, dropout, rng)
     x = x + a  # residual
-    h2, n2 = rmsnorm_forward(x, lp["g_mlp"])  # (B, T, C)
+    h2, n2 = rmsnorm_forward(x, lp["g_mlp"], cfg.norm_eps)  # (B, T, C)
     m, mlp = mlp_forward(h2, lp["w_fc"], lp["w_proj"])  # (B, T, C)
     m, keep2 = dropout_forward(m, dropout, rng)
     return x + m, (n1, att, keep1, n2, mlp, keep2)
@@ -333,12 +399,14 @@ def forward(params: dict, cfg: Config, idx, pos, bias, dropout: float = 0.0, rng
 
     Returns logits (B, T, V) and what `backward` needs.
     """
-    x, emb = embed_forward(params["wte"], params["wpe"], idx, pos)  # (B, T, C)
+    x, emb = embed_forward(params["wte"], idx)  # (B, T, C)
+    cos, sin = rope_tables(cfg, x.dtype, max(cfg.context_size, int(np.max(pos)) + 1))
+    rot = (cos[pos], sin[pos])  # (B, T, D) each: every layer rotates by the same angles
     blocks = []
     for layer in range(cfg.n_layer):
-        x, c = block_forward(x, layer_params(params, layer), bias, cfg, dropout, rng)
+        x, c = block_forward(x, layer_params(params, layer), bias, rot, cfg, dropout, rng)
         blocks.append(c)
-    hf, nf = rmsnorm_forward(x, params["g_f"])  # (B, T, C)
+    hf, nf = rmsnorm_forward(x, params["g_f"], cfg.norm_eps)  # (B, T, C)
     logits = hf @ params["w_head"]  # (B, T, C) -> (B, T, V)
     return logits, (emb, blocks, nf, hf, params["w_head"])
 
@@ -352,7 +420,7 @@ def backward(dlogits, cache) -> dict:
     for layer in reversed(range(len(blocks))):
         dx, g = block_backward(dx, blocks[layer])
         grads.update({f"h{layer}.{k}": v for k, v in g.items()})
-    grads["wte"], grads["wpe"] = embed_backward(dx, emb)
+    grads["wte"] = embed_backward(dx, emb)
     return grads
 
 

@@ -37,7 +37,7 @@ from decodelab.core.layers import (
 from decodelab.core.tokenizer import EOS, CharTokenizer
 from decodelab.core.transformer import TransformerModel
 
-CODE_VERSION = 1  # bump when a change to the model or training code changes what gets trained
+CODE_VERSION = 2  # bump when a change to the model or training code changes what gets trained
 
 
 @dataclass(frozen=True)

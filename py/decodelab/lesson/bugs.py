@@ -103,10 +103,11 @@ class Bug:
 
 BUGS = {b.id: b for b in (
     Bug("frozen-position", "Positions not advanced during decode", "cache",
-        "Every decode step was fed at the same position, so the model read each new character "
-        "as if it stood where the first one did: the position it adds is wrong, and so is "
-        "every key it caches from then on. The full recomputation numbers the positions "
-        "correctly."),
+        "Every decode step was fed at the same position. Positions here are rotations: each "
+        "new character's query and key were turned by the angle of the first new position, "
+        "not their own, so every key cached from then on carries the wrong angle and each "
+        "query misjudges how far back the cached keys lie. The full recomputation turns each "
+        "by its own position."),
     Bug("token-twice", "The last token fed twice", "cache",
         "The first decode step fed the prompt's last character again together with the new "
         "one, although it was already in the cache. The cache now holds a sequence with that "
