@@ -8,6 +8,7 @@
     kv-memory    KV-cache bytes for a model shape
     cache-check  cached against recomputed logits, step by step
     eval         validation negative log-likelihood of a model on its dataset
+    export-hf    a transformer as a folder Hugging Face transformers loads (LlamaForCausalLM)
     tokenize     text to token ids, with each token's text and bytes
     detokenize   token ids back to text
 
@@ -158,6 +159,23 @@ def cmd_eval(args) -> dict:
             "val_sequences": len(corpus.val)}
 
 
+def cmd_export_hf(args) -> dict:
+    """The model as transformers' LlamaForCausalLM, with the run's settings as its
+    generation_config.json (the settings are checked like generate's)."""
+    from decodelab.core import hf
+    from decodelab.core.generate import prepare
+    from decodelab.core.hftokenizer import tokenizer_files
+
+    if not args.out:
+        raise FieldError("out", "Out must name the folder to write (it must not exist yet, or "
+                                "be empty).")
+    settings, model, _ = prepare(library(args), given(args, SETTING_NAMES))
+    written = hf.export(model, args.out, settings, tokenizer_files(model.tokenizer))
+    return {"out": str(args.out), "files": [p.name for p in written],
+            "architecture": hf.ARCHITECTURE, "params": model.n_params,
+            "config": hf.config_json(model.cfg)}
+
+
 def cmd_tokenize(args) -> dict:
     values = read(given(args, ("tokenizer", "text")), ("tokenizer", "text"))
     tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
@@ -200,6 +218,9 @@ COMMANDS = {
     "eval": ("validation NLL (nats per token) of a model", ("model", "dataset", "tokenizer"),
              ("dataset",),
              {"model": "bigram"}, cmd_eval),
+    "export-hf": ("write a transformer as a folder Hugging Face transformers loads "
+                  "(AutoModelForCausalLM.from_pretrained), the settings as its generation config",
+                  SETTING_NAMES, ("dataset",), {"model": "transformer"}, cmd_export_hf),
     "tokenize": ("text to token ids", ("dataset", "tokenizer", "text"), ("dataset", "text"), {},
                  cmd_tokenize),
     "detokenize": ("token ids to text", ("dataset", "tokenizer", "ids"), ("dataset", "ids"), {},
@@ -219,8 +240,11 @@ def build_parser() -> Parser:
             p.add_argument("--json", action="store_true", help="include the whole trace")
         if name in ("experiment", "validity"):
             p.add_argument("--json", action="store_true", help="JSON (the only output form)")
+        if name == "export-hf":
+            p.add_argument("--out", help="the folder to write; it must not exist yet, or be "
+                                         "empty")
         if name in ("generate", "ask", "experiment", "validity", "cache-check", "eval",
-                    "tokenize", "detokenize"):
+                    "tokenize", "detokenize", "export-hf"):
             p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "
                                             "package's own data, or a checkout's artifacts/)")
     return parser

@@ -1,0 +1,226 @@
+"""decodelab's transformers as Hugging Face checkpoints, and back.
+
+decodelab's transformer is Llama's architecture (`layers`), so transformers' own
+`LlamaForCausalLM` loads an export as it is, with no code of ours: `export` writes the folder
+(`config.json`, `model.safetensors`, `generation_config.json`), and `load` reads such a folder,
+written by transformers or by `export`, into a `TransformerModel`.
+
+The only work is renaming and transposing. decodelab keeps a matrix the way `x @ W` uses it,
+(in, out); torch's `nn.Linear` keeps (out, in). decodelab fuses q, k and v into one matrix and
+the MLP's gate and up into another; Llama keeps them apart. The head layout is the same: query
+head h (of H) uses key/value head h // G, and each head's D channels are rotated in pairs
+(i, i + D/2), transformers' `rotate_half`.
+
+Left out: tokenizers (`hftokenizer`), other architectures, rope scaling, biases, bfloat16
+checkpoints (numpy has no bfloat16; save in float32).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from decodelab.core import safetensors
+from decodelab.core.layers import Config, ROPE_THETA
+from decodelab.core.tokenizer import EOS
+from decodelab.errors import FieldError
+
+ARCHITECTURE = "LlamaForCausalLM"
+MAX_PARAMS = 50_000_000  # what `load` accepts: 200 MB in float32, seconds per token in numpy
+FILES = ("config.json", "model.safetensors", "generation_config.json")
+
+
+def config_json(cfg: Config) -> dict:
+    """The model's shape in transformers' LlamaConfig names."""
+    return {
+        "architectures": [ARCHITECTURE], "model_type": "llama",
+        "vocab_size": cfg.vocab_size, "hidden_size": cfg.n_embd,
+        "intermediate_size": cfg.ffn, "num_hidden_layers": cfg.n_layer,
+        "num_attention_heads": cfg.n_head, "num_key_value_heads": cfg.n_kv_head,
+        "head_dim": cfg.head_dim, "max_position_embeddings": cfg.context_size,
+        "hidden_act": "silu", "rms_norm_eps": cfg.norm_eps,
+        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+        "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0,
+        "tie_word_embeddings": False, "initializer_range": 0.02, "use_cache": True,
+        # EOS (id 0) ends a text and also starts one: decodelab's context always opens with it
+        "bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": EOS,
+        "dtype": "float32",
+    }
+
+
+def state_dict(params: dict, cfg: Config) -> dict:
+    """decodelab's parameters -> Llama's named tensors (float32, torch's (out, in) layout)."""
+    H, Hkv, D, F = cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.ffn
+    f32 = lambda a: np.ascontiguousarray(a, np.float32)  # noqa: E731
+    out = {"model.embed_tokens.weight": f32(params["wte"]), "model.norm.weight": f32(params["g_f"]),
+           "lm_head.weight": f32(params["w_head"].T)}
+    for i in range(cfg.n_layer):
+        p, pre = (lambda k: params[f"h{i}.{k}"]), f"model.layers.{i}."  # noqa: E731
+        qkv, gu = p("w_qkv"), p("w_fc")  # (C, (H+2Hkv)D), (C, 2F)
+        out.update({
+            pre + "input_layernorm.weight": f32(p("g_attn")),
+            pre + "self_attn.q_proj.weight": f32(qkv[:, :H * D].T),
+            pre + "self_attn.k_proj.weight": f32(qkv[:, H * D:(H + Hkv) * D].T),
+            pre + "self_attn.v_proj.weight": f32(qkv[:, (H + Hkv) * D:].T),
+            pre + "self_attn.o_proj.weight": f32(p("w_o").T),
+            pre + "post_attention_layernorm.weight": f32(p("g_mlp")),
+            pre + "mlp.gate_proj.weight": f32(gu[:, :F].T),
+            pre + "mlp.up_proj.weight": f32(gu[:, F:].T),
+            pre + "mlp.down_proj.weight": f32(p("w_proj").T),
+        })
+    return out
+
+
+def generation_config(settings=None) -> dict:
+    """A run's settings in transformers' GenerationConfig names (defaults when None).
+
+    decodelab's temperature 0 and greedy both mean do_sample = false. transformers has no
+    setting for decodelab's filter-first order, JSON mode or tool calls: those stay out."""
+    out = {"bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": EOS}
+    if settings is None:
+        return out
+    out.update(do_sample=not settings.is_greedy, max_new_tokens=settings.max_new_tokens,
+               min_new_tokens=settings.min_new_tokens,
+               repetition_penalty=settings.repetition_penalty)
+    if not settings.is_greedy:
+        out.update(temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
+                   min_p=settings.min_p or None, typical_p=settings.typical_p)
+    if settings.stop:
+        out["stop_strings"] = list(settings.stop)
+    if settings.ignore_eos:
+        out["eos_token_id"] = None
+    return out
+
+
+def export(model, out_dir, settings=None, extra_files=None) -> list:
+    """Write the folder transformers loads; returns the paths written.
+
+    The folder must not exist or be empty. Everything is written into a temporary folder beside
+    it first and moved into place at the end, so a failure leaves nothing half-written.
+    extra_files: {name: bytes or JSON-able} written too (the tokenizer's files)."""
+    if getattr(model, "kind", None) != "transformer":
+        raise FieldError("model", "Only a transformer can be exported to transformers; the "
+                                  "bigram is a table of counts, not an architecture it knows. "
+                                  "Use --model transformer.")
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FieldError("out", f"The export folder {out} exists and is not empty; give a new "
+                                f"folder (nothing was written).")
+    files = {"config.json": config_json(model.cfg),
+             "model.safetensors": safetensors.to_bytes(state_dict(model.params, model.cfg),
+                                                       {"format": "pt"}),
+             "generation_config.json": generation_config(settings), **(extra_files or {})}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        for name, content in files.items():
+            data = content if isinstance(content, bytes) else \
+                (json.dumps(content, indent=2, ensure_ascii=False) + "\n").encode()
+            (tmp / name).write_bytes(data)
+        if out.exists():
+            out.rmdir()  # empty, checked above
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [out / name for name in files]
+
+
+def config_from_json(conf: dict, where: str = "config.json") -> Config:
+    """A Llama config.json -> decodelab's Config, refusing what decodelab does not implement."""
+    arch = conf.get("architectures") or [conf.get("model_type")]
+    if ARCHITECTURE not in arch and conf.get("model_type") != "llama":
+        raise FieldError("checkpoint", f"{where} describes {', '.join(map(str, arch))}; decodelab "
+                                       f"imports {ARCHITECTURE} checkpoints only.")
+    rope = conf.get("rope_parameters") or {"rope_type": "default",
+                                           "rope_theta": conf.get("rope_theta", ROPE_THETA)}
+    refusals = [(rope.get("rope_type", "default") != "default", "rope scaling"),
+                (conf.get("attention_bias") or conf.get("mlp_bias"), "biases"),
+                (conf.get("hidden_act", "silu") != "silu", f"activation {conf.get('hidden_act')}")]
+    for bad, what in refusals:
+        if bad:
+            raise FieldError("checkpoint", f"{where} asks for {what}, which decodelab's "
+                                           f"Llama does not implement.")
+    try:
+        C, H = int(conf["hidden_size"]), int(conf["num_attention_heads"])
+        cfg = Config(vocab_size=int(conf["vocab_size"]),
+                     context_size=int(conf["max_position_embeddings"]),
+                     n_layer=int(conf["num_hidden_layers"]), n_embd=C, n_head=H,
+                     n_kv_head=int(conf.get("num_key_value_heads") or H),
+                     mlp_hidden=int(conf["intermediate_size"]),
+                     rope_theta=float(rope.get("rope_theta", ROPE_THETA)),
+                     norm_eps=float(conf.get("rms_norm_eps", 1e-6)))
+    except KeyError as exc:
+        raise FieldError("checkpoint", f"{where} lacks {exc.args[0]}.") from None
+    except ValueError as exc:
+        raise FieldError("checkpoint", f"{where}: {exc}.") from None
+    if conf.get("head_dim") not in (None, cfg.head_dim):
+        raise FieldError("checkpoint", f"{where}: head_dim {conf['head_dim']} is not hidden_size "
+                                       f"/ num_attention_heads = {cfg.head_dim}.")
+    return cfg
+
+
+def params_from_state(state: dict, cfg: Config, where: str = "model.safetensors",
+                      tied: bool = False) -> dict:
+    """Llama's named tensors -> decodelab's parameters (float32), every shape checked. tied:
+    the head is the embedding (a checkpoint may then leave lm_head out)."""
+    def get(name, shape):
+        if name not in state:
+            raise FieldError("checkpoint", f"{where} lacks {name}.")
+        a = np.asarray(state[name], np.float32)
+        if a.shape != shape:
+            raise FieldError("checkpoint", f"{where}: {name} has shape {list(a.shape)}; the "
+                                           f"config needs {list(shape)}.")
+        return a
+
+    C, V, H, Hkv, D, F = (cfg.n_embd, cfg.vocab_size, cfg.n_head, cfg.n_kv_head, cfg.head_dim,
+                          cfg.ffn)
+    m = np.ascontiguousarray
+    p = {"wte": m(get("model.embed_tokens.weight", (V, C))),
+         "g_f": m(get("model.norm.weight", (C,))),
+         "w_head": m(get("lm_head.weight" if "lm_head.weight" in state or not tied
+                         else "model.embed_tokens.weight", (V, C)).T)}
+    for i in range(cfg.n_layer):
+        pre = f"model.layers.{i}."
+        q = get(pre + "self_attn.q_proj.weight", (H * D, C))
+        k = get(pre + "self_attn.k_proj.weight", (Hkv * D, C))
+        v = get(pre + "self_attn.v_proj.weight", (Hkv * D, C))
+        gate = get(pre + "mlp.gate_proj.weight", (F, C))
+        up = get(pre + "mlp.up_proj.weight", (F, C))
+        p.update({f"h{i}.g_attn": m(get(pre + "input_layernorm.weight", (C,))),
+                  f"h{i}.w_qkv": m(np.concatenate([q, k, v]).T),
+                  f"h{i}.w_o": m(get(pre + "self_attn.o_proj.weight", (C, H * D)).T),
+                  f"h{i}.g_mlp": m(get(pre + "post_attention_layernorm.weight", (C,))),
+                  f"h{i}.w_fc": m(np.concatenate([gate, up]).T),
+                  f"h{i}.w_proj": m(get(pre + "mlp.down_proj.weight", (C, F)).T)})
+    return p
+
+
+def read_checkpoint(folder) -> tuple[Config, dict]:
+    """(Config, params) of a Llama checkpoint folder saved by transformers or by `export`."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FieldError("checkpoint", f"{folder} is not a folder; give the folder "
+                                       f"save_pretrained wrote.")
+    conf_path, weights = folder / "config.json", folder / "model.safetensors"
+    for path in (conf_path, weights):
+        if not path.is_file():
+            raise FieldError("checkpoint", f"{folder} has no {path.name} (sharded and .bin "
+                                           f"checkpoints are not read; save with "
+                                           f"safe_serialization and one shard).")
+    try:
+        conf = json.loads(conf_path.read_text())
+    except ValueError as exc:
+        raise FieldError("checkpoint", f"{conf_path} is not JSON ({exc}).") from None
+    cfg = config_from_json(conf, str(conf_path))
+    n = cfg.vocab_size * cfg.n_embd * 2 + cfg.n_layer * (
+        (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim * cfg.n_embd
+        + cfg.n_head * cfg.head_dim * cfg.n_embd + 3 * cfg.ffn * cfg.n_embd)
+    if n > MAX_PARAMS:
+        raise FieldError("checkpoint", f"{folder} holds a model of about {n:,} parameters; "
+                                       f"decodelab runs models up to {MAX_PARAMS:,} in numpy.")
+    state, _ = safetensors.from_bytes(weights.read_bytes(), str(weights))
+    return cfg, params_from_state(state, cfg, str(weights), bool(conf.get("tie_word_embeddings")))
