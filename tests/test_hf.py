@@ -138,7 +138,7 @@ def test_shipped_models_full_windows_to_rounding(tmp_path, dataset, tokenizer, f
 @pytest.mark.parametrize("dataset,tokenizer", SHIPPED)
 def test_shipped_models_step_by_step_with_transformers_cache(tmp_path, dataset, tokenizer):
     """transformers as it is (its norm in float32): full forward, decodelab's cached decode and
-    transformers' own past_key_values, step by step, on random sequences."""
+    transformers' own cache, step by step, on random sequences."""
     model = shipped(dataset, tokenizer)
     tm = load_hf(model, tmp_path / "m")
     rng = np.random.default_rng(3)
@@ -151,7 +151,7 @@ def test_shipped_models_step_by_step_with_transformers_cache(tmp_path, dataset, 
         logits = session.prefill(ids[1:4])
         with torch.no_grad():
             out = tm(torch.tensor([ids[:4]]), use_cache=True)
-        past = out.past_key_values
+        past = out.cache  # transformers' own cache (`past_key_values` before 5.x)
         for t in range(4, n):
             theirs = out.logits[0, -1].numpy()
             assert np.abs(logits - theirs).max() < TOL_AS_SHIPPED
@@ -164,8 +164,8 @@ def test_shipped_models_step_by_step_with_transformers_cache(tmp_path, dataset, 
                 assert np.abs(session.cache.v[layer][0, :, :S] - v).max() < TOL_AS_SHIPPED
             logits = session.decode(ids[t])
             with torch.no_grad():
-                out = tm(torch.tensor([[ids[t]]]), past_key_values=past, use_cache=True)
-            past = out.past_key_values
+                out = tm(torch.tensor([[ids[t]]]), cache=past, use_cache=True)
+            past = out.cache
 
 
 def test_padded_batch_rows_equal_transformers(tmp_path, float64_steps):
@@ -413,3 +413,48 @@ def test_each_cache_bug_fails_against_transformers_by_the_amount_the_page_shows(
     for ours, theirs in seen:
         assert abs(ours - theirs) < TOL_AS_SHIPPED
     assert max(theirs for _, theirs in seen) > 100 * TOL_AS_SHIPPED  # transformers sees it too
+
+
+def test_import_hf_generates_as_transformers_does(tmp_path):
+    """A randomly initialised LlamaForCausalLM saved by transformers, with no tokenizer: the
+    command line runs it from token ids, greedy, exactly as transformers' generate does."""
+    import subprocess
+    import sys
+
+    torch.manual_seed(1)
+    conf = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64,
+                                    num_hidden_layers=2, num_attention_heads=4,
+                                    num_key_value_heads=2, max_position_embeddings=40,
+                                    bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    transformers.LlamaForCausalLM(conf).save_pretrained(tmp_path / "ckpt")
+    tm = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt",
+                                                           dtype=torch.float64).eval()
+    prompt = [7, 3, 41, 12]
+    with torch.no_grad():
+        want = tm.generate(torch.tensor([[EOS] + prompt]), do_sample=False, max_new_tokens=20,
+                           eos_token_id=EOS, pad_token_id=EOS)[0, 5:].tolist()
+    cmd = [sys.executable, "-m", "decodelab", "import-hf", str(tmp_path / "ckpt"), "--ids",
+           ",".join(map(str, prompt)), "--greedy", "--seed", "0", "--max-new-tokens", "20"]
+    done = subprocess.run(cmd, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT / "py"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["ids"] == want and out["prompt_ids"] == prompt
+    assert out["tokenizer"].startswith("no tokenizer.json")
+    assert out["text"] == "".join(f"<{i}>" for i in want if i != EOS)
+    bad = subprocess.run(cmd[:4] + [str(tmp_path / "missing")] + cmd[5:], capture_output=True,
+                         text=True, env={"PYTHONPATH": str(ROOT / "py"), "PATH": "/usr/bin:/bin"})
+    assert bad.returncode == 2 and "checkpoint: " in bad.stderr and "is not a folder" in bad.stderr
+
+
+@pytest.mark.parametrize("dataset,tokenizer", SHIPPED)
+def test_an_exported_tokenizer_reads_back_as_decodelab_s(tmp_path, dataset, tokenizer):
+    from decodelab.core.hftokenizer import read_tokenizer
+
+    model = shipped(dataset, tokenizer)
+    hf.export(model, tmp_path / "m", extra_files=tokenizer_files(model.tokenizer))
+    back, what = read_tokenizer(tmp_path / "m", model.cfg.vocab_size)
+    assert type(back) is type(model.tokenizer), what
+    assert back.arrays().keys() == model.tokenizer.arrays().keys()
+    for k, v in model.tokenizer.arrays().items():
+        assert np.array_equal(back.arrays()[k], v)

@@ -11,13 +11,21 @@ EOS and the tasks data's markers are special tokens. decodelab never reads a mar
 text ("<|call|>" typed is eight characters), so the tokenizer is told not to either
 (`split_special_tokens`).
 
-Left out: normalisation (decodelab has none), offsets beyond what the library computes.
+Reading back (`read_tokenizer`): a tokenizer.json with decodelab's layout becomes decodelab's
+tokenizer again; any other (a checkpoint from elsewhere) leaves token ids (`IdsOnly`).
+
+Left out: normalisation (decodelab has none), offsets beyond what the library computes, reading
+tokenizers decodelab did not write.
 """
 
 import json
+from pathlib import Path
+
+import numpy as np
 
 from decodelab.core import bpe
-from decodelab.core.tokenizer import EOS, EOS_LABEL
+from decodelab.core.tokenizer import EOS, EOS_LABEL, CharTokenizer
+from decodelab.errors import FieldError
 
 
 def byte_chars() -> list:
@@ -94,3 +102,94 @@ def tokenizer_files(tok) -> dict:
         config["additional_special_tokens"] = list(tok.specials)
     dump = lambda d: (json.dumps(d, ensure_ascii=False, indent=1) + "\n").encode()  # noqa
     return {"tokenizer.json": dump(body), "tokenizer_config.json": dump(config)}
+
+
+class IdsOnly:
+    """The stand-in for a checkpoint that came without a tokenizer decodelab reads: a prompt is
+    given as ids, and each token is shown by its id, "<17>". Id 0 is EOS, as everywhere here."""
+
+    name = "ids"
+    specials = ()
+    special_ids = {}
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = int(vocab_size)
+
+    def encode(self, text: str) -> list:
+        if text:
+            raise FieldError("prompt", "Prompt: this checkpoint has no tokenizer decodelab "
+                                       "reads, so a prompt is given as token ids (--ids).")
+        return []
+
+    encode_marked = encode
+
+    def decode(self, ids) -> str:
+        return "".join(self.label(i) for i in ids if i != EOS)
+
+    def is_special(self, token_id: int) -> bool:
+        return False
+
+    def label(self, token_id: int) -> str:
+        return EOS_LABEL if token_id == EOS else f"<{int(token_id)}>"
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return b"" if token_id == EOS else self.label(token_id).encode()
+
+    def labels(self) -> list:
+        return [self.label(i) for i in range(self.vocab_size)]
+
+    def describe(self) -> str:
+        return f"token ids 0-{self.vocab_size - 1} (no tokenizer)"
+
+    def arrays(self) -> dict:
+        return {}
+
+
+def _bpe_from(body: dict):
+    """decodelab's BPE from a tokenizer.json that has its layout, else None."""
+    model = body.get("model") or {}
+    vocab, merges = model.get("vocab") or {}, model.get("merges") or []
+    names = [EOS_LABEL] + byte_chars()
+    if any(vocab.get(n) != i for i, n in enumerate(names)):
+        return None
+    pairs = []
+    for r, m in enumerate(merges):
+        a, b = m.split(" ", 1) if isinstance(m, str) else m
+        ids = (vocab.get(a), vocab.get(b))
+        if None in ids or vocab.get(a + b) != bpe.FIRST_MERGE + r:
+            return None
+        pairs.append(ids)
+    first_special = bpe.FIRST_MERGE + len(pairs)
+    added = sorted((t["id"], t["content"]) for t in body.get("added_tokens", [])
+                   if t.get("id", 0) >= first_special)
+    if [i for i, _ in added] != list(range(first_special, first_special + len(added))):
+        return None
+    return bpe.BPE(np.array(pairs, np.int64).reshape(-1, 2), [c for _, c in added])
+
+
+def _chars_from(body: dict):
+    """decodelab's character tokenizer from a tokenizer.json that has its layout, else None."""
+    vocab = (body.get("model") or {}).get("vocab") or {}
+    chars = "".join(sorted(c for c in vocab if c != EOS_LABEL))
+    if vocab.get(EOS_LABEL) != EOS or any(len(c) != 1 for c in chars) or not chars:
+        return None
+    tok = CharTokenizer(chars)
+    return tok if all(vocab[c] == tok.encode(c)[0] for c in chars) else None
+
+
+def read_tokenizer(folder, vocab_size: int):
+    """(tokenizer, what it is) for a checkpoint folder: decodelab's own BPE or characters when
+    its tokenizer.json has their layout (an export of decodelab's), else token ids only."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return IdsOnly(vocab_size), "no tokenizer.json: prompts and output as token ids"
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return IdsOnly(vocab_size), "tokenizer.json is not JSON: token ids only"
+    kind = (body.get("model") or {}).get("type")
+    tok = _bpe_from(body) if kind == "BPE" else _chars_from(body) if kind == "WordLevel" else None
+    if tok is None or tok.vocab_size != vocab_size:
+        return IdsOnly(vocab_size), (f"its {kind or 'unknown'} tokenizer is not one decodelab "
+                                     f"wrote: token ids only")
+    return tok, f"decodelab's {tok.describe()}"

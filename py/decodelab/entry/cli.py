@@ -9,6 +9,7 @@
     cache-check  cached against recomputed logits, step by step
     eval         validation negative log-likelihood of a model on its dataset
     export-hf    a transformer as a folder Hugging Face transformers loads (LlamaForCausalLM)
+    import-hf    a Llama checkpoint saved by transformers, run in decodelab
     tokenize     text to token ids, with each token's text and bytes
     detokenize   token ids back to text
 
@@ -176,6 +177,45 @@ def cmd_export_hf(args) -> dict:
             "config": hf.config_json(model.cfg)}
 
 
+IMPORT_RUN = ("prompt", "seed", "temperature", "greedy", *FILTER_NAMES, "repetition_penalty",
+              "order", "max_new_tokens", "min_new_tokens", "stop", "include_stop", "ignore_eos",
+              "cache_check")
+
+
+def cmd_import_hf(args) -> dict:
+    """Generate with a Llama checkpoint folder (saved by transformers or by export-hf): with
+    decodelab's tokenizer when the folder holds one decodelab wrote, else from token ids."""
+    from decodelab.core import hf
+    from decodelab.core.generate import Generation
+    from decodelab.core.hftokenizer import read_tokenizer
+    from decodelab.core.settings import validate
+    from decodelab.core.transformer import TransformerModel
+
+    cfg, params = hf.read_checkpoint(args.folder)
+    tokenizer, what = read_tokenizer(args.folder, cfg.vocab_size)
+    model = TransformerModel(cfg, params, tokenizer, info={"source": str(args.folder)})
+    settings = validate({**given(args, IMPORT_RUN), "model": "transformer"})
+    if args.ids is not None:
+        if settings.prompt:
+            raise FieldError("ids", "Give the prompt as text (--prompt) or as token ids (--ids), "
+                                    "not both.", also=("prompt",))
+        ids = read({"ids": args.ids}, ("ids",))["ids"]
+        for i, token_id in enumerate(ids, 1):
+            if token_id >= cfg.vocab_size:
+                raise FieldError("ids", f"Token ids: entry {i} is {token_id}; this checkpoint's "
+                                        f"ids go from 0 to {cfg.vocab_size - 1}.")
+        run = Generation(model, settings, prompt=(ids, None)).run()
+    else:
+        run = Generation(model, settings).run()
+    out = {"checkpoint": str(args.folder), "architecture": hf.ARCHITECTURE,
+           "params": model.n_params, "tokenizer": what, "prompt_ids": list(run.prompt_ids),
+           "ids": run.output_ids, "text": run.text, "finish_reason": run.finish_reason,
+           "stop_reason": run.stop_reason}
+    if args.json:
+        out["steps"] = run.records
+    return out
+
+
 def cmd_tokenize(args) -> dict:
     values = read(given(args, ("tokenizer", "text")), ("tokenizer", "text"))
     tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
@@ -221,6 +261,8 @@ COMMANDS = {
     "export-hf": ("write a transformer as a folder Hugging Face transformers loads "
                   "(AutoModelForCausalLM.from_pretrained), the settings as its generation config",
                   SETTING_NAMES, ("dataset",), {"model": "transformer"}, cmd_export_hf),
+    "import-hf": ("generate with a Llama checkpoint folder saved by transformers (or by "
+                  "export-hf)", IMPORT_RUN, (), {}, cmd_import_hf),
     "tokenize": ("text to token ids", ("dataset", "tokenizer", "text"), ("dataset", "text"), {},
                  cmd_tokenize),
     "detokenize": ("token ids to text", ("dataset", "tokenizer", "ids"), ("dataset", "ids"), {},
@@ -240,6 +282,12 @@ def build_parser() -> Parser:
             p.add_argument("--json", action="store_true", help="include the whole trace")
         if name in ("experiment", "validity"):
             p.add_argument("--json", action="store_true", help="JSON (the only output form)")
+        if name == "import-hf":
+            p.add_argument("folder", help="the checkpoint folder (config.json and "
+                                          "model.safetensors, as save_pretrained writes them)")
+            p.add_argument("--ids", help="the prompt as token ids, separated by commas (for a "
+                                         "checkpoint without a tokenizer decodelab reads)")
+            p.add_argument("--json", action="store_true", help="include every step's record")
         if name == "export-hf":
             p.add_argument("--out", help="the folder to write; it must not exist yet, or be "
                                          "empty")
@@ -285,7 +333,8 @@ def main(argv=None) -> int:
         out = COMMANDS[args.command][-1](args)
     except (FieldError, FieldErrors) as e:
         first = e.errors[0] if isinstance(e, FieldErrors) else e
-        print(f"{prog}: {option(first.field)}: {first.message}", file=sys.stderr)
+        name = first.field if first.field == "checkpoint" else option(first.field)  # FOLDER
+        print(f"{prog}: {name}: {first.message}", file=sys.stderr)
         return 2
     if args.command == "generate" and not args.json and out.tools.markers:  # a question, an answer
         print(args.prompt)
