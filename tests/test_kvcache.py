@@ -234,3 +234,36 @@ def test_step_costs_clip_and_merge_lengths_and_count_bytes_read():
     per_token = kv_cache_bytes(2, 2, 4, 4, 1)["bytes_per_token"]
     assert [r["kv_bytes_read"] for r in rows] == [4 * per_token, 16 * per_token]
     assert all(r["cached_ms"] > 0 and r["uncached_ms"] > 0 for r in rows)
+
+
+def test_the_k_shift_turns_keys_back_and_is_exact_in_the_first_layer_only():
+    """llama.cpp's context shift against the re-read: the same window, nothing read again;
+    layer 0's keys (the token alone, turned by its new position) agree with a re-read to the
+    rounding of float32 angles, deeper layers do not (they saw the dropped tokens), and the
+    live check says so at the shift and less and less after it."""
+    from decodelab.core.inference import Session
+
+    model = make_model("gqa", context=16, layers=3, seed=4)
+    reread, kshift = Session(model, np.float64), Session(model, np.float64, shift="kshift")
+    a, b = reread.prefill([1, 2, 3]), kshift.prefill([1, 2, 3])
+    rng, shifted_checks = np.random.default_rng(5), []
+    for step in range(30):
+        token = int(rng.integers(1, model.cfg.vocab_size))
+        a, b = reread.decode(token), kshift.decode(token)
+        assert reread.tokens == kshift.tokens and reread.length == kshift.length
+        assert kshift.shifted == reread.shifted and kshift.shifts == reread.shifts
+        if not reread.shifts:
+            assert np.array_equal(a, b)  # before the first shift they are one computation
+            continue
+        n = kshift.length
+        layer0 = np.abs(reread.cache.k[0][..., :n, :] - kshift.cache.k[0][..., :n, :]).max()
+        values0 = np.abs(reread.cache.v[0][..., :n, :] - kshift.cache.v[0][..., :n, :]).max()
+        assert layer0 < 1e-4 and values0 < 1e-12  # values are not rotated: moved as they are
+        deeper = np.abs(reread.cache.k[2][..., :n, :] - kshift.cache.k[2][..., :n, :]).max()
+        assert deeper > 1e-3
+        assert kshift.check() == pytest.approx(np.abs(a - b).max(), abs=1e-12)  # re-read = full
+        if kshift.shifted:
+            shifted_checks.append(kshift.check())
+    assert shifted_checks and min(shifted_checks) > kshift.tolerance
+    with pytest.raises(ValueError, match="shift must be one of reread, kshift"):
+        Session(model, shift="rotate")

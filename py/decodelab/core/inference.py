@@ -43,6 +43,8 @@ from decodelab.core.tokenizer import EOS
 
 SESSION_DTYPE = np.float64  # what generation computes in (see TransformerModel.session)
 CHECK_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}  # the live check's limit, per dtype
+SHIFTS = ("reread", "kshift")  # how a full window goes on: re-read the kept tokens, or turn
+# their cached keys back (llama.cpp's K-shift)
 
 
 class InferenceWeights:
@@ -128,14 +130,17 @@ class Session:
     The context always starts with EOS, as in training. When the cache is full, the next decode
     drops the oldest tokens and re-prefills the rest at positions 0.. (a context shift, by the
     rule of `transformer.window_start`): `shifts` counts them and `shifted` says whether the
-    last call did one.
+    last call did one. With shift="kshift" it reads nothing again: the kept keys are turned
+    back by the dropped length (`k_shift`), which is fast and not exact.
     """
 
     cache_class = KVCache
 
-    def __init__(self, model, dtype=np.float32):
+    def __init__(self, model, dtype=np.float32, shift: str = "reread"):
         cfg = model.cfg
-        self.model, self.dtype = model, np.dtype(dtype)
+        if shift not in SHIFTS:
+            raise ValueError(f"shift must be one of {', '.join(SHIFTS)}; got {shift!r}")
+        self.model, self.dtype, self.shift = model, np.dtype(dtype), shift
         self.weights = weights_of(model, self.dtype)
         self.cache = self.cache_class(cfg.n_layer, 1, cfg.n_kv_head, cfg.context_size,
                                       cfg.head_dim, self.dtype)
@@ -185,11 +190,13 @@ class Session:
     def decode(self, token_id: int) -> np.ndarray:
         token = int(token_id)
         T = self.cache.max_len
-        if self.cache.length == T:  # full: keep the newest tokens, re-prefill them
-            self.shifts, self.shifted = self.shifts + 1, True
-            self.logits = self._fill(self.tokens[window_start(T + 1, T):] + [token])
-            return self.logits
-        self.shifted = False
+        self.shifted = self.cache.length == T
+        if self.shifted:
+            self.shifts += 1
+            if self.shift == "reread":  # full: keep the newest tokens, re-prefill them
+                self.logits = self._fill(self.tokens[window_start(T + 1, T):] + [token])
+                return self.logits
+            self.k_shift(context_drop(T))  # full: turn the kept keys back, read nothing
         self.tokens.append(token)
         idx = self.feed(token)
         self.logits = cached_forward(self.weights_now(), self.cache, idx,
@@ -216,6 +223,22 @@ class Session:
         self.logits = cached_forward(self.weights_now(), self.cache, idx,
                                      self.positions(len(ids)))[0]  # (V,)
         return self.logits
+
+    def k_shift(self, drop: int) -> None:
+        """llama.cpp's context shift: forget the oldest `drop` positions and move the rest to
+        the front without reading them again. Values move as they are; keys were rotated by
+        their old positions, so each is turned back by `drop` positions' angle (rotations add
+        up: rope(rope(k, p), -drop) = rope(k, p - drop)). Not exact: what a kept token's deeper
+        layers computed had seen the dropped tokens, and a re-read would not have (the live
+        check shows by how much). Layer 0's keys depend on the token alone, so they are exact."""
+        w, n = self.weights, self.cache.length
+        cos, sin = w.cos[drop], -w.sin[drop]  # (D,) each: the angle of -drop positions
+        for K, V in zip(self.cache.k, self.cache.v):  # (1, Hkv, T_max, D) each
+            K[:, :, :n - drop] = rope(K[:, :, drop:n], cos, sin)
+            V[:, :, :n - drop] = V[:, :, drop:n]
+        self.cache.length = n - drop
+        self.tokens = self.tokens[drop:]
+        self.prefilled = max(self.prefilled - drop, 0)
 
     def _fill(self, tokens) -> np.ndarray:
         self.cache.reset()
