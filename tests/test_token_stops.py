@@ -32,7 +32,7 @@ class Scripted:
     def __init__(self, tokenizer, ids):
         self.tokenizer, self.ids, self.log = tokenizer, list(ids), []
 
-    def session(self):
+    def session(self, shift="reread"):
         return _Session(self)
 
 

@@ -21,7 +21,8 @@ from decodelab.errors import FieldError, FieldErrors, UnknownCharacters
 
 MAX_SEED = 2**32 - 1
 MODELS = ("bigram", "transformer")
-ORDERS = ("temperature-first", "filter-first")  # sampling.ORDERS: the orders the rules know
+ORDERS = ("temperature-first", "filter-first")  # the orders the rules know (sampling reads it)
+SHIFTS = ("reread", "kshift")  # how a full window goes on (inference reads it)
 TOOLS = ("on", "off", "guess")
 
 
@@ -192,6 +193,11 @@ FIELDS = (
       "Transformer only. At every step, compare the logits from the KV cache with a full "
       "recomputation of the whole text. Slower, and it proves the cache right.",
       group="model"),
+    F("context_shift", "When the window is full", "choice", "reread",
+      "Transformer only. reread: drop the oldest half and read the rest again (exact). "
+      "kshift: turn the kept keys back by the dropped length and read nothing (llama.cpp; "
+      "faster, not exact: the cache check shows by how much).",
+      choices=SHIFTS, group="model"),
     # --- the page's lesson: one step, the playground, the experiment ------------------------
     F("step", "Step", "int", 0, "A step of the last run.", min=0, note="steps count from 0"),
     F("top_n", "Candidates shown", "int", 10, "How many of the likeliest tokens to list.",

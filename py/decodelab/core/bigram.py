@@ -80,7 +80,8 @@ class BigramModel:
         """The logits at every position (T, V): row t is the table's row for tokens[t]."""
         return self.log_probs[np.asarray(tokens, dtype=np.intp)].astype(dtype, copy=False)
 
-    def session(self) -> "BigramSession":
+    def session(self, shift: str = "reread") -> "BigramSession":
+        """A run's state (shift is the transformer's: a bigram keeps no window to shift)."""
         return BigramSession(self)
 
     def save(self, path) -> None:

@@ -104,6 +104,10 @@ class Generation:
         self._steps.close()
         return self._finish("cancelled", None, max(len(self.records) - 1, 0))
 
+    def new_session(self):
+        """The model's session for this run's settings (the run's and its replay's)."""
+        return self.model.session(shift=self.settings.context_shift)
+
     def run(self) -> "Generation":
         for _ in self:
             pass
@@ -200,11 +204,12 @@ class Generation:
 
     def _run(self):
         s = self.settings
-        if self.prefix is not None and self.prefix.ids == list(self.prompt_ids):
+        if self.prefix is not None and self.prefix.ids == list(self.prompt_ids) \
+                and self.prefix.shift == s.context_shift:
             session = self.prefix.session.fork()  # prefilled once, shared by many runs
             logits = self.prefix.logits
         else:
-            session = self.model.session()
+            session = self.new_session()
             logits = session.prefill(self.prompt_ids)  # (V,)
         self.feeds.append(("prefill", list(self.prompt_ids)))
         seen = self.seen_at(0)  # kept up to date below: the penalty's mask
@@ -325,9 +330,9 @@ class Prefix:
     """A prompt prefilled once, for several runs of it (prefix sharing): each run forks the
     session, so the prompt's keys and values are computed once, not once per sample."""
 
-    def __init__(self, model, prompt_ids):
-        self.ids = [int(i) for i in prompt_ids]
-        self.session = model.session()
+    def __init__(self, model, prompt_ids, shift: str = "reread"):
+        self.ids, self.shift = [int(i) for i in prompt_ids], shift
+        self.session = model.session(shift=shift)
         self.logits = np.array(self.session.prefill(self.ids))  # a copy: runs only read it
 
 

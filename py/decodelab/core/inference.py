@@ -40,11 +40,12 @@ from decodelab.core.layers import (
     window_start,
 )
 from decodelab.core.tokenizer import EOS
+from decodelab.fields import SHIFTS
 
 SESSION_DTYPE = np.float64  # what generation computes in (see TransformerModel.session)
 CHECK_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}  # the live check's limit, per dtype
-SHIFTS = ("reread", "kshift")  # how a full window goes on: re-read the kept tokens, or turn
-# their cached keys back (llama.cpp's K-shift)
+# SHIFTS: how a full window goes on: re-read the kept tokens, or turn their cached keys back
+# (llama.cpp's K-shift); the choices of the field context_shift
 
 
 class InferenceWeights:
@@ -473,5 +474,5 @@ class Uncached:
         self.model = model
         self.tokenizer, self.context_size = model.tokenizer, model.context_size
 
-    def session(self, dtype=np.float64) -> UncachedSession:
+    def session(self, dtype=np.float64, shift: str = "reread") -> UncachedSession:
         return UncachedSession(self.model, dtype)

@@ -32,7 +32,7 @@ class Replay:
             if feed is not None:
                 kind, ids = feed
                 if kind == "prefill":
-                    self.session = run.model.session()
+                    self.session = run.new_session()
                     z = self.session.prefill(ids)
                 elif kind == "decode":
                     z = self.session.decode(ids[0])

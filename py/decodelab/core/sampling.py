@@ -43,8 +43,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from decodelab.core.tokenizer import EOS
+from decodelab.fields import ORDERS  # the orders the rules know: one list, the field's choices
 
-ORDERS = ("temperature-first", "filter-first")
 # what greedy leaves unused: it takes the argmax of the penalised logits, so no temperature,
 # no filter and no order matters (the repetition penalty and end-of-sequence blocking still do)
 

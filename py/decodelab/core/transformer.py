@@ -76,16 +76,16 @@ class TransformerModel:
             total += loss * max(float(weights[sl].sum()), 1.0)
         return total / max(count, 1.0)
 
-    def session(self, dtype=None):
+    def session(self, dtype=None, shift: str = "reread"):
         """A cached generation session (inference.Session); its cache holds the whole context
         window.
 
         Generation runs in float64 unless asked otherwise: the native build and WebAssembly
         then agree to ~1e-15 on every probability (float32 sums in a different BLAS order would
         differ by ~1e-6), and the live cache check can hold a tight tolerance. It costs about
-        15% per step.
+        15% per step. shift: how a full window goes on ("reread" or "kshift", inference.Session).
         """
-        return Session(self, SESSION_DTYPE if dtype is None else dtype)
+        return Session(self, SESSION_DTYPE if dtype is None else dtype, shift)
 
     def save(self, path) -> None:
         curve = {f"curve.{k}": np.asarray(v) for k, v in self.curve.items()}
