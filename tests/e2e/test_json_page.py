@@ -14,6 +14,7 @@ from tests.e2e.test_page import (
     generate,
     reset,
 )
+from tests.e2e.conftest import wait_ready
 from tests.e2e.test_tools_page import cli_json
 
 pytestmark = pytest.mark.browser
@@ -76,6 +77,7 @@ def test_bad_json_settings_are_named_and_the_page_keeps_working(app):
     error = app.locator("#json_mode-error")
     error.wait_for()
     assert "vocabulary has no" in error.inner_text() and "'{'" in error.inner_text()
+    wait_ready(app)  # the field's own check can show the error before Generate has finished
     bad = app.evaluate("""() => window.decodelab.generate({dataset: 'prose', tokenizer: 'bpe',
         model: 'bigram', json_mode: true, json_max_depth: 40})""")
     assert bad["status"] == "invalid" and bad["errors"][0]["field"] == "json_max_depth"

@@ -203,6 +203,8 @@ export function createExperiment({ call, collect }) {
 
   async function start() {
     if (running || !ready) return;
+    // at once, before Python's check: what the section showed until now is no longer the answer
+    section.dataset.state = "checking";
     fieldError(temps, null);
     fieldError(samplesInput, null);
     const checked = await collect();

@@ -52,6 +52,7 @@ export function createPlanned({ call, endpoints, box, inputs, runButton, stop, p
     for (const name of Object.keys(inputs)) fieldError(name, null);
     stopped = false;
     setRunning(true);
+    box.dataset.state = "checking"; // at once: the last answer on show is not this run's
     status.textContent = "Starting…";
     try {
       const started = await call(endpoints[0], request());
