@@ -38,7 +38,32 @@ def test_cards_are_seeded_distinct_and_answered_with_the_object_the_question_nam
         assert 1 <= value["age"] <= 99 and value["city"] in records.CITIES
         assert records.true_record(question) == value  # the grader reads the question alone
         assert records.grade(question, value) is True
-    assert {records.PHRASINGS.index(p) for p in records.PHRASINGS} == {0, 1, 2, 3}
+    # both ways of asking, each phrasing, with and without the final full stop
+    quoted = [q for q, _ in a if '"' in q]
+    assert 0.4 < len(quoted) / len(a) < 0.6
+    assert 0.1 < sum(not q.endswith(".") for q, _ in a) / len(a) < 0.3
+    for form in (records.PHRASINGS, records.BARE):
+        heads = {p.split("{")[0] for p in form}
+        assert {h for q, _ in a for h in heads if q.startswith(h) and h} == {h for h in heads if h}
+
+
+@pytest.mark.parametrize("question", [
+    'Card for "Mary", age 34, from "Oslo".',
+    "Card for Mary, age 34, from Oslo.",
+    "Card for Mary, age 34, from Oslo",
+    "Make a card: Mary, age 34, lives in Oslo.",
+    "Card: Mary from Oslo, aged 34",
+    "Mary is 34 and lives in Oslo. Write the card.",
+    '"Mary" is 34 and lives in "Oslo". Write the card',
+])
+def test_the_grader_reads_every_phrasing_quoted_or_not(question):
+    assert records.true_record(question) == {"name": "Mary", "age": 34, "city": "Oslo"}
+
+
+def test_a_bare_city_of_several_words_ends_at_the_punctuation():
+    assert records.true_record("Card: Ana from Buenos Aires, aged 7.")["city"] == "Buenos Aires"
+    assert records.true_record("Card for Ana, age 7, from St. Louis.")["city"] == "St. Louis"
+    assert records.true_record("Card for Ana, age 7, from Oslo..") is None
 
 
 @pytest.mark.parametrize("value, right", [
@@ -56,23 +81,36 @@ def test_the_grader_wants_the_exact_object(value, right):
 
 
 def test_the_model_writes_valid_right_cards_for_held_out_questions(library):
-    """The bar: greedy, at least 95% of all held-out cards (about 3,000) valid JSON with every
-    value right."""
+    """The bars: greedy, on all held-out cards (about 3,000), valid JSON with every value right
+    for at least 95% of those asked with quotes and 90% of those asked without."""
     cards = tasks.held_out(library.corpus("tasks").val, "card", 10**6)
     assert len(cards) > 2500
-    right = valid = 0
+    counts = {True: [0, 0, 0], False: [0, 0, 0]}  # quoted -> asked, valid, right
     for q in cards:
         out = ask(library, {"question": q, "greedy": True, "max_new_tokens": 40,
                             "cache_check": False})
-        valid += out["json"]["status"] == "valid"
-        right += out["correct"]
-    print(f"held-out cards: {valid} of {len(cards)} valid, {right} right")
-    assert right >= 0.95 * len(cards)
+        c = counts['"' in q]
+        c[0] += 1
+        c[1] += out["json"]["status"] == "valid"
+        c[2] += out["correct"]
+    for quoted, (n, valid, right) in counts.items():
+        print(f"held-out cards {'with' if quoted else 'without'} quotes: {valid} of {n} valid, "
+              f"{right} right")
+    assert min(counts[True][0], counts[False][0]) > 1000
+    assert counts[True][2] >= 0.95 * counts[True][0]
+    assert counts[False][2] >= 0.90 * counts[False][0]
+
+
+def test_a_new_user_s_card_question_is_answered_and_classified(library):
+    out = ask(library, {"question": "Card for Mary, age 34, from Oslo", "greedy": True})
+    assert out["expected"] == {"name": "Mary", "age": 34, "city": "Oslo"}
+    assert out["json"]["status"] == "valid" and out["correct"], out["answer"]
 
 
 def test_ask_classifies_cards_and_not_sums(library, cards):
     out = ask(library, {"question": cards[0], "greedy": True, "max_new_tokens": 40})
-    assert out["json"]["status"] == "valid" and out["json"]["value"] == out["expected"]
+    assert out["json"]["status"] == "valid"
+    assert out["correct"] is (out["json"]["value"] == out["expected"])
     assert out["trace"]["json"] == out["json"]
     cut = ask(library, {"question": cards[0], "greedy": True, "max_new_tokens": 6})
     assert cut["finish_reason"] == "length" and cut["correct"] is False
@@ -80,6 +118,11 @@ def test_ask_classifies_cards_and_not_sums(library, cards):
     assert jsonshape.classify(cut["answer"])["status"] == "incomplete"
     sums = ask(library, {"question": "What is 12 plus 7?", "greedy": True})
     assert sums["json"] == {"status": None, "error": None, "value": None}
+    # not a card question the grader knows, but an answer that opens with "{": classified
+    odd = ask(library, {"question": "Card for Mary, age 34, in Oslo", "greedy": True,
+                        "max_new_tokens": 5})
+    assert odd["answer"].startswith("{") and odd["expected"] is None
+    assert odd["json"]["status"] == "incomplete" and odd["correct"] is None
     shaped = ask(library, {"question": "What is 12 plus 7?", "greedy": True, "json_mode": True})
     assert shaped["json"]["status"] in ("valid", "incomplete") and shaped["tool_calls"] == []
 

@@ -121,9 +121,14 @@ class Generation:
 
     @property
     def meant_json(self) -> bool:
-        """Is the answer meant to be JSON: JSON mode, or a card question to the tasks model."""
-        return bool(self.settings.json_mode or (self.tools.markers and records.true_record(
-            self.settings.prompt) is not None))
+        """Is the answer meant to be JSON: JSON mode; or, from the tasks model, a card question
+        (whatever its phrasing) or an answer that says so itself by opening with "{"."""
+        if self.settings.json_mode:
+            return True
+        if not self.tools.markers:
+            return False
+        return (records.true_record(self.settings.prompt) is not None
+                or self.text.lstrip().startswith("{"))
 
     def json_report(self) -> dict:
         """The answer classified (`jsonshape.classify`), or all None when it is not meant to

@@ -34,16 +34,21 @@ CITIES = (
     "Tallinn", "Tehran", "Tokyo", "Toronto", "Tunis", "Valencia", "Vancouver", "Venice",
     "Vienna", "Vilnius", "Warsaw", "Wellington", "Zagreb", "Zürich",
 )
-# {name}, {age}, {city} in several orders: the answer's order is always name, age, city
-# The name and the city are in quotes, as they will be in the answer: the BPE reads '"Ada' the
-# same way in both places, so the model copies tokens; after a space (' Ada') the tokens would
-# differ, and this small a model then writes a name it knows instead of the one it was given.
+# {name}, {age}, {city} in several orders: the answer's order is always name, age, city. Each
+# phrasing comes with the name and the city in quotes, as they will be in the answer, and without,
+# as a person types them. The BPE reads the two differently: '"Ada' is the quote and then "Ada",
+# the same tokens as in the answer, while " Ada" is a token with the space in front (" A", "da")
+# that the answer never has, so in the bare phrasings the model has to learn that " A" starts what
+# it writes as "A". Questions without the final full stop are questions too.
 PHRASINGS = (
     'Card for "{name}", age {age}, from "{city}".',
     'Make a card: "{name}", age {age}, lives in "{city}".',
     'Card: "{name}" from "{city}", aged {age}.',
     '"{name}" is {age} and lives in "{city}". Write the card.',
 )
+BARE = tuple(p.replace('"', "") for p in PHRASINGS)
+BARE_SHARE = 0.5  # of the cards, asked without quotes
+NO_STOP_SHARE = 0.2  # of the cards, without the final full stop
 FIELDS = ("name", "age", "city")
 
 
@@ -65,22 +70,27 @@ def make_cards(names: list, seed: int = SEED, n: int = N_CARDS) -> list:
         age = int(rng.integers(1, 100))
         city = CITIES[int(rng.integers(len(CITIES)))]
         phrasing = PHRASINGS[int(rng.integers(len(PHRASINGS)))]
+        bare, no_stop = rng.random(2) < (BARE_SHARE, NO_STOP_SHARE)
         if (name, age, city) in seen:
             continue
         seen.add((name, age, city))
-        out.append((phrasing.format(name=name, age=age, city=city), card_json(name, age, city)))
+        question = (phrasing.replace('"', "") if bare else phrasing).format(
+            name=name, age=age, city=city)
+        if no_stop:
+            question = question.removesuffix(".")
+        out.append((question, card_json(name, age, city)))
     return out
 
 
 def _pattern(phrasing: str):
-    out = re.escape(phrasing)
+    out = re.escape(phrasing.removesuffix(".")) + r"\.?"
     for field, rx in (("name", r"(?P<name>[A-Z][a-z]+)"), ("age", r"(?P<age>[1-9][0-9]?)"),
-                      ("city", r"(?P<city>[^\W\d_][\w .'-]*?)")):
+                      ("city", r"(?P<city>[^\W\d_](?:[\w .'-]*?[^\W\d_])?)")):
         out = out.replace(re.escape("{" + field + "}"), rx)
     return re.compile(out)
 
 
-PATTERNS = tuple(_pattern(p) for p in PHRASINGS)
+PATTERNS = tuple(_pattern(p) for p in PHRASINGS + BARE)
 
 
 def true_record(question: str):
