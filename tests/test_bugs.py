@@ -87,6 +87,34 @@ def test_where_each_bug_shows_up_first():
     assert first_bad["frozen-position"] == 2  # the first decode's frozen position is still right
 
 
+def test_the_frozen_position_is_shown_as_the_angles_it_put_on_the_keys():
+    """The dials: per decode step the position it should have had and the one it got, as the
+    fastest pair's angle (one radian per position) and the slowest's, in degrees; the first
+    decode is right, then each step falls a radian further behind. Recomputed here."""
+    import math
+
+    model = make_model("gqa", context=24, seed=3)
+    prompt = [1, 2, 3]
+    out = bugs.run_bug(model, "frozen-position", prompt, 8, seed=0)
+    rot = out["rotations"]
+    D, theta = model.cfg.head_dim, model.cfg.rope_theta
+    assert rot["degrees_per_position"] == pytest.approx(180 / math.pi)
+    assert rot["slowest_degrees_per_position"] == pytest.approx(
+        math.degrees(theta ** (-(D - 2) / D)))
+    rows = rot["rows"]
+    assert [r["step"] for r in rows] == [2, 3, 4, 5]  # step 1 is the prefill
+    for k, r in enumerate(rows):
+        assert (r["right"], r["used"]) == (len(prompt) + 1 + k, len(prompt) + 1)  # after EOS, prompt
+        assert r["right_deg"] == pytest.approx(math.degrees(r["right"]) % 360)
+        assert r["used_deg"] == pytest.approx(math.degrees(r["used"]) % 360)
+    # the first wrong step is the first failing one, and the sentence names it and its angles
+    per_step = out["cache"]["per_step"]
+    assert next(i for i, d in enumerate(per_step) if d > 1e-6) + 1 == rows[1]["step"]
+    assert f"At step {rows[1]['step']}" in rot["sentence"]
+    assert f"{rows[1]['used_deg']:.0f}\u00b0" in rot["sentence"] and "57\u00b0 short" in rot["sentence"]
+    assert "rotations" not in bugs.run_bug(model, "token-twice", prompt, 4)
+
+
 def test_dropout_left_on_is_not_even_consistent_with_itself():
     model = make_model("mha", context=24)
     a = bugs.run_bug(model, "dropout-on", [1, 2], 6, seed=1)["cache"]["per_step"]

@@ -195,7 +195,7 @@ def test_no_number_is_clipped(chromium, base_url, width, scheme):
 def test_every_try_this_by_its_button_shows_what_its_answer_says(app):
     items = app.locator(".try-item")
     ids = items.evaluate_all("els => els.map(e => e.id.replace(/^try-/, ''))")
-    assert len(ids) == 14 and len(set(ids)) == 14
+    assert len(ids) == 15 and len(set(ids)) == 15
     for name in ids:
         item = app.locator(f"#try-{name}")
         item.get_by_role("button", name="Try it").click()

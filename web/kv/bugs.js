@@ -4,7 +4,7 @@
 
 import { batchGrid } from "./batch.js";
 import { checkChart } from "./cache.js";
-import { drawResponsive, sci, verdict } from "../ui/plot.js";
+import { drawResponsive, sci, svg, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
 import { ask, el, plural, tableHead } from "../ui/render.js";
 
@@ -106,7 +106,7 @@ export function createBugs(app, batch) {
       const box = el("div", "plot-box");
       const caption = el("figcaption", null, `Per step, the largest difference between the logits of the ${r.bug === "none" ? "correct" : "broken"} cached run and a full recomputation of the same text (log scale). Crosses mark steps above the tolerance.`);
       figure.append(box, caption);
-      dom.detail.replaceChildren(figure, checkTable(c));
+      dom.detail.replaceChildren(...(r.rotations ? [dials(r.rotations)] : []), figure, checkTable(c));
       drawResponsive(box, (width) => checkChart(c.per_step, { width, tolerance: c.tolerance }));
     } else {
       const b = r.batch;
@@ -119,6 +119,37 @@ export function createBugs(app, batch) {
     dom.sentence.textContent = r.what_went_wrong || "";
     dom.course.textContent = r.course; // what this check did, step by step, from its numbers
     dom.status.textContent = failed ? "The check failed, as it should with this bug." : "The check passed.";
+  }
+
+  // The frozen position as angles: per decode step, the fastest pair of the new key's channels
+  // turned as its own position (solid) and as the frozen one (dashed). Python's numbers.
+  function dials(rot) {
+    const figure = el("figure", "dials");
+    const row = el("div", "dial-row");
+    const R = 34;
+    const hand = (deg, cls) => {
+      const a = (deg * Math.PI) / 180;
+      return svg("line", { x1: 40, y1: 40, x2: 40 + R * Math.cos(a), y2: 40 - R * Math.sin(a), class: cls });
+    };
+    for (const d of rot.rows) {
+      const off = d.right !== d.used;
+      const card = el("div", off ? "dial is-off" : "dial");
+      const pic = svg("svg", { viewBox: "0 0 80 80", width: 80, height: 80, role: "img",
+        "aria-label": `Step ${d.step}: should be turned ${Math.round(d.right_deg)} degrees, was turned ${Math.round(d.used_deg)}` });
+      pic.append(svg("circle", { cx: 40, cy: 40, r: R, class: "dial-face" }),
+        hand(d.right_deg, "dial-right"), ...(off ? [hand(d.used_deg, "dial-used")] : []),
+        svg("circle", { cx: 40, cy: 40, r: 2.5, class: "dial-pin" }));
+      const words = el("p", "dial-words");
+      words.append(el("strong", null, `Step ${d.step}`), el("br"),
+        el("span", null, `position ${d.right}: ${Math.round(d.right_deg)}°`), el("br"),
+        off ? el("span", "dial-bad", `turned as ${d.used}: ${Math.round(d.used_deg)}°`) : el("span", "dial-ok", "turned right"));
+      card.append(pic, words);
+      row.append(card);
+    }
+    const cap = el("figcaption");
+    cap.append(el("strong", null, "Positions are rotations. "), rot.sentence);
+    figure.append(row, cap);
+    return figure;
   }
 
   function checkTable(c) {

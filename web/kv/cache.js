@@ -21,7 +21,7 @@ export function cacheStat(step) {
 }
 
 /** Sentences for the step inspector's notes about the cache at this step. */
-export function cacheNotes(step, tolerance) {
+export function cacheNotes(step, tolerance, rule = "reread") {
   const notes = [];
   if (step.cache_diff != null) {
     notes.push(step.cache_ok
@@ -29,7 +29,9 @@ export function cacheNotes(step, tolerance) {
       : `Cache check failed: the cached logits differ from a full recomputation by ${sci(step.cache_diff)}, more than the tolerance ${sci(tolerance)}.`);
   }
   if (step.context_shift) {
-    notes.push("Context shift: the window was full, so the oldest half of the text was dropped and the rest read again (prefilled) at positions from 0.");
+    notes.push(rule === "kshift"
+      ? "Context shift (K-shift): the window was full, so the oldest half of the text was dropped; nothing was read again. The kept keys were turned back by the dropped length, so they sit at positions from 0. Not exact: their deeper layers were computed while the dropped text was still in view, which the check shows."
+      : "Context shift: the window was full, so the oldest half of the text was dropped and the rest read again (prefilled) at positions from 0.");
   }
   return notes;
 }

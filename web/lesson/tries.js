@@ -11,6 +11,7 @@
 
 import { el, finishSentence, pct, plural, readable } from "../ui/render.js";
 import { onScreen } from "../embed/presence.js";
+import { sci } from "../ui/plot.js";
 
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const chance = (steps) => mean(steps.map((s) => Math.exp(s.logprob)));
@@ -239,7 +240,7 @@ export const TRIES = [
     where: "kv",
     text: "Choose the transformer and Names, tick Ignore EOS, set Max new tokens to 100 and generate. When the window is full the oldest half is dropped: find the context shift in the cache card, and check that the cache still agrees.",
     async act(page) {
-      return page.run({ model: "transformer", dataset: "names", seed: 2, ignore_eos: true, max_new_tokens: 100, cache_check: true });
+      return page.run({ model: "transformer", dataset: "names", seed: 2, ignore_eos: true, max_new_tokens: 100, cache_check: true, context_shift: "reread" });
     },
     answer(r) {
       const shifts = r.steps.map((s, i) => (s.context_shift ? i + 1 : null)).filter(Boolean);
@@ -251,6 +252,30 @@ export const TRIES = [
           ? `The cache held ${before} positions, the whole window, at step ${shifts[0] - 1}; at step ${shifts[0]} the oldest half was dropped and the rest read again (${plural(shifts.length, "context shift", "context shifts")} in all, marked “shift” on the chart). The check ${ok ? "passed at every step, shifts included" : "failed"}: the largest difference between the cached logits and a full recomputation was ${worst.toExponential(1)}.`
           : `No context shift happened: the window never filled. The largest difference was ${worst.toExponential(1)}.`,
         evidence: [["#cache-meta", shifts.length ? "context shift" : "step"], ["#cache-verdict", ok ? "passed" : "failed"]],
+      };
+    },
+  },
+  {
+    id: "k-shift",
+    where: "kv",
+    text: "Now set When the window is full to kshift and generate the same run again. Nothing is read again at the shift: the kept keys are turned back by the dropped length. How far off is the cache at the shift, and after it?",
+    async act(page) {
+      const same = { model: "transformer", dataset: "names", seed: 2, ignore_eos: true, max_new_tokens: 100, cache_check: true };
+      const reread = await page.run({ ...same, context_shift: "reread" });
+      const kshift = await page.run({ ...same, context_shift: "kshift" });
+      return { reread, kshift };
+    },
+    answer({ reread, kshift }) {
+      const worst = (r) => Math.max(...r.steps.map((s) => s.cache_diff));
+      const at = kshift.steps.findIndex((s) => s.context_shift);
+      if (at < 0) return { text: "No context shift happened: the window never filled.", evidence: [] };
+      const d = kshift.steps.map((s) => s.cache_diff);
+      const last = d.length - 1;
+      const later = Math.min(at + 25, last);
+      const fades = d[later] < d[at] / 3;
+      return {
+        text: `Read again, the cache never left the recomputation by more than ${sci(worst(reread))}. Turned back instead, it was off by ${sci(d[at])} at the shift (step ${at + 1}) and by ${sci(d[later])} ${plural(later - at, "step", "steps")} later; the check failed at ${plural(kshift.steps.filter((s) => !s.cache_ok).length, "step", "steps")}. The turn itself is exact up to rounding: a rotation by the dropped length moves every kept key to its new position. What it cannot undo is that the kept tokens’ second and later layers were computed while the dropped text was still in view; re-reading computes them without it. ${fades ? "The gap fades as newer tokens, computed after the shift, take over more of the attention." : "Here the gap does not fade: the kept half of the window is read at every step, its deeper keys and values as they were."} llama.cpp accepts that to skip the re-read.`,
+        evidence: [["#cache-meta", "context shift"], ["#cache-verdict", "failed"]],
       };
     },
   },

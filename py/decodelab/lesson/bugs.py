@@ -37,10 +37,48 @@ DROPOUT_RATE = 0.1
 
 
 class FrozenPositionSession(Session):
-    """BUG: every decode step uses the position of the first generated token."""
+    """BUG: every decode step uses the position of the first generated token. Keeps, per decode
+    step, the position it should have had and the one it was given (`fed`)."""
+
+    fed = None
 
     def positions(self, n):
+        if n == 1:
+            self.fed = (self.fed or []) + [(self.cache.length, self.prefilled)]
         return np.full((1, n), self.prefilled)  # should count on from the cache length
+
+
+ROTATION_ROWS = 4  # decode steps the page draws as dials
+
+
+def rotations(cfg, fed) -> dict:
+    """What the frozen position does to the rotations: for the first decode steps, the position
+    each new key should have had and the one it got, and the angle each puts on the key's
+    fastest-turning pair of channels (one radian per position) and its slowest, in degrees
+    after whole turns. The first decode step is still right; from the second on the angle is
+    short by a radian more each step."""
+    D = cfg.head_dim
+    per_position = np.degrees(cfg.rope_theta ** (-np.arange(0, D, 2) / D))  # (D/2,) degrees
+    fast, slow = float(per_position[0]), float(per_position[-1])
+    rows = [{"step": k + 1, "right": int(right), "used": int(used),
+             "right_deg": right * fast % 360, "used_deg": used * fast % 360,
+             "slow_right_deg": right * slow % 360, "slow_used_deg": used * slow % 360}
+            for k, (right, used) in enumerate(fed[:ROTATION_ROWS], start=1)]
+    wrong = next((r for r in rows if r["right"] != r["used"]), None)
+    if wrong is None:
+        sentence = "Every decode step here was at its own position (too few steps to go wrong)."
+    else:
+        short = (wrong["right"] - wrong["used"]) * fast
+        sentence = (
+            f"A position turns the fastest pair of a key's channels by {fast:.1f}\u00b0 and the "
+            f"slowest by {slow:.3f}\u00b0. At step {wrong['step']} the new key belongs at "
+            f"position {wrong['right']} ({wrong['right_deg']:.0f}\u00b0 after whole turns) but "
+            f"was turned as position {wrong['used']} ({wrong['used_deg']:.0f}\u00b0): "
+            f"{short:.0f}\u00b0 short, and a radian more with each step after it. Attention "
+            f"reads a distance from the difference of two angles, so every cached key now "
+            f"looks nearer than it is.")
+    return {"degrees_per_position": fast, "slowest_degrees_per_position": slow, "rows": rows,
+            "sentence": sentence}
 
 
 class TokenTwiceSession(Session):
@@ -158,9 +196,12 @@ def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompt
     session = SESSIONS.get(bug, Session)(model, dtype)
     session.rng = np.random.default_rng(seed)  # dropout draws its masks from the run's seed too
     result = cache_check(model, prompt_ids, steps, seed, session=session)
-    return {"bug": bug, "check": "cache", "label": spec.label if spec else "No bug",
-            "what_went_wrong": spec.what_went_wrong if spec else None, "cache": result,
-            "course": course(result["per_step"], result["tolerance"])}
+    out = {"bug": bug, "check": "cache", "label": spec.label if spec else "No bug",
+           "what_went_wrong": spec.what_went_wrong if spec else None, "cache": result,
+           "course": course(result["per_step"], result["tolerance"])}
+    if bug == "frozen-position":
+        out["rotations"] = rotations(model.cfg, session.fed or [])
+    return out
 
 
 SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
