@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { envelope } from "../../web/kv/cache.js";
 import { firstDifference, settingsDiff } from "../../web/lesson/runs.js";
 import { findLoop } from "../../web/lesson/tries.js";
-import { CSV_COLUMNS, commandWords, shellWord, traceToCsv } from "../../web/ui/exports.js";
+import { CSV_COLUMNS, commandWords, fromBase64, shellWord, traceToCsv } from "../../web/ui/exports.js";
 
 const FIELDS = [
   { name: "model", kind: "choice", default: "bigram", label: "Model" },
@@ -60,4 +60,11 @@ test("a loop at the end of a text: the shortest stretch repeated to the end", ()
   assert.deepEqual(findLoop("the cat the cat the cat"), { start: 0, loop: "the cat " });
   assert.deepEqual(findLoop("xyzababab"), { start: 3, loop: "ab" });
   assert.equal(findLoop("abcdef"), null);
+});
+
+test("the zip's bytes come back whole from base64, every byte value included", () => {
+  const bytes = Uint8Array.from({ length: 256 * 3 }, (_, i) => (i * 7) % 256);
+  const text = Buffer.from(bytes).toString("base64"); // as Python's base64 writes it
+  assert.deepEqual(fromBase64(text), bytes);
+  assert.deepEqual(fromBase64(""), new Uint8Array(0));
 });

@@ -90,9 +90,25 @@ def generation_config(settings=None) -> dict:
                    min_p=settings.min_p or None, typical_p=settings.typical_p)
     if settings.stop:
         out["stop_strings"] = list(settings.stop)
-    if settings.ignore_eos:
+    if settings.ignore_eos:  # decodelab blocks EOS (logit -inf); transformers suppresses it
         out["eos_token_id"] = None
+        out["suppress_tokens"] = [EOS]
     return out
+
+
+def files(model, settings=None, extra_files=None) -> dict:
+    """{name: bytes}: the folder's files, in memory (the page zips them)."""
+    if getattr(model, "kind", None) != "transformer":
+        raise FieldError("model", "Only a transformer can be exported to transformers; the "
+                                  "bigram is a table of counts, not an architecture it knows. "
+                                  "Use --model transformer.")
+    out = {"config.json": config_json(model.cfg),
+           "model.safetensors": safetensors.to_bytes(state_dict(model.params, model.cfg),
+                                                     {"format": "pt"}),
+           "generation_config.json": generation_config(settings), **(extra_files or {})}
+    return {name: content if isinstance(content, bytes) else
+            (json.dumps(content, indent=2, ensure_ascii=False) + "\n").encode()
+            for name, content in out.items()}
 
 
 def export(model, out_dir, settings=None, extra_files=None) -> list:
@@ -101,24 +117,15 @@ def export(model, out_dir, settings=None, extra_files=None) -> list:
     The folder must not exist or be empty. Everything is written into a temporary folder beside
     it first and moved into place at the end, so a failure leaves nothing half-written.
     extra_files: {name: bytes or JSON-able} written too (the tokenizer's files)."""
-    if getattr(model, "kind", None) != "transformer":
-        raise FieldError("model", "Only a transformer can be exported to transformers; the "
-                                  "bigram is a table of counts, not an architecture it knows. "
-                                  "Use --model transformer.")
+    written = files(model, settings, extra_files)
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FieldError("out", f"The export folder {out} exists and is not empty; give a new "
                                 f"folder (nothing was written).")
-    files = {"config.json": config_json(model.cfg),
-             "model.safetensors": safetensors.to_bytes(state_dict(model.params, model.cfg),
-                                                       {"format": "pt"}),
-             "generation_config.json": generation_config(settings), **(extra_files or {})}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        for name, content in files.items():
-            data = content if isinstance(content, bytes) else \
-                (json.dumps(content, indent=2, ensure_ascii=False) + "\n").encode()
+        for name, data in written.items():
             (tmp / name).write_bytes(data)
         if out.exists():
             out.rmdir()  # empty, checked above
@@ -126,7 +133,7 @@ def export(model, out_dir, settings=None, extra_files=None) -> list:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return [out / name for name in files]
+    return [out / name for name in written]
 
 
 def config_from_json(conf: dict, where: str = "config.json") -> Config:

@@ -15,6 +15,7 @@ panel's script in web/ is:
     playground  the rules on typed numbers
     prefill     the prompt's prefill, row by row
     experiment  the temperature experiment
+    handoff     take it to transformers: the run's model and a script, zipped
     accuracy    right answers against temperature
     shapes      answers with a shape: one card four ways, the validity experiment
     reuse       what a cache is not
@@ -42,6 +43,7 @@ from decodelab.entry.webapi import (  # noqa: F401
     compare,
     costs,
     experiment,
+    handoff,
     pipeline,
     playground,
     prefill,
