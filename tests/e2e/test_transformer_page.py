@@ -187,7 +187,10 @@ def test_each_bug_fails_visibly_with_its_sentence(app, bug):
     assert app.locator("#break-sentence").inner_text() == bugs.BUGS[bug].what_went_wrong
     assert app.locator("#break-explain").is_visible()
     if bugs.BUGS[bug].check == "cache":
-        assert app.locator("#break-detail svg[role=img]").count() == 1
+        assert app.locator("#break-detail figure.plot svg[role=img]").count() == 1
+        # the frozen position is drawn as the angles it put on the keys, one dial per step
+        dials = app.locator("#break-detail .dial svg[role=img]").count()
+        assert dials == (bugs.ROTATION_ROWS if bug == "frozen-position" else 0)
         assert app.locator("#break-detail .kv-mark.is-bad").count() >= 1  # crosses, not colour only
     else:
         assert app.locator("#break-detail tbody tr.is-bad").count() == 2  # the padded rows

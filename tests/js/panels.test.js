@@ -8,7 +8,8 @@ import { test } from "node:test";
 import { envelope } from "../../web/kv/cache.js";
 import { firstDifference, settingsDiff } from "../../web/lesson/runs.js";
 import { findLoop } from "../../web/lesson/tries.js";
-import { CSV_COLUMNS, commandWords, fromBase64, shellWord, traceToCsv } from "../../web/ui/exports.js";
+import { CSV_COLUMNS, commandWords, shellWord, traceToCsv } from "../../web/ui/exports.js";
+import { fromBase64 } from "../../web/ui/handoff.js";
 
 const FIELDS = [
   { name: "model", kind: "choice", default: "bigram", label: "Model" },

@@ -110,7 +110,7 @@ export function commandWords(settings, fields) {
 // --- the page --------------------------------------------------------------------------------
 
 
-function download(content, type, filename) {
+export function download(content, type, filename) {
   const url = URL.createObjectURL(new Blob([content], { type }));
   const link = el("a");
   link.href = url;
@@ -122,16 +122,7 @@ function download(content, type, filename) {
 }
 
 /** The trace and CSV buttons and the command line, filled after each finished run. */
-/** Base64 text (how bytes cross from Python) to bytes. */
-export function fromBase64(text) {
-  const raw = atob(text);
-  const out = new Uint8Array(raw.length);
-  for (let i = 0; i < raw.length; i++) out[i] = raw.charCodeAt(i);
-  return out;
-}
-
-export function installExports({ store, runs, hooks, call }) {
-  const handoffButton = $("handoff");
+export function installExports({ store, runs, hooks }) {
   const traceButton = $("export");
   const csvButton = $("export-csv");
   const command = $("command");
@@ -164,7 +155,6 @@ export function installExports({ store, runs, hooks, call }) {
   function finished(result) {
     if (result.status === "done") exports.hasRun = true;
     if (csvButton) csvButton.disabled = !exports.hasRun; // a refused run leaves the last one
-    if (handoffButton) handoffButton.disabled = !exports.hasRun;
     if (result.status !== "done") return;
     const settings = result.settings || {};
     const shipped = (hooks.info?.fields || []).find((f) => f.name === "dataset")?.choices || [];
@@ -187,27 +177,6 @@ export function installExports({ store, runs, hooks, call }) {
     copyButton.disabled = false;
     commandNote.textContent = "Run it in a decodelab checkout (after pip install -e . or with PYTHONPATH=py): it prints the same trace as Export trace.";
   }
-
-  // Take it to transformers: Python exports the last finished run's model and zips it with the
-  // script that repeats the run (lesson/handoff.py); a bigram is refused there, in words.
-  handoffButton?.addEventListener("click", async () => {
-    handoffButton.disabled = true;
-    if (status) status.textContent = "Making the zip…";
-    try {
-      const reply = await call("handoff", {});
-      if (!reply.ok) {
-        if (status) status.textContent = reply.errors.map((e) => e.message).join(" ");
-        return;
-      }
-      download(fromBase64(reply.zip), "application/zip", reply.name);
-      exports.handoff = { name: reply.name, bytes: reply.bytes };
-      if (status) status.textContent = `Downloaded ${reply.name} (${(reply.bytes / 1e6).toFixed(1)} MB). Unzip it and run python ${reply.script} inside the folder (pip install torch transformers first).`;
-    } catch (err) {
-      if (status) status.textContent = `The zip could not be made: ${err.message}`;
-    } finally {
-      handoffButton.disabled = !exports.hasRun;
-    }
-  });
 
   csvButton?.addEventListener("click", async () => {
     csvButton.disabled = true;
