@@ -70,6 +70,14 @@ def test_a_sampled_run_comes_back_as_the_same_distributions(library, tmp_path, r
     assert "torch.multinomial" in out  # the page's sentence on why the draws differ
 
 
+def test_stop_strings_go_over_and_generate_is_given_the_tokenizer(library, tmp_path):
+    run = run_of(library, dataset="prose", tokenizer="bpe", prompt="The parser", seed=5,
+                 temperature=0.9, stop=["."], max_new_tokens=40)
+    assert plan(run)["generation"]["stop_strings"] == ["."]
+    out = repeat(run, tmp_path)  # transformers refuses stop strings without the tokenizer
+    assert largest(out, "final probabilities, transformers' processors") < 1e-4
+
+
 def test_ignore_eos_past_the_window_is_compared_inside_it(library, tmp_path):
     run = run_of(library, dataset="names", seed=2, ignore_eos=True, max_new_tokens=80,
                  temperature=0.9)

@@ -205,7 +205,7 @@ prompt = torch.tensor([start])
 # within the window the model was trained on (decodelab shifts its context past it)
 gen.max_new_tokens = min(gen.max_new_tokens, model.config.max_position_embeddings - len(start))
 if run["greedy"]:
-    out = model.generate(prompt, generation_config=gen)[0, len(start):].tolist()
+    out = model.generate(prompt, generation_config=gen, tokenizer=tokenizer)[0, len(start):].tolist()
     theirs = out[:len(run["steps"])]
     if run["generate_repeats_tokens"]:
         ours = [s["token_id"] for s in run["steps"]]
@@ -217,7 +217,7 @@ if run["greedy"]:
         print("  (this run used what generate does not have, see the notes: not compared)")
 else:
     torch.manual_seed(run["seed"])
-    out = model.generate(prompt, generation_config=gen)[0, len(start):].tolist()
+    out = model.generate(prompt, generation_config=gen, tokenizer=tokenizer)[0, len(start):].tolist()
     print(f"generate, sampled with torch.manual_seed({run['seed']}):",
           repr(tokenizer.decode(out, skip_special_tokens=True)))
     print("  other tokens than decodelab's, from the same distributions: torch.multinomial draws")
