@@ -98,6 +98,7 @@ def test_the_basic_rules_come_first_and_more_rules_counts_its_changes(app):
 
 def next_token(page):
     """The next-token box: [(token, final %)] as drawn, once its latest request is back."""
+    page.evaluate("() => window.decodelab.settled()")  # the settings' change has reached it
     page.wait_for_function("() => !window.decodelab.lesson.preview.busy")
     page.wait_for_selector("#next[data-state=ready]")
     rows = page.locator("#next-bars .next-row")

@@ -341,7 +341,7 @@ def test_a_new_run_right_after_a_restart_wins_over_making_the_old_one_again(chro
     reset(page, Seed=5, Max_new_tokens=10000, Ignore_EOS=True)
     assert generate(page)["steps"] == 10000  # a long run: making it again takes a while
     recover(page, "crash")
-    set_fields(page, Seed=6, Max_new_tokens=20)
+    set_fields(page, settled=False, Seed=6, Max_new_tokens=20)
     page.get_by_role("button", name="Generate", exact=True).click()  # while the restore runs
     new = settle(page)
     assert new["status"] == "done" and new["steps"] == 20

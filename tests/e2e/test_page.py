@@ -25,7 +25,7 @@ OPEN_DETAILS = """e => { for (let d = e.closest('details'); d; d = d.parentEleme
     if (!d.open) d.querySelector(':scope > summary').click(); }"""
 
 
-def set_fields(page, **values):
+def set_fields(page, settled=True, **values):
     """Fill controls by their accessible names (the contract), e.g. set_fields(page, Seed=3);
     a control behind a closed "More rules" is reached as a learner would, by opening it."""
     for key, value in values.items():
@@ -37,10 +37,16 @@ def set_fields(page, **values):
             control.select_option(value)
         else:
             control.fill(str(value))
+    # Python's check of the new values is back (what shows and hides with them is drawn): on a
+    # busy machine the next action would otherwise see the form as it was. settled=False: act
+    # at once, as a learner who clicks on before Python has answered.
+    if settled:
+        page.evaluate("() => window.decodelab.settled()")
 
 
 def generate(page, **values):
     set_fields(page, **values)
+    page.wait_for_selector("html[data-state=ready]")  # else Generate is ignored, not queued
     page.get_by_role("button", name="Generate", exact=True).click()
     return settle(page)
 
@@ -65,6 +71,7 @@ DEFAULTS = dict(Dataset="names", Tokenizer="chars", Token_healing=False, Prompt=
 
 
 def reset(page, **values):
+    page.wait_for_selector("html[data-state=ready]")  # whatever the last test left running
     set_fields(page, **{**DEFAULTS, **values})
 
 

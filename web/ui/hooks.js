@@ -26,6 +26,9 @@ export function createHooks({ store, runs, client, text, ready }) {
     benchTokenize: (req) => call("bench_tokenize", req),
     benchTools: (req) => call("bench_tools", req || {}),
     benchJson: (req) => call("bench_json", req || {}),
+    // Resolves once Python's check of the form as it is now is back, and every view has been
+    // told (a check waiting for a pause in typing runs now).
+    settled: () => store.settled().then(() => true),
     // Put values into the form, as Reset does (Python checks them).
     applySettings: (values) => store.apply(values),
     // Keep these settings as they are (an embed's hidden controls), and what Reset goes back to.
