@@ -248,7 +248,7 @@ def test_a_checkpoint_saved_by_transformers_reads_back(tmp_path):
     tm = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt",
                                                            dtype=torch.float64).eval()
     cfg, params = hf.read_checkpoint(tmp_path / "ckpt")
-    assert (cfg.n_embd, cfg.ffn, cfg.n_kv_head, cfg.norm_eps) == (48, 80, 2, conf.rms_norm_eps)
+    assert (cfg.n_embd, cfg.mlp_hidden, cfg.n_kv_head, cfg.norm_eps) == (48, 80, 2, conf.rms_norm_eps)
     model = TransformerModel(cfg, params, CharTokenizer("".join(chr(65 + i) for i in range(39))))
     ids = random_ids(model, np.random.default_rng(6), 20)
     assert np.abs(model.all_logits(ids, np.float64) - hf_logits(tm, ids)).max() < TOL_AS_SHIPPED

@@ -38,7 +38,7 @@ def config_json(cfg: Config) -> dict:
     return {
         "architectures": [ARCHITECTURE], "model_type": "llama",
         "vocab_size": cfg.vocab_size, "hidden_size": cfg.n_embd,
-        "intermediate_size": cfg.ffn, "num_hidden_layers": cfg.n_layer,
+        "intermediate_size": cfg.mlp_hidden, "num_hidden_layers": cfg.n_layer,
         "num_attention_heads": cfg.n_head, "num_key_value_heads": cfg.n_kv_head,
         "head_dim": cfg.head_dim, "max_position_embeddings": cfg.context_size,
         "hidden_act": "silu", "rms_norm_eps": cfg.norm_eps,
@@ -53,7 +53,7 @@ def config_json(cfg: Config) -> dict:
 
 def state_dict(params: dict, cfg: Config) -> dict:
     """decodelab's parameters -> Llama's named tensors (float32, torch's (out, in) layout)."""
-    H, Hkv, D, F = cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.ffn
+    H, Hkv, D, F = cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.mlp_hidden
     f32 = lambda a: np.ascontiguousarray(a, np.float32)  # noqa: E731
     out = {"model.embed_tokens.weight": f32(params["wte"]), "model.norm.weight": f32(params["g_f"]),
            "lm_head.weight": f32(params["w_head"].T)}
@@ -184,7 +184,7 @@ def params_from_state(state: dict, cfg: Config, where: str = "model.safetensors"
         return a
 
     C, V, H, Hkv, D, F = (cfg.n_embd, cfg.vocab_size, cfg.n_head, cfg.n_kv_head, cfg.head_dim,
-                          cfg.ffn)
+                          cfg.mlp_hidden)
     m = np.ascontiguousarray
     p = {"wte": m(get("model.embed_tokens.weight", (V, C))),
          "g_f": m(get("model.norm.weight", (C,))),
@@ -225,7 +225,7 @@ def read_checkpoint(folder) -> tuple[Config, dict]:
     cfg = config_from_json(conf, str(conf_path))
     n = cfg.vocab_size * cfg.n_embd * 2 + cfg.n_layer * (
         (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim * cfg.n_embd
-        + cfg.n_head * cfg.head_dim * cfg.n_embd + 3 * cfg.ffn * cfg.n_embd)
+        + cfg.n_head * cfg.head_dim * cfg.n_embd + 3 * cfg.mlp_hidden * cfg.n_embd)
     if n > MAX_PARAMS:
         raise FieldError("checkpoint", f"{folder} holds a model of about {n:,} parameters; "
                                        f"decodelab runs models up to {MAX_PARAMS:,} in numpy.")

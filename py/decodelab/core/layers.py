@@ -82,10 +82,6 @@ class Config:
     def groups(self) -> int:
         return self.n_head // self.n_kv_head
 
-    @property
-    def ffn(self) -> int:
-        return self.mlp_hidden
-
 
 LAYER_KEYS = ("g_attn", "w_qkv", "w_o", "g_mlp", "w_fc", "w_proj")
 
@@ -95,7 +91,7 @@ def init_params(cfg: Config, seed: int = 0, dtype=np.float32) -> dict:
     the residual stream does not grow with depth at the start of training."""
     rng = np.random.default_rng(seed)
     C, V, D = cfg.n_embd, cfg.vocab_size, cfg.head_dim
-    F, Q = cfg.ffn, (cfg.n_head + 2 * cfg.n_kv_head) * D
+    F, Q = cfg.mlp_hidden, (cfg.n_head + 2 * cfg.n_kv_head) * D
     normal = lambda *shape, std=0.02: (rng.standard_normal(shape) * std).astype(dtype)  # noqa
     out_std = 0.02 / math.sqrt(2 * cfg.n_layer)
     p = {"wte": normal(V, C)}
@@ -189,12 +185,17 @@ def rope_tables(cfg: Config, dtype, length: int = 0):
     return _TABLES[key]
 
 
+_SWAPS = {}
+
+
 def swap_halves(x):
-    """(..., D) -> (..., D) with the two halves of the last axis exchanged (a copy)."""
-    h = x.shape[-1] // 2
-    out = np.empty_like(x)
-    out[..., :h], out[..., h:] = x[..., h:], x[..., :h]
-    return out
+    """(..., D) -> (..., D) with the two halves of the last axis exchanged (a copy, made by one
+    gather: in WebAssembly every numpy call costs, and this runs twice per layer and step)."""
+    D = x.shape[-1]
+    order = _SWAPS.get(D)
+    if order is None:
+        order = _SWAPS[D] = np.concatenate([np.arange(D // 2, D), np.arange(D // 2)])
+    return x[..., order]
 
 
 def rope(x, cos, sin):
