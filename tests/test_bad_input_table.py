@@ -52,7 +52,7 @@ SETTINGS_CASES = [
     ({"stop": ["abcdefghijklmnop"], "max_new_tokens": 10}, "stop", "could never match"),
     ({"stop": ["Zz"], "dataset": "names"}, "stop", "never writes ('Z')"),
     ({"tokenizer": "words"}, "tokenizer", "Tokenizer must be one of chars, bpe"),
-    ({"tokenizer": "bpe", "dataset": "names"}, "tokenizer", "trained for prose, tasks only"),
+    ({"tokenizer": "bpe", "dataset": "names"}, "tokenizer", "learned from the prose and the tasks data only"),
     ({"tokenizer": 1}, "tokenizer", "Tokenizer must be one of"),
     ({"token_healing": 2}, "token_healing", "Token healing must be true or false"),
     ({"token_healing": True, "prompt": ""}, "token_healing", "needs a prompt"),

@@ -188,7 +188,7 @@ def test_tokenize_gives_each_tokens_text_and_bytes_and_detokenize_gives_the_text
 
 @pytest.mark.parametrize("args, option, words", [
     (("tokenize", "--dataset", "names", "--tokenizer", "bpe", "--text", "ann"), "--tokenizer",
-     "trained for prose, tasks only"),
+     "learned from the prose and the tasks data only"),
     (("tokenize", "--dataset", "prose", "--tokenizer", "wordpiece", "--text", "a"), "--tokenizer",
      "one of chars, bpe"),
     (("detokenize", "--dataset", "prose", "--tokenizer", "bpe", "--ids", "1,5000"), "--ids",

@@ -123,7 +123,7 @@ def test_the_prefill_of_a_bigram_is_its_table(lib):
 def test_a_tokenizer_without_models_names_what_exists(lib):
     with pytest.raises(FieldError) as e:
         lib.model("bigram", "names", "bpe")
-    assert e.value.field == "tokenizer" and "prose, tasks only" in e.value.message
+    assert e.value.field == "tokenizer" and "from the prose and the tasks data only" in e.value.message
     reply = api("start", {"dataset": "names", "tokenizer": "bpe"}, session="healing")
     assert not reply["ok"] and reply["errors"][0]["field"] == "tokenizer"
     reply = api("start", {"dataset": "prose", "tokenizer": "words"}, session="healing")

@@ -174,3 +174,35 @@ def test_preview_is_the_next_tokens_distribution_under_the_rules_being_set(fresh
     assert not bad["ok"] and bad["errors"][0]["field"] == "top_p"
     bad = api("preview", {"settings": {}, "step": 6})
     assert not bad["ok"] and "from 0 to 5" in bad["errors"][0]["message"]
+
+
+def test_a_choice_that_the_data_has_not_got_switches_the_data_and_says_so(fresh):
+    # Byte-level BPE chosen with the names (read one character at a time): the data becomes
+    # the prose, which has BPE, and the sentence says why; nothing is refused
+    out = api("check", {"settings": {"dataset": "names", "tokenizer": "bpe"}, "changed": "tokenizer"})
+    assert out["ok"] and out["errors"] == [], out["errors"]
+    assert out["adjust"] == {"dataset": "prose"}
+    assert out["said"]["dataset"] == ("Byte-level BPE is not made for the names data, so Dataset "
+                                      "is now prose, which has it.")
+    assert out["values"]["dataset"] == "prose" and out["values"]["tokenizer"] == "bpe"
+    # characters with the tasks data (BPE only: its markers are tokens): the names take over
+    out = api("check", {"settings": {"dataset": "tasks", "tokenizer": "chars"}, "changed": "tokenizer"})
+    assert out["adjust"] == {"dataset": "names"} and out["errors"] == []
+    # the other way: the names chosen while BPE is set bring their own tokenizer, in words
+    out = api("check", {"settings": {"dataset": "names", "tokenizer": "bpe"}, "changed": "dataset"})
+    assert out["adjust"] == {"tokenizer": "chars"}
+    assert out["said"]["tokenizer"] == ("The names data is read as Characters only, so Tokenizer "
+                                        "is now Characters.")
+    # a tokenizer the data has: nothing moves, nothing is said
+    out = api("check", {"settings": {"dataset": "prose", "tokenizer": "bpe"}, "changed": "tokenizer"})
+    assert out["adjust"] == {} and out["said"] == {}
+
+
+def test_a_run_that_asks_for_a_tokenizer_the_data_has_not_got_is_refused_in_the_pages_words(fresh):
+    out = api("start", {"dataset": "names", "tokenizer": "bpe"})
+    assert not out["ok"]
+    (error,) = out["errors"]
+    assert error["field"] == "tokenizer"
+    assert error["message"] == ("Byte-level BPE is learned from the prose and the tasks data "
+                                "only: the names data is read one character at a time, so with it "
+                                "Tokenizer must be Characters (chars).")

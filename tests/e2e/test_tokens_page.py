@@ -5,12 +5,14 @@ import json
 
 import pytest
 
+from tests.e2e.conftest import open_page, reveal, wait_ready
 from tests.e2e.test_page import (
     assert_same_trace,
     cli_trace,
     generate,
     generated_text,
     reset,
+    set_fields,
     settle,
 )
 
@@ -108,7 +110,7 @@ def test_token_healing_takes_back_the_trailing_space(app):
 
 def test_the_prefill_shows_one_row_per_position_and_only_the_last_chooses(app):
     reset(app, **BPE, Prompt="The old man said")
-    app.get_by_role("button", name="Show the rows", exact=True).click()
+    reveal(app, "#prefill").get_by_role("button", name="Show the rows", exact=True).click()
     table = app.locator("#prefill-out table")
     table.wait_for()
     reply = app.evaluate("() => window.decodelab.lesson.last.prefill")
@@ -118,14 +120,32 @@ def test_the_prefill_shows_one_row_per_position_and_only_the_last_chooses(app):
     assert f"[1, {reply['shape'][1]}, 1024]" in table.locator("caption").inner_text()
 
 
-def test_a_tokenizer_the_dataset_lacks_is_refused_next_to_its_field(app):
-    reset(app, Dataset="names", Tokenizer="bpe")
-    app.get_by_role("button", name="Generate", exact=True).click()
-    error = app.locator("#tokenizer-error")
-    error.wait_for(state="visible")
-    assert "Tokenizer" in error.inner_text() and "chars" in error.inner_text()
+def test_bpe_chosen_with_data_that_lacks_it_brings_data_that_has_it_and_says_so(app):
+    reset(app, Dataset="names")
+    set_fields(app, Tokenizer="bpe")
+    assert app.get_by_label("Dataset", exact=True).input_value() == "prose"
+    assert app.locator("#dataset-said").inner_text() == (
+        "Byte-level BPE is not made for the names data, so Dataset is now prose, which has it.")
+    result = generate(app)
+    assert result["status"] == "done" and result["settings"]["tokenizer"] == "bpe"
     reset(app)
-    assert not app.locator("#tokenizer-error").is_visible()
+    assert not app.locator("#dataset-said").is_visible()
+
+
+def test_a_link_asking_for_a_tokenizer_the_data_lacks_says_why_in_the_pages_words(chromium, base_url):
+    page = wait_ready(open_page(chromium, base_url, "?dataset=names&tokenizer=bpe"))
+    try:
+        notice = page.locator("#link-notice")
+        assert notice.is_visible()
+        assert ("Byte-level BPE is learned from the prose and the tasks data only: the names data "
+                "is read one character at a time, so with it Tokenizer must be Characters "
+                "(chars).") in notice.inner_text()
+        # the rest of the link applies; the tokenizer keeps the value that works with it
+        assert page.get_by_label("Tokenizer", exact=True).input_value() == "chars"
+        assert page.get_by_label("Dataset", exact=True).input_value() == "names"
+        assert page.errors == []
+    finally:
+        page.context.close()
 
 
 def test_a_link_reproduces_a_bpe_run(app, base_url):

@@ -175,7 +175,9 @@ export function createRuns(store, client) {
       store.collect({ focus: true }).then((checked) => {
         if (store.state.phase !== "generating") return back({ status: "busy" }); // the worker was lost
         if (checked.errors) {
-          return back({ status: "invalid", errors: store.state.check.errors.map(({ field, message }) => ({ field, message })) });
+          const result = { status: "invalid", errors: store.state.check.errors.map(({ field, label, message }) => ({ field, label, message })) };
+          back(result);
+          return emit({ type: "result", result }); // refused before it started: said next to Generate
         }
         if (stopped) return back({ status: "cancelled" }); // Stop before the run began
         starting = false;

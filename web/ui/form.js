@@ -112,6 +112,7 @@ export function createForm(store, { generate }) {
     dom.formError.hidden = !state.formError;
     if (check) {
       drawNotes(check.not_used || {});
+      drawSaid(state.said);
       const applies = check.applies || {};
       for (const [name, on] of Object.entries(applies)) if (controls[name]) fieldOf(name).hidden = !on;
     }
@@ -153,9 +154,29 @@ export function createForm(store, { generate }) {
     }
   }
 
-  // aria-describedby lists only what is visible: the hint, a "not used" note, the error.
+  // A setting Python changed because of another (a tokenizer the data has not got), and why:
+  // the sentence stays beside it until the next check.
+  function drawSaid(said) {
+    for (const name of names) {
+      const control = controls[name];
+      let note = $(`${control.id}-said`);
+      if (!note && !said[name]) continue;
+      if (!note) {
+        note = el("p", "field-said");
+        note.id = `${control.id}-said`;
+        note.setAttribute("role", "status");
+        fieldOf(name).append(note);
+      }
+      note.textContent = said[name] || "";
+      note.hidden = !said[name];
+      describe(control);
+    }
+  }
+
+  // aria-describedby lists only what is visible: the hint, a "not used" note, what Python
+  // changed and why, the error.
   function describe(control) {
-    const ids = [`${control.id}-hint`, `${control.id}-na`, `${control.id}-error`]
+    const ids = [`${control.id}-hint`, `${control.id}-na`, `${control.id}-said`, `${control.id}-error`]
       .filter((id) => { const node = $(id); return node && !node.hidden; });
     control.setAttribute("aria-describedby", ids.join(" "));
   }

@@ -1,17 +1,28 @@
 // The run bar above the text: Generate, Stop and slow motion, enabled as the page's state allows
-// (Generate when ready, Stop while a run goes on).
+// (Generate when ready, Stop while a run goes on), and, when Python refuses a run, why, next to
+// the button that was pressed (the text below is still the last run's).
 
 import { $ } from "./dom.js";
 
 export function createRunBar(store, runs) {
-  const dom = { generate: $("generate"), stop: $("stop-button"), slow: $("slow") };
+  const dom = { generate: $("generate"), stop: $("stop-button"), slow: $("slow"), refused: $("run-refused") };
 
   store.subscribe((change, state) => {
+    if (change.type === "asked") dom.refused.hidden = true;
+    if (change.type === "result") refused(change.result || {});
     if (change.type !== "phase") return;
     dom.generate.disabled = state.phase !== "ready";
     dom.stop.disabled = state.phase !== "generating";
     dom.slow.disabled = state.phase !== "ready" && state.phase !== "generating";
   });
+
+  function refused(result) {
+    const errors = result.status === "invalid" ? result.errors || [] : [];
+    dom.refused.hidden = !errors.length;
+    if (!errors.length) return;
+    const labels = [...new Set(errors.map((e) => e.label || store.state.specs[e.field]?.label || e.field))];
+    dom.refused.textContent = `Not generated: ${labels.length === 1 ? `${labels[0]} needs` : `${labels.slice(0, -1).join(", ")} and ${labels.at(-1)} need`} a change (see ${labels.length === 1 ? "its message" : "their messages"}).${store.state.run ? " The text below is from the last run." : ""}`;
+  }
 
   dom.stop.addEventListener("click", () => {
     if (!runs.stop()) return;

@@ -194,9 +194,11 @@ class Library:
             path = None if dataset in self._custom else self._file("models", f"bpe-{dataset}.npz")
             if path is None:
                 have = [d for d in self.datasets() if self._file("models", f"bpe-{d}.npz")]
-                where = f"for {', '.join(have)} only" if have else "for no dataset here (run: python3 build.py artifacts)"
-                raise FieldError("tokenizer", f"Tokenizer bpe is trained {where}; {dataset!r} "
-                                              f"has chars only.")
+                where = (f"learned from the {' and the '.join(have)} data only" if have else
+                         "not built here (run: python3 build.py artifacts)")
+                raise FieldError("tokenizer", f"Byte-level BPE is {where}: the {dataset} data is "
+                                              f"read one character at a time, so with it "
+                                              f"Tokenizer must be Characters (chars).")
             from decodelab.core.bpe import BPE
 
             models[key] = BPE.load(path)

@@ -19,7 +19,7 @@ from decodelab.core.settings import NAMES, Settings
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import check, error_json, read
+from decodelab.fields import FIELD_BY_NAME, check, error_json, read
 
 # A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
 # quick baseline compiler and recompiles each function that gets hot with the optimizing one, on
@@ -52,7 +52,7 @@ def _check(session: Session, req: dict) -> dict:
         raise FieldError("settings", "Settings must be an object of name: value.")
     bad_input = req.get("bad_input") or []
     raw = dict(raw)
-    adjust = _adjust(session, raw, req.get("changed"))
+    adjust, said = _adjust(session, raw, req.get("changed"))
     raw.update(adjust)
     values, errors = {}, {}
     limits = {"dataset": {"choices": tuple(session.datasets())}}  # the learner's own text too
@@ -86,31 +86,52 @@ def _check(session: Session, req: dict) -> dict:
                "tools": dataset in session.datasets() and session.library.bpe_only(dataset)}
     return {"errors": [error_json(e) for e in errors.values()],
             "values": {n: _json(values[n]) for n in NAMES if n in values and n not in errors},
-            "greedy": greedy, "not_used": not_used, "applies": applies, "adjust": adjust}
+            "greedy": greedy, "not_used": not_used, "applies": applies, "adjust": adjust,
+            "said": said}
 
 
 def _json(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-def _adjust(session: Session, raw: dict, changed) -> dict:
-    """After a change of dataset: its own tokenizer when the one set is not one it reads, and
-    its sample question as the prompt when it answers questions and the prompt is empty."""
-    if changed != "dataset":
-        return {}
+def _word(name: str, value) -> str:
+    """A choice in the page's words: _word("tokenizer", "bpe") -> "Byte-level BPE"."""
+    f = FIELD_BY_NAME[name]
+    return dict(zip(f.choices, f.choice_labels)).get(value, str(value))
+
+
+def _adjust(session: Session, raw: dict, changed) -> tuple:
+    """What the other settings become after a change, and why in words ({field: sentence}).
+
+    A change of dataset: its own tokenizer when the one set is not one it reads, and its sample
+    question as the prompt when it answers questions and the prompt is empty. A change of
+    tokenizer to one the dataset has not got: the first dataset that has it (byte-level BPE
+    takes the prose), so a choice on the page never leads to a refusal."""
     catalog = session.datasets()
     dataset = raw.get("dataset")
-    if dataset not in catalog:
-        return {}
-    out = {}
+    out, said = {}, {}
+    if changed == "tokenizer" and dataset in catalog:
+        tokenizer = raw.get("tokenizer")
+        if tokenizer not in catalog[dataset]:
+            other = next((d for d, readers in catalog.items() if tokenizer in readers), None)
+            if other is not None:
+                out["dataset"] = raw["dataset"] = other
+                said["dataset"] = (f"{_word('tokenizer', tokenizer)} is not made for the "
+                                   f"{dataset} data, so Dataset is now {other}, which has it.")
+                changed = "dataset"  # and the rest follows the new dataset
+    if changed != "dataset" or dataset not in catalog:
+        return out, said
+    dataset = raw["dataset"]
     readers = catalog[dataset]
     if raw.get("tokenizer", Settings.tokenizer) not in readers:
         out["tokenizer"] = readers[0]
+        said["tokenizer"] = (f"The {dataset} data is read as {_word('tokenizer', readers[0])} "
+                             f"only, so Tokenizer is now {_word('tokenizer', readers[0])}.")
     info = dataset_info(session.library, dataset)
     prompt = raw.get("prompt", "")
     if info["tools"] and isinstance(prompt, str) and not prompt.strip() and info["sample_question"]:
         out["prompt"] = info["sample_question"]
-    return out
+    return out, said
 
 
 @endpoint
