@@ -5,10 +5,12 @@
 //             address), settings and query (pure helpers)
 //   ui/       the start-up line, the settings form, the run bar, the generated text, the step
 //             inspector, training on your own text, the share card, accessibility, the hooks
+//   course/   the chapters: the map, the address of each, the trip of a Try this and back
 //   lesson/   the panels of the lesson, kv/ those of the KV cache, embed/ the page as a widget
 //
 // docs/architecture.md has the map and the data flow.
 
+import { installCourse } from "./course/course.js";
 import { installEmbed } from "./embed/embed.js";
 import { installEmbedder } from "./embed/embedder.js";
 import { createKvLab } from "./kv/kv.js";
@@ -74,6 +76,13 @@ const app = {
     if (change.type === "settings" && change.source === "form" && change.commit && change.names.includes(name)) fn();
   }),
   kv: () => kv,
+  /** Bring a part of the page into view: its chapter opened first when another is on screen. */
+  show(node) {
+    const chapter = node.closest(".chapter[data-chapter]");
+    if (chapter && chapter.hidden) return store.openChapter(chapter.dataset.chapter, { target: node.id, source: "jump" });
+    const calm = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+    node.scrollIntoView({ block: "start", behavior: calm ? "auto" : "smooth" });
+  },
   text,
   last: {}, // each lesson panel's latest reply from Python (tests read it)
 };
@@ -144,4 +153,5 @@ installUrlState(page);
 installExports(page);
 installHandoff(page);
 installEmbed(page);
+hooks.course = installCourse(page); // after the widget's: a widget has no chapters
 installEmbedder(page);

@@ -102,6 +102,26 @@ def wait_ready(page):
     return page
 
 
+CLOSED_CHAPTER = """e => { const c = e.closest('.chapter[data-chapter]');
+    return c && c.hidden ? c.dataset.chapter : null; }"""
+
+
+def open_chapter(page, name):
+    """Open a chapter of the lesson from its map, as a learner does."""
+    page.locator(f'#course-map a[href="#{name}"]').click()
+    page.locator(f'.chapter[data-chapter="{name}"]:not([hidden])').wait_for()
+
+
+def reveal(page, target):
+    """The part of the page `target` (a selector or a locator) names, with its chapter opened
+    from the map first when another chapter is on screen."""
+    part = page.locator(target) if isinstance(target, str) else target
+    name = part.first.evaluate(CLOSED_CHAPTER)
+    if name:
+        open_chapter(page, name)
+    return part
+
+
 KEPT = """async kinds => {
     const urls = [];
     for (const name of await caches.keys()) {

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tests.conftest import api
-from tests.e2e.conftest import ROOT, open_page, wait_ready
+from tests.e2e.conftest import ROOT, open_chapter, open_page, wait_ready
 from tests.e2e.test_page import reset, set_fields, settle
 
 pytestmark = pytest.mark.browser
@@ -59,10 +59,17 @@ def test_generate_is_in_view_whatever_control_is(chromium, base_url, width, heig
         page.context.close()
 
 
-def test_the_keyboard_reaches_generate_in_two_presses_and_the_shortcut_is_shown(fresh_page):
+def test_the_keyboard_reaches_generate_by_the_skip_link_and_the_shortcut_is_shown(fresh_page):
     page = wait_ready(fresh_page)
     page.keyboard.press("Tab")
     assert page.evaluate("() => document.activeElement.className") == "skip-link"
+    # past it, the map of chapters comes first, in the order it is read
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.closest('#course-map') !== null")
+    # the skip link goes straight to the workbench: Generate is the next stop
+    page.locator(".skip-link").focus()
+    page.keyboard.press("Enter")
     page.keyboard.press("Tab")
     assert page.evaluate("() => document.activeElement.id") == "generate"
     shortcut = page.locator("#shortcut")
@@ -193,23 +200,58 @@ def test_no_number_is_clipped(chromium, base_url, width, scheme):
         page.context.close()
 
 
-def test_every_try_this_by_its_button_shows_what_its_answer_says(app):
-    items = app.locator(".try-item")
-    ids = items.evaluate_all("els => els.map(e => e.id.replace(/^try-/, ''))")
-    assert len(ids) == 15 and len(set(ids)) == 15
-    for name in ids:
-        item = app.locator(f"#try-{name}")
-        item.get_by_role("button", name="Try it").click()
-        app.wait_for_selector(f"#try-{name}[data-state=done], #try-{name}[data-state=error]",
-                              timeout=180_000)
-        assert item.get_attribute("data-state") == "done", item.locator(".try-status").inner_text()
-        result = app.evaluate(f"() => window.decodelab.lesson.tries.results[{json.dumps(name)}]")
-        item.locator(".try-answer > summary").click()
-        assert item.locator(".try-answer-text").inner_text() == result["text"]
-        assert result["evidence"]
-        for selector, words in result["evidence"]:
-            shown = app.locator(selector).text_content()
-            assert words in shown, (name, selector, words, shown)
+ON_SCREEN = """e => { const r = e.getBoundingClientRect();
+    return r.bottom > 0 && r.top < innerHeight && r.width > 0; }"""
+
+
+def test_every_chapters_try_this_shows_its_answer_and_its_evidence_where_the_learner_is(app):
+    # the walkthrough: each chapter opened from the map, each Try this by its button. A
+    # suggestion that runs the workbench takes the learner there, with a note that holds the
+    # answer and the way back; one that works its own chapter's panel stays. Either way every
+    # thing the answer claims is on screen, and Back returns to the suggestion, answered.
+    chapters = app.locator("#course-map a").evaluate_all("as => as.map(a => a.hash.slice(1))")
+    assert chapters[0] == "start" and len(chapters) >= 5
+    seen = []
+    for chapter in chapters:
+        open_chapter(app, chapter)
+        items = app.locator(f"#{chapter} .try-item")
+        for name in items.evaluate_all("els => els.map(e => e.id.replace(/^try-/, ''))"):
+            seen.append(name)
+            item = app.locator(f"#try-{name}")
+            item.get_by_role("button", name="Try it").click()
+            app.wait_for_selector(f"#try-{name}[data-state=done], #try-{name}[data-state=error]",
+                                  state="attached", timeout=180_000)  # its chapter may be away
+            assert item.get_attribute("data-state") == "done", item.locator(".try-status").text_content()
+            result = app.evaluate(f"() => window.decodelab.lesson.tries.results[{json.dumps(name)}]")
+            trip = app.locator("#trip")
+            away = trip.is_visible()
+            if away:  # at the workbench, with the answer in the note at the top of the window
+                assert app.locator("#start").is_visible()
+                assert chapter == "start" or not app.locator(f"#{chapter}").is_visible()
+                assert trip.evaluate(ON_SCREEN), name
+                trip.locator(".try-answer > summary").click()
+                assert trip.locator(".try-answer-text").inner_text() == result["text"]
+            assert result["evidence"]
+            for selector, words in result["evidence"]:
+                shown = app.locator(selector)
+                # on screen: nothing around it hidden (its chapter, its panel); it may itself
+                # be empty, as a run that wrote nothing is
+                assert shown.first.evaluate("e => !e.closest('[hidden]')"), (name, selector)
+                assert words in shown.first.text_content(), (name, selector, words)
+            if away:
+                app.locator("#trip-back").click()
+                assert not trip.is_visible()
+                assert item.evaluate(ON_SCREEN), name
+            assert app.locator(f"#{chapter}").is_visible()
+            item.locator(".try-answer > summary").click()
+            assert item.locator(".try-answer-text").inner_text() == result["text"]
+        # the map counts what was done
+        link = app.locator(f'#course-map a[href="#{chapter}"]')
+        if items.count():
+            assert link.get_attribute("data-mark") == "done"
+            assert link.locator(".course-progress").inner_text() == f"all {items.count()} tried"
+    assert len(seen) == 15 and len(set(seen)) == 15
+    open_chapter(app, "start")
     reset(app)
 
 

@@ -10,11 +10,12 @@ import pytest
 from tests.e2e.test_page import (
     assert_same_trace,
     cli_trace,
+    finish_code,
     finish_text,
     generate,
     reset,
 )
-from tests.e2e.conftest import wait_ready
+from tests.e2e.conftest import reveal, wait_ready
 from tests.e2e.test_tools_page import cli_json
 
 pytestmark = pytest.mark.browser
@@ -64,7 +65,7 @@ def test_a_card_answer_is_classified_valid_or_cut_by_the_budget(app):
     verdict = app.locator("#json-verdict").inner_text()
     assert verdict.startswith("Incomplete JSON: the length budget of 6 new tokens ran out")
     assert "not a model error" in verdict
-    assert "finish_reason length" in finish_text(app)
+    assert finish_code(app) == "finish_reason length · stop_reason null"
     # an arithmetic question is not meant to be JSON: no verdict
     reset(app, **TASKS, Prompt="What is 12 plus 7?", Greedy=True, Max_new_tokens=40)
     generate(app)
@@ -88,6 +89,7 @@ def test_bad_json_settings_are_named_and_the_page_keeps_working(app):
 
 
 def test_one_card_four_ways(app):
+    reveal(app, "#shapes")
     app.locator("#shapes-run").click()
     cards = app.locator("#shapes-out .shape-way")
     cards.first.wait_for(timeout=60000)
@@ -104,6 +106,7 @@ def test_one_card_four_ways(app):
 
 
 def test_the_validity_experiment_equals_the_cli_and_names_bad_fields(app):
+    reveal(app, "#validity")
     app.locator("#validity-budgets").fill("8, 0")
     app.locator("#validity-run").click()
     app.locator("#validity[data-state=invalid]").wait_for()

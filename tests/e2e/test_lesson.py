@@ -12,7 +12,7 @@ from decodelab.lesson import experiment as metrics
 from decodelab.lesson import pipeline
 
 from tests.conftest import api, experiment, run_to_end
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, reveal
 from tests.e2e.test_page import assert_same_trace, generate, reset, set_fields
 
 pytestmark = pytest.mark.browser
@@ -153,12 +153,12 @@ def playground_final(page):
 
 
 def preset(page, label):
-    page.locator("#pg-presets").get_by_role("button", name=label, exact=True).click()
+    reveal(page, "#pg-presets").get_by_role("button", name=label, exact=True).click()
     page.wait_for_selector("#playground[data-state=ready]")
 
 
 def test_playground_reproduces_the_worked_numbers(app):
-    section = app.locator("#playground")
+    section = reveal(app, "#playground")
     preset(app, "[2, 1] at T = 0.5, 1, 2")
     sweep = section.locator(".pg-sweep-table")
     assert sweep.locator("thead").inner_text().split() == ["Candidate", "T", "=", "0.5", "T", "=",
@@ -191,7 +191,7 @@ def test_playground_reproduces_the_worked_numbers(app):
 
 
 def test_playground_errors_are_named_next_to_their_fields(app):
-    section = app.locator("#playground")
+    section = reveal(app, "#playground")
     preset(app, "[2, 1] at T = 0.5, 1, 2")
     good = section.locator(".pg-sweep-table").inner_text()
     for label, value, words in (("Numbers", "2, x", "entry 2 is not a number"),
@@ -306,7 +306,7 @@ def test_timeline_and_text_by_keyboard(app):
 # --- the temperature experiment -------------------------------------------------------------------
 
 def run_experiment(page, **fields):
-    section = page.locator("#experiment")
+    section = reveal(page, "#experiment")
     for label, value in fields.items():
         section.get_by_label(label, exact=True).fill(str(value))
     section.get_by_role("button", name="Run experiment", exact=True).click()
@@ -326,7 +326,7 @@ def table_cells(section):
 
 def test_experiment_one_run_per_temperature_with_metrics(app):
     reset(app, Dataset="prose", Prompt="The ", Seed=11, Max_new_tokens=120)
-    app.locator("#xp-mode-single").check()
+    reveal(app, "#xp-mode-single").check()
     section = run_experiment(app, **{"T values": "0.3, 1, 2"})
     assert app.locator("#experiment").get_attribute("data-state") == "done"
     assert "not what the model knows" in section.locator(".xp-takeaway").inner_text()
@@ -352,7 +352,7 @@ def test_experiment_one_run_per_temperature_with_metrics(app):
 
 def test_experiment_repeated_samples_mean_and_spread(app):
     reset(app, Seed=1)
-    app.locator("#xp-mode-repeated").check()
+    reveal(app, "#xp-mode-repeated").check()
     section = run_experiment(app, **{"T values": "0.3, 2", "Samples per temperature": 20})
     cells = table_cells(section)
     assert all("±" in c for c in cells["Mean log-prob"])
@@ -371,8 +371,8 @@ def test_experiment_repeated_samples_mean_and_spread(app):
 
 def test_experiment_errors_are_named(app):
     reset(app, Seed=1)
-    section = app.locator("#experiment")
-    app.locator("#xp-mode-repeated").check()
+    section = reveal(app, "#experiment")
+    reveal(app, "#xp-mode-repeated").check()
     run_experiment(app, **{"T values": "0.3, hot", "Samples per temperature": 500})
     temps = section.get_by_label("T values", exact=True)
     assert temps.get_attribute("aria-invalid") == "true"
@@ -385,15 +385,15 @@ def test_experiment_errors_are_named(app):
     # a bad setting above: said in words, nothing runs
     set_fields(app, Max_new_tokens=50, Top_p=3)
     run_experiment(app, **{"Samples per temperature": 5})
-    assert "First fix the settings marked above (Top-p)" in section.locator("#xp-status").inner_text()
+    assert "First fix the workbench’s settings (Top-p): their messages are next to them, in chapter 1." in section.locator("#xp-status").inner_text()
     reset(app)
-    app.locator("#xp-mode-single").check()
+    reveal(app, "#xp-mode-single").check()
 
 
 # --- questions --------------------------------------------------------------------------------------
 
 def test_questions_give_feedback(app):
-    quiz = app.locator("#quiz")
+    quiz = reveal(app, "#quiz")
     assert quiz.locator("form.q").count() >= 6
     q1 = quiz.locator("#q-knowledge")
     q1.get_by_label("At the lower temperature the model knew more about names.").check()
@@ -431,7 +431,7 @@ def test_questions_give_feedback(app):
 
 
 def test_questions_by_keyboard(app):
-    q7 = app.locator("#q-length")
+    q7 = reveal(app, "#q-length")
     first = q7.locator("input[type=radio]").first
     first.focus()
     app.keyboard.press("ArrowDown")  # radios move by arrow key

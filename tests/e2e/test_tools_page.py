@@ -10,11 +10,12 @@ import sys
 
 import pytest
 
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, reveal
 from tests.e2e.test_page import (
     LABELS,
     assert_same_trace,
     cli_trace,
+    finish_code,
     finish_text,
     generate,
     reset,
@@ -68,7 +69,7 @@ def test_tools_off_ends_the_run_at_the_call(app):
     trace = page_trace(app)
     assert trace["finish_reason"] == "tool_calls" and trace["stop_reason"] == "tool_call"
     assert "Stopped at a tool call" in finish_text(app)
-    assert "finish_reason tool_calls · stop_reason tool_call" in finish_text(app)
+    assert finish_code(app) == "finish_reason tool_calls · stop_reason tool_call"
     assert not any(s["source"] == "tool" for s in trace["steps"])
 
 
@@ -84,6 +85,7 @@ def test_marker_text_in_the_question_stays_text(app):
 
 
 def test_what_a_cache_is_not(app):
+    reveal(app, "#reuse-run")
     app.locator("#reuse-run").click()
     rows = app.locator("#reuse-out .reuse-row")
     rows.first.wait_for()
@@ -106,6 +108,7 @@ def cli_json(command, **options):
 
 
 def test_the_accuracy_experiment_draws_intervals_and_equals_the_cli(app):
+    reveal(app, "#accuracy")
     app.locator("#acc-temps").fill("0, 1.5")
     app.locator("#acc-questions").fill("4")
     app.locator("#acc-samples").fill("2")
@@ -125,6 +128,7 @@ def test_the_accuracy_experiment_draws_intervals_and_equals_the_cli(app):
 
 
 def test_bad_experiment_fields_are_named_and_the_page_keeps_working(app):
+    reveal(app, "#accuracy")
     app.locator("#acc-questions").fill("0")
     app.locator("#acc-temps").fill("0, hot")
     app.locator("#acc-run").click()

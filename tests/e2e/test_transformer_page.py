@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 from decodelab.lesson import bugs
 
+from tests.e2e.conftest import reveal
 from tests.e2e.test_page import (
     assert_same_trace,
     cli_trace,
@@ -58,7 +59,7 @@ def test_the_model_select_offers_both_models(app):
     options = app.locator("#model option")
     assert sorted(options.evaluate_all("os => os.map(o => o.value)")) == ["bigram", "transformer"]
     assert app.get_by_label("Cache check", exact=True).is_checked()  # on by default
-    assert app.get_by_label("Inject a bug", exact=True).input_value() == "none"  # off by default
+    assert reveal(app, app.get_by_label("Inject a bug", exact=True)).input_value() == "none"  # off by default
 
 
 def test_transformer_generates_with_the_cache_check_passing_at_every_step(app):
@@ -139,10 +140,10 @@ def test_a_long_check_plot_draws_each_pixel_columns_extremes(app):
 
 def test_the_batch_view_shows_padding_and_matches_single_runs(app):
     set_fields(app, Dataset="names", Seed=4)
-    app.get_by_label("Batch prompts", exact=True).fill("al\n\nmar\nkimberly")
-    app.get_by_label("Batch steps", exact=True).fill("6")
+    reveal(app, app.get_by_label("Batch prompts", exact=True)).fill("al\n\nmar\nkimberly")
+    reveal(app, app.get_by_label("Batch steps", exact=True)).fill("6")
     before = last_json(app, "batch")
-    app.get_by_role("button", name="Run the batch", exact=True).click()
+    reveal(app, "#batch").get_by_role("button", name="Run the batch", exact=True).click()
     reply = wait_reply(app, "batch", before)
     assert reply["ok"] and reply["max_abs_diff"] < 1e-9
     assert [r["padding"] for r in reply["rows"]] == [6, 5, 0]  # the empty line is ignored
@@ -160,23 +161,23 @@ def test_the_batch_view_shows_padding_and_matches_single_runs(app):
                                 "batch_steps": 6, "seed": 4})
     assert [r["generated"] for r in native["rows"]] == [r["generated"] for r in reply["rows"]]
     # bad input: the message sits next to the field
-    app.get_by_label("Batch prompts", exact=True).fill("only one")
-    app.get_by_role("button", name="Run the batch", exact=True).click()
+    reveal(app, app.get_by_label("Batch prompts", exact=True)).fill("only one")
+    reveal(app, "#batch").get_by_role("button", name="Run the batch", exact=True).click()
     app.wait_for_selector("#batch-prompts-error:not([hidden])")
     assert "at least 2 are needed" in text_of(app, "#batch-prompts-error")
-    app.get_by_label("Batch prompts", exact=True).fill("al\nmar\nkimberly")
+    reveal(app, app.get_by_label("Batch prompts", exact=True)).fill("al\nmar\nkimberly")
 
 
 @pytest.mark.parametrize("bug", list(bugs.BUGS))
 def test_each_bug_fails_visibly_with_its_sentence(app, bug):
     set_fields(app, Dataset="names", Seed=1)
-    app.get_by_label("Batch prompts", exact=True).fill("al\nmar\nkimberly")
-    app.get_by_label("Inject a bug", exact=True).select_option(bug)
-    app.get_by_label("Test prompt", exact=True).fill("mar")
-    app.get_by_label("Check steps", exact=True).fill("10")
+    reveal(app, app.get_by_label("Batch prompts", exact=True)).fill("al\nmar\nkimberly")
+    reveal(app, app.get_by_label("Inject a bug", exact=True)).select_option(bug)
+    reveal(app, app.get_by_label("Test prompt", exact=True)).fill("mar")
+    reveal(app, app.get_by_label("Check steps", exact=True)).fill("10")
     assert "is-broken" in app.locator("#break-form").get_attribute("class")
     before = last_json(app, "breakIt")
-    app.get_by_role("button", name="Run the check", exact=True).click()
+    reveal(app, "#break").get_by_role("button", name="Run the check", exact=True).click()
     reply = wait_reply(app, "breakIt", before)
     assert reply["ok"] and reply["bug"] == bug
     app.wait_for_selector("#break-out[data-result=failed]")
@@ -197,24 +198,24 @@ def test_each_bug_fails_visibly_with_its_sentence(app, bug):
 
 
 def test_with_the_bug_switched_off_the_check_passes_and_generate_never_sees_a_bug(app):
-    app.get_by_label("Inject a bug", exact=True).select_option("dropout-on")
+    reveal(app, app.get_by_label("Inject a bug", exact=True)).select_option("dropout-on")
     # Generate ignores the lab: the correct cache, the check passes
     run(app, Dataset="names", Prompt="mar", Seed=1, Max_new_tokens=15, Ignore_EOS=True)
     assert "passed at all 15 steps" in text_of(app, "#cache-verdict")
-    app.get_by_label("Inject a bug", exact=True).select_option("none")
-    app.get_by_label("Test prompt", exact=True).fill("mar")
+    reveal(app, app.get_by_label("Inject a bug", exact=True)).select_option("none")
+    reveal(app, app.get_by_label("Test prompt", exact=True)).fill("mar")
     before = last_json(app, "breakIt")
-    app.get_by_role("button", name="Run the check", exact=True).click()
+    reveal(app, "#break").get_by_role("button", name="Run the check", exact=True).click()
     wait_reply(app, "breakIt", before)
     app.wait_for_selector("#break-out[data-result=passed]")
     assert text_of(app, "#break-verdict").startswith("✓ No bug")
     assert not app.locator("#break-explain").is_visible()
     # a bad test prompt: the message names the field, next to it
-    app.get_by_label("Test prompt", exact=True).fill("MAR")
-    app.get_by_role("button", name="Run the check", exact=True).click()
+    reveal(app, app.get_by_label("Test prompt", exact=True)).fill("MAR")
+    reveal(app, "#break").get_by_role("button", name="Run the check", exact=True).click()
     app.wait_for_selector("#break-prompt-error:not([hidden])")
     assert "Test prompt has characters" in text_of(app, "#break-prompt-error")
-    app.get_by_label("Test prompt", exact=True).fill("mar")
+    reveal(app, app.get_by_label("Test prompt", exact=True)).fill("mar")
 
 
 def memory_numbers(page):
@@ -223,16 +224,16 @@ def memory_numbers(page):
 
 def test_the_memory_calculator_presets_and_the_live_tiny_model(app):
     app.wait_for_function("() => document.querySelector('#mem-per-token').textContent !== '–'")
-    app.get_by_label("Model shape", exact=True).select_option("seed")
+    reveal(app, app.get_by_label("Model shape", exact=True)).select_option("seed")
     app.wait_for_function("() => document.querySelector('#mem-total').textContent === '512 MiB'")
     assert memory_numbers(app) == ("128 KiB", "512 MiB")
     assert "131,072 bytes per token" in text_of(app, "#mem-formula")
-    app.get_by_label("Sequences", exact=True).fill("8")
+    reveal(app, app.get_by_label("Sequences", exact=True)).fill("8")
     app.wait_for_function("() => document.querySelector('#mem-total').textContent === '4 GiB'")
     assert "saves 4×" in text_of(app, "#mem-saving")
     for preset, per_token in (("llama2-7b", "512 KiB"), ("llama2-70b", "320 KiB"),
                               ("falcon-7b", "8 KiB"), ("gpt2", "36 KiB")):
-        app.get_by_label("Model shape", exact=True).select_option(preset)
+        reveal(app, app.get_by_label("Model shape", exact=True)).select_option(preset)
         app.wait_for_function("t => document.querySelector('#mem-per-token').textContent === t",
                               arg=per_token)
     rows = app.locator("#mem-rows tr")
@@ -240,7 +241,7 @@ def test_the_memory_calculator_presets_and_the_live_tiny_model(app):
                                                              .all_inner_texts())
     # the page's own model, live: what the latest run's cache holds against what it allocated
     run(app, Dataset="prose", Prompt="A ", Seed=2, Max_new_tokens=20, Ignore_EOS=True)
-    app.get_by_label("Model shape", exact=True).select_option("tiny")
+    reveal(app, app.get_by_label("Model shape", exact=True)).select_option("tiny")
     app.wait_for_function("() => document.querySelector('#mem-per-token').textContent === '2 KiB'")
     live = app.locator("#mem-live")
     live.wait_for()
@@ -250,7 +251,7 @@ def test_the_memory_calculator_presets_and_the_live_tiny_model(app):
     app.get_by_label("Layers", exact=True).fill("0")
     app.wait_for_selector("#mem-layers-error:not([hidden])")
     assert "Layers must be a whole number from 1 to 1000" in text_of(app, "#mem-layers-error")
-    app.get_by_label("Model shape", exact=True).select_option("seed")
+    reveal(app, app.get_by_label("Model shape", exact=True)).select_option("seed")
     app.wait_for_selector("#mem-layers-error", state="hidden")
 
 
@@ -280,7 +281,7 @@ def worker_request(page, message):
 def test_the_measured_cost_of_a_step_with_and_without_the_cache(app):
     set_fields(app, Dataset="names")
     before = last_json(app, "costs")
-    app.get_by_role("button", name="Measure on this model", exact=True).click()
+    reveal(app, "#costs").get_by_role("button", name="Measure on this model", exact=True).click()
     reply = wait_reply(app, "costs", before)
     assert reply["ok"] and [r["context"] for r in reply["rows"]][-1] == 64
     assert app.locator("#cost-out svg[role=img]").count() == 2
@@ -302,7 +303,7 @@ def test_the_measured_cost_of_a_step_with_and_without_the_cache(app):
 def test_both_models_side_by_side_on_the_same_prompt_and_seed(app):
     prepare(app, Dataset="names", Prompt="el", Seed=11, Temperature=0.9, Max_new_tokens=12)
     before = last_json(app, "compare")
-    app.get_by_role("button", name="Run both models", exact=True).click()
+    reveal(app, "#compare").get_by_role("button", name="Run both models", exact=True).click()
     reply = wait_reply(app, "compare", before)
     assert reply["ok"]
     columns = app.locator("#compare-out article")

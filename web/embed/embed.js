@@ -145,7 +145,7 @@ export function installEmbed(page) {
   for (const box of document.querySelectorAll("#workbench, #workbench .bench-top, #stage")) {
     if (!box.querySelector("[data-panel]:not([data-panel-off])")) box.dataset.panelOff = "true";
   }
-  const first = document.querySelector("main > [data-panel]:not([data-panel-off]), main > .workbench:not([data-panel-off])");
+  const first = document.querySelector("#main > .chapter > [data-panel]:not([data-panel-off]), #main > .chapter > .workbench:not([data-panel-off])");
   if (first) first.dataset.first = "true";
   const form = $("settings");
   const allControls = [...form.querySelectorAll(".field[data-field]")].map((n) => n.dataset.field);

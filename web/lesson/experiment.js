@@ -213,7 +213,9 @@ export function createExperiment({ call, collect }) {
         const label = document.querySelector(`label[for="${name}"]`);
         return label ? label.textContent.trim() : name;
       });
-      status.textContent = Object.keys(checked.errors).every((name) => onScreen("controls", name))
+      status.textContent = document.documentElement.dataset.course
+        ? `First fix the workbench’s settings (${labels.join(", ")}): their messages are next to them, in chapter 1. The experiment uses them.`
+        : Object.keys(checked.errors).every((name) => onScreen("controls", name))
         ? `First fix the settings marked above (${labels.join(", ")}); the experiment uses them.`
         : `This widget's settings cannot be used (${labels.join(", ")}); the experiment needs them.`;
       section.dataset.state = "invalid";
@@ -235,7 +237,7 @@ export function createExperiment({ call, collect }) {
           else if (e.field === "samples") fieldError(samplesInput, e.message);
           else other.push(`${e.label}: ${e.message}`);
         }
-        const whose = onScreen("controls") ? "The settings above" : "This widget's settings";
+        const whose = document.documentElement.dataset.course ? "The workbench’s settings" : onScreen("controls") ? "The settings above" : "This widget's settings";
         status.textContent = other.length ? `${whose} cannot be used: ${other.join(" ")}` : "Fix the field marked above.";
         const first = [temps, samplesInput].find((c) => c.getAttribute("aria-invalid") === "true");
         if (first) first.focus();

@@ -22,7 +22,8 @@ const FIELD_CONTROL = {
   greedy: "pg-temperature",
 };
 
-export function createPlayground({ call }) {
+export function createPlayground(app) {
+  const { call } = app;
   const section = $("playground");
   const form = $("pg-form");
   const out = $("pg-out");
@@ -195,8 +196,7 @@ export function createPlayground({ call }) {
     /** Fill the playground with these probabilities and settings (used by the questions). */
     try(preset) {
       const result = load({ ...PRESETS.temperature, sweep: "", ...preset });
-      const calm = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
-      section.scrollIntoView({ block: "start", behavior: calm ? "auto" : "smooth" });
+      app.show(section);
       controls.values.focus({ preventScroll: true });
       return result;
     },

@@ -78,7 +78,7 @@ export const TRIES = [
       const second = b
         ? `With the penalty, every character already used is marked down, which breaks the first loop (${a ? `it starts at character ${b.start + 1} instead of ${a.start + 1}` : `it starts at character ${b.start + 1}`}); but once every common character has been used they are all marked down alike, the argmax is back where it was, and a new loop ${quote(b.loop)} sets in.`
         : `With the penalty, every character already used is marked down, and within ${plural(penalised.text.length, "character", "characters")} no loop sets in; the marks stay on every character already used, so on a longer run the common ones end up all marked down alike.`;
-      return { text: `${first} ${second} ${onScreen("text") ? "The text above is the run with the penalty." : "The last run is the one with the penalty."}`, evidence };
+      return { text: `${first} ${second} ${"The last run, the one on screen in the workbench, is the one with the penalty."}`, evidence };
     },
   },
   {
@@ -286,7 +286,7 @@ export const TRIES = [
     async act(page) {
       await page.apply({ dataset: "names", seed: 11 });
       const out = await page.kv().compare.run();
-      if (!out) throw new Error("the settings above need fixing first");
+      if (!out) throw new Error("the settings need fixing first: see the messages next to them");
       return { out, info: page.info().datasets.names };
     },
     answer({ out, info }) {
@@ -388,6 +388,25 @@ export function createTries(app) {
     button.addEventListener("click", () => go(t));
   }
 
+  // A suggestion that runs the workbench takes the learner there (store.trip: the course draws
+  // the way back), so the run is seen where it happens; one that works a panel of its own
+  // chapter runs where the learner is reading.
+  function tripping(t, item) {
+    const from = item.li.closest(".chapter[data-chapter]")?.dataset.chapter;
+    let away = false;
+    const start = () => {
+      if (away || !from) return;
+      away = true;
+      app.store.trip({ id: t.id, from, text: t.text, status: "running" });
+      app.store.openChapter("start", { source: "trip" });
+    };
+    return {
+      page: { ...page, run: (settings) => (start(), page.run(settings)) },
+      end: (news) => { if (away) app.store.trip({ id: t.id, ...news }); },
+      away: () => away,
+    };
+  }
+
   async function go(t) {
     if (busy) return;
     busy = true;
@@ -396,17 +415,23 @@ export function createTries(app) {
     item.status.textContent = "Running…";
     item.answer.hidden = true;
     item.li.dataset.state = "running";
+    const trip = tripping(t, item);
     try {
-      const seen = await t.act(page);
+      const seen = await t.act(trip.page);
       const out = t.answer(seen);
       results[t.id] = out;
       item.answer.querySelector(".try-answer-text").textContent = out.text;
       item.answer.hidden = false;
-      item.status.textContent = "Done. Look at the page, then open the answer.";
+      item.status.textContent = trip.away()
+        ? "Done: it ran in the workbench (chapter 1), where the run still is. The answer is below."
+        : "Done. Look at the page, then open the answer.";
       item.li.dataset.state = "done";
+      app.store.tried(t.id);
+      trip.end({ status: "done", answer: out.text });
     } catch (err) {
       item.status.textContent = `It could not run: ${err.message}`;
       item.li.dataset.state = "error";
+      trip.end({ status: "error", message: err.message });
     } finally {
       busy = false;
       for (const i of Object.values(items)) i.button.disabled = false;

@@ -68,7 +68,7 @@ export function installUrlState(page) {
     clearTimeout(timer);
     timer = 0;
     if (!store.state.info) return;
-    if (!view.embed) history.replaceState(history.state, "", pageLink(store));
+    if (!view.embed) history.replaceState(history.state, "", pageLink(store) + location.hash); // the chapter stays
     if (linkField) linkField.value = pageLink(store, { run: "true" });
   };
   store.subscribe((change) => {

@@ -15,6 +15,10 @@
 //   datasets   a dataset was added (the learner's own text)
 //   run-start  {run}; steps {run, steps, flow, held}; run-end {run, result}
 //   select     {run, index, focus}: a step of the run was chosen
+//   chapter    {chapter, target, source}: the lesson's chapter on screen (course/course.js draws
+//              it), opened from the map, the address, a Try this or its way back
+//   progress   the chapters seen and the Try this suggestions run (kept for the next visit)
+//   trip       {trip}: a Try this has taken the learner to the workbench (null: the trip is over)
 //
 // Every rule about the settings is Python's (decodelab.entry.webapi.run, endpoint "check"): this
 // module asks and keeps the answer. It needs a way to call Python, given by connect().
@@ -48,9 +52,13 @@ export function createStore() {
     errors: {}, // setting -> the message shown next to it
     formError: "", // messages of settings that have no control on the screen
     check: null, // Python's latest verdict on raw: {values, errors, greedy, not_used, applies}
+    said: {}, // setting -> why Python changed it (a tokenizer the data has not got), until the next edit
     locks: null, // setting -> value: kept whatever asks to change it (an embed's hidden controls)
     baseline: null, // what Reset goes back to (null: Python's defaults)
     run: null, // the run on screen
+    // the course: the chapter on screen, the chapters seen and the suggestions run, and a Try
+    // this that took the learner to the workbench: {id, from, text, status, answer}
+    course: { chapter: null, seen: [], tried: [], trip: null },
   };
   const listeners = new Set();
   let call = null;
@@ -114,6 +122,7 @@ export function createStore() {
     if (adjusted.length) emit({ type: "settings", names: adjusted, source: "python" });
     const stale = Object.keys(sent).some((name) => state.raw[name] !== sent[name] && !adjusted.includes(name));
     state.check = { ...reply, stale };
+    if (reply.said && Object.keys(reply.said).length) state.said = { ...reply.said };
     if (!current) return emit({ type: "checked" }); // a run's refusal came after: its errors stand
     const found = Object.fromEntries(reply.errors.map((e) => [e.field, e.message]));
     for (const name of changed && reveal ? [changed, ...(RELATED[changed] || [])] : []) setError(name, found[name] || null);
@@ -155,6 +164,7 @@ export function createStore() {
     }
     for (const name of names) state.badInput.delete(name);
     state.errors = {};
+    state.said = {};
     state.formError = "";
     emit({ type: "settings", names, source: "apply" });
     // a dataset given without a tokenizer takes its own (the tasks data reads BPE only)
@@ -193,6 +203,7 @@ export function createStore() {
       if (!state.names.includes(name)) return;
       state.raw[name] = value;
       written[name] = ++version;
+      state.said = {};
       if (badInput) state.badInput.add(name);
       else state.badInput.delete(name);
       emit({ type: "settings", names: [name], source, commit });
@@ -311,6 +322,38 @@ export function createStore() {
       run.done = true;
       run.held = [];
       emit({ type: "run-end", run, result });
+    },
+
+    // --- the course (course/course.js draws it) -------------------------------------------------
+
+    openChapter(chapter, { target = null, source = "map" } = {}) {
+      const course = state.course;
+      // a trip ends on the way back, or when the learner goes elsewhere on their own
+      if (source === "back" || (source !== "trip" && course.chapter !== chapter)) course.trip = null;
+      course.chapter = chapter;
+      if (!course.seen.includes(chapter)) course.seen = [...course.seen, chapter];
+      emit({ type: "chapter", chapter, target, source });
+    },
+
+    /** The progress of an earlier visit, as it was kept (unknown names are the caller's to drop). */
+    restoreProgress({ seen = [], tried = [] } = {}) {
+      const course = state.course;
+      course.seen = [...new Set([...course.seen, ...seen])];
+      course.tried = [...new Set([...course.tried, ...tried])];
+      emit({ type: "progress" });
+    },
+
+    tried(id) {
+      if (state.course.tried.includes(id)) return;
+      state.course.tried = [...state.course.tried, id];
+      emit({ type: "progress" });
+    },
+
+    /** A Try this on its way (trip: {id, from, text}), its news ({status, answer}), or null. */
+    trip(trip) {
+      const course = state.course;
+      course.trip = trip && course.trip && course.trip.id === trip.id ? { ...course.trip, ...trip } : trip;
+      emit({ type: "trip", trip: course.trip });
     },
 
     select(index, { focus = false } = {}) {
