@@ -31,7 +31,7 @@ def test_embed_this_writes_both_snippets_and_previews_them(chromium, base_url):
     query = dict(parse_qsl(urlsplit(iframe_src(iframe.input_value())).query))
     assert query == {"prompt": "ma", "seed": "3", "temperature": "0.8", "top_k": "8",
                      "panels": "controls,text,inspector"}
-    assert 'height="720"' in iframe.input_value()
+    assert re.search(r'height="\d+"', iframe.input_value())  # 720 until the preview measures
     assert "Prompt \"ma\", Seed 3, Temperature 0.8, Top-k 8" in dialog.locator("#embed-carried").inner_text()
 
     # one idea: the run and two controls, dark, on a click
@@ -88,4 +88,38 @@ def test_the_widget_offers_no_embed_dialog_of_its_own(chromium, base_url):
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     assert page.locator("#share").is_visible()
     assert not page.get_by_role("button", name="Embed this…").is_visible()
+    page.context.close()
+
+
+def test_the_snippets_height_is_the_previews_measured_height(chromium, base_url):
+    page = open_page(chromium, base_url, "?dataset=names&prompt=ma&seed=4")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    page.get_by_role("button", name="Embed this…").click()
+    dialog = page.get_by_role("dialog", name="Embed this in a course page")
+    dialog.locator("#embed-panel-inspector").uncheck()
+    dialog.get_by_label("Only these (the others are fixed)").check()
+    dialog.locator("#embed-control-temperature").check()
+    dialog.get_by_label("Preview width").fill("760")
+    # the preview starts once in view, writes its first sample and tells the dialog its height
+    dialog.locator("#embed-preview-box iframe").scroll_into_view_if_needed()
+    inner = page.frame_locator("#embed-preview-box iframe")
+    inner.locator("html[data-state=ready]").wait_for(state="attached", timeout=BOOT_TIMEOUT_MS)
+    widget = next(f for f in page.frames if "embed.html" in f.url or "embed=true" in f.url)
+    widget.wait_for_function("() => window.decodelab && window.decodelab.lastRun", timeout=60_000)
+    widget.evaluate("() => window.decodelab.lastRun")
+    page.wait_for_timeout(500)  # the height message after the run's last layout
+    measured = widget.evaluate("() => Math.ceil(document.body.getBoundingClientRect().height)")
+    # one idea, the text and the next token: short (under 900 pixels at 760 wide)
+    assert measured < 900, measured
+    expected = str(-(-measured // 10) * 10)
+    page.wait_for_function("h => document.querySelector('#embed-height').value === h", arg=expected)
+    iframe = dialog.get_by_label("An iframe, for any course page or learning platform")
+    assert f'height="{expected}"' in iframe.input_value()
+    assert f"{measured} pixels at 760 wide" in dialog.locator("#embed-height-measured").inner_text()
+    page.wait_for_function("h => document.querySelector('#embed-preview-box iframe').height === h",
+                           arg=expected)
+    # a height the author types is theirs: the preview's news no longer moves it
+    dialog.get_by_label("Height", exact=True).fill("500")
+    page.wait_for_timeout(300)
+    assert 'height="500"' in iframe.input_value()
     page.context.close()

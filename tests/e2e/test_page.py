@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import ROOT, record_errors, wait_ready
+from tests.e2e.conftest import ROOT, record_errors, reveal, wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -29,7 +29,7 @@ def set_fields(page, settled=True, **values):
     """Fill controls by their accessible names (the contract), e.g. set_fields(page, Seed=3);
     a control behind a closed "More rules" is reached as a learner would, by opening it."""
     for key, value in values.items():
-        control = page.get_by_label(LABELS.get(key, key), exact=True)
+        control = reveal(page, page.get_by_label(LABELS.get(key, key), exact=True))  # the workbench
         control.evaluate(OPEN_DETAILS)
         if isinstance(value, bool):
             control.set_checked(value)
@@ -47,7 +47,7 @@ def set_fields(page, settled=True, **values):
 def generate(page, **values):
     set_fields(page, **values)
     page.wait_for_selector("html[data-state=ready]")  # else Generate is ignored, not queued
-    page.get_by_role("button", name="Generate", exact=True).click()
+    reveal(page, "#generate").click()
     return settle(page)
 
 
@@ -57,6 +57,11 @@ def generated_text(page):
 
 def finish_text(page):
     return page.get_by_role("region", name="Finish reason").inner_text()
+
+
+def finish_code(page):
+    """The finish reason as the trace says it, folded under the sentence ("In the trace")."""
+    return page.locator("#finish-code").text_content()
 
 
 LABELS = {"Top_k": "Top-k", "Top_p": "Top-p", "Min_p": "Min-p", "Repetition_penalty":
@@ -283,3 +288,21 @@ def test_train_on_pasted_text(app):
 
 def test_no_request_left_the_origin(app):
     assert app.guard.blocked == []
+
+
+def test_a_refused_generate_says_so_next_to_the_button_and_keeps_the_last_text(app):
+    reset(app, Seed=3, Max_new_tokens=12, Ignore_EOS=True)
+    generate(app)
+    before = generated_text(app)
+    set_fields(app, Top_p=3)
+    app.get_by_role("button", name="Generate", exact=True).click()
+    refused = app.locator("#run-refused")
+    refused.wait_for(state="visible")
+    assert refused.inner_text() == ("Not generated: Top-p needs a change (see its message). "
+                                    "The text below is from the last run.")
+    assert app.locator("#top_p-error").is_visible()
+    assert generated_text(app) == before
+    reset(app, Seed=3, Max_new_tokens=12, Ignore_EOS=True)
+    generate(app)
+    assert not refused.is_visible()
+    reset(app)

@@ -85,7 +85,7 @@ def test_four_widgets_share_one_python_each_with_its_own_run_and_stop(open_cours
     timings = {w: f.evaluate("() => window.decodelab.timings") for w, f in frames.items()}
     assert sorted(t["joined"] for t in timings.values()) == [False, True, True, True]
     joined = next(f for w, f in frames.items() if timings[w]["joined"])
-    assert "shares the Python" in joined.locator("#status").inner_text()
+    assert "joined the Python this site already had running" in joined.locator("#status").inner_text()
     # and each first sample is its own widget's, as the command line writes it
     for wid, frame in frames.items():
         first = frame.evaluate("() => window.decodelab.lastRun")

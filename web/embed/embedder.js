@@ -11,7 +11,7 @@
 import { settingsQuery } from "../state/settings.js";
 import { copyText, flash } from "../ui/copy.js";
 import { $ } from "../ui/dom.js";
-import { DEFAULT_PANELS } from "./embed.js";
+import { DEFAULT_PANELS, NAMESPACE, VERSION } from "./embed.js";
 
 const TITLE = "decodelab: watch a language model pick text";
 const LIMITS = { height: [200, 4000], width: [280, 1600] };
@@ -92,9 +92,28 @@ export function installEmbedder({ store, hooks }) {
   const status = $("embed-status");
   const frameBox = $("embed-preview-box");
   const caption = $("embed-preview-caption");
+  const measuredHint = $("embed-height-measured");
   const base = new URL("./", location.href);
-  const embedder = { last: null, preview: null };
+  const embedder = { last: null, preview: null, measured: null };
   let timer = 0;
+  // The iframe's height follows the preview: the widget tells its parent its height whenever it
+  // changes (as it tells a course page), so the snippet's height is the measured one, for these
+  // panels at this width, until the author types a height of their own.
+  let ownHeight = false;
+  inputs.height.addEventListener("input", () => { ownHeight = true; });
+  window.addEventListener("message", (event) => {
+    const frame = frameBox.querySelector("iframe");
+    const m = event.data;
+    if (!frame || event.source !== frame.contentWindow || !m || m[NAMESPACE] !== VERSION || m.type !== "height") return;
+    if (!Number.isFinite(m.height) || m.height <= 0) return;
+    embedder.measured = { height: m.height, width: embedder.last?.width, src: frame.dataset.src };
+    measuredHint.textContent = `Measured in the preview: ${m.height} pixels at ${embedder.last?.width} wide.`;
+    measuredHint.hidden = false;
+    if (ownHeight) return;
+    const [lo, hi] = LIMITS.height;
+    inputs.height.value = String(Math.min(hi, Math.max(lo, Math.ceil(m.height / 10) * 10)));
+    update({ now: true });
+  });
 
   // One checkbox per panel and per control, made when the dialog opens and removed when it
   // closes, so its labels ("Temperature", "Try this") never shadow the page's own for a search
@@ -241,6 +260,7 @@ export function installEmbedder({ store, hooks }) {
     panelBox.replaceChildren();
     controlBox.replaceChildren();
     embedder.preview = null;
+    ownHeight = false;
   });
   opener.addEventListener("click", () => {
     fillChoices();

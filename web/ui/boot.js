@@ -13,6 +13,8 @@ export function createBoot(store) {
     status: $("status"),
     box: $("boot"),
     time: $("boot-time"),
+    more: $("boot-more"),
+    breakdown: $("boot-breakdown"),
     progress: $("boot-progress"),
     phases: $("phases"),
     error: $("boot-error"),
@@ -47,11 +49,15 @@ export function createBoot(store) {
 
   function ready(t) {
     dom.status.textContent = t.joined
-      ? "Ready. This widget shares the Python that the site's other widgets on this page started."
+      ? "Ready. This widget joined the Python this site already had running in this browser."
       : `Ready. Python started in ${seconds(t.total_ms || 0)}${t.snapshot === "restored" ? ", from what this browser kept of its last start" : ""}.`;
-    dom.time.textContent = [
-      ["runtime", t.runtime_ms], ["numpy", t.numpy_ms], ["package", t.decodelab_ms], ["data", t.assets_ms],
-    ].filter(([, ms]) => ms != null).map(([what, ms]) => `${what} ${seconds(ms)}`).join(" · ");
+    // the parts of the start, for those who want them, folded away from the lesson's first lines
+    const parts = [
+      ["Python runtime", t.runtime_ms], ["numpy", t.numpy_ms], ["decodelab package", t.decodelab_ms], ["models and text", t.assets_ms],
+    ].filter(([, ms]) => ms != null);
+    dom.time.textContent = "";
+    dom.breakdown.textContent = parts.map(([what, ms]) => `${what} ${seconds(ms)}`).join(" · ");
+    dom.more.hidden = !parts.length;
     dom.box.classList.add("is-ready");
   }
 

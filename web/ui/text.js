@@ -27,6 +27,7 @@ export function createTextView(store) {
     finish: $("finish"),
     finishText: $("finish-text"),
     finishCode: $("finish-code"),
+    finishCodes: $("finish-codes"),
     verdict: $("json-verdict"),
     endMarker: $("end-marker"),
     runMeta: $("run-meta"),
@@ -61,7 +62,7 @@ export function createTextView(store) {
     dom.endMarker.hidden = true;
     dom.runMeta.textContent = "";
     dom.finishText.textContent = "Generating…";
-    dom.finishCode.hidden = true;
+    dom.finishCodes.hidden = true;
     showVerdict(null);
     dom.finish.classList.remove("idle");
   }
@@ -166,7 +167,7 @@ export function createTextView(store) {
     const f = run.finish;
     dom.finishText.textContent = finishSentence(f.finish_reason, f.stop_reason, run.settings.max_new_tokens);
     dom.finishCode.textContent = finishCode(f.finish_reason, f.stop_reason); // as the trace says it
-    dom.finishCode.hidden = false;
+    dom.finishCodes.hidden = false;
     showVerdict(f.json);
     dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(run.elapsed)}`;
     const last = run.steps.length - 1;
