@@ -56,7 +56,9 @@ def test_embed_this_writes_both_snippets_and_previews_them(chromium, base_url):
     frame.wait_for(state="attached")
     page.wait_for_function("(s) => document.querySelector('#embed-preview-box iframe')?.getAttribute('src') === s",
                            arg=src)
-    assert frame.get_attribute("height") == "560" and frame.get_attribute("width") == "720"
+    # the typed height reaches the preview a moment after the address does
+    page.wait_for_function("() => document.querySelector('#embed-preview-box iframe').height === '560'")
+    assert frame.get_attribute("width") == "720"
     inner = page.frame_locator("#embed-preview-box iframe")
     inner.locator("html[data-state=ready]").wait_for(state="attached", timeout=BOOT_TIMEOUT_MS)
     inner.locator("#text-gen").filter(has_text=re.compile(".")).or_(

@@ -74,6 +74,7 @@ def test_each_documented_height_is_the_widgets_measured_height(chromium, course_
         assert measured <= height <= measured + SLACK, (doc, src, measured, height)
         # and in a frame half as tall the rest is one scroll away, inside the frame
         page.evaluate("h => { document.querySelector('#w').height = String(h); }", height // 2)
+        widget.wait_for_function("h => innerHeight <= h", arg=height // 2)  # the frame has shrunk
         scrolled = widget.evaluate("() => { window.scrollTo(0, 1e6); return window.scrollY; }")
         assert scrolled > 0, (doc, src)
     finally:
