@@ -116,7 +116,7 @@ export const TRIES = [
       const said = (r) => finishSentence(r.finish_reason, r.stop_reason, r.settings.max_new_tokens);
       const cut = jo.filter((r) => r.finish_reason === "length").length;
       return {
-        text: `The first run wrote ${quote(first.text)}: ${said(first)} With the prompt “jo”: ${jo.map((r) => `seed ${r.settings.seed} ${quote(`jo${r.text}`)} (${r.finish_reason === "length" ? "budget" : "end-of-sequence"})`).join(", ")}. ${cut ? `${plural(cut, "run", "runs")} hit the budget: a name cut off there is a resource limit, not the model deciding the name is done.` : "None hit the budget: each name ended because the model chose end-of-sequence."} ${onScreen("text") ? "The last one is in the text above, with its finish reason." : ""}`,
+        text: `The first run wrote ${quote(first.text)}: ${said(first)} With the prompt “jo”: ${jo.map((r) => `seed ${r.settings.seed} ${quote(`jo${r.text}`)} (${r.finish_reason === "length" ? "budget" : "end-of-sequence"})`).join(", ")}. ${cut ? `${plural(cut, "run", "runs")} hit the budget: a name cut off there is a resource limit, not the model deciding the name is done.` : "None hit the budget: each name ended because the model chose end-of-sequence."} ${onScreen("text") ? "The last one is the text on screen in the workbench, with its finish reason." : ""}`,
         evidence: [["#finish-text", said(jo[jo.length - 1])], ["#text-gen", jo[jo.length - 1].text]],
       };
     },
@@ -230,7 +230,7 @@ export const TRIES = [
     answer(r) {
       const right = /(^|\D)911(\D|$)/.test(r.text);
       return {
-        text: `The model wrote “${r.text}”: ${right ? "right this time, by luck or by a sum it has seen often" : "wrong: 512 + 399 = 911"}. It learned to copy numbers into a call and back out of a result, not to add them; the arithmetic was always the calculator’s. ${onScreen("tools") ? "The experiment below measures this on many questions at once." : ""}`,
+        text: `The model wrote “${r.text}”: ${right ? "right this time, by luck or by a sum it has seen often" : "wrong: 512 + 399 = 911"}. It learned to copy numbers into a call and back out of a result, not to add them; the arithmetic was always the calculator’s. ${onScreen("tools") ? "The accuracy experiment, in the same part of the lesson as this suggestion, measures this on many questions at once." : ""}`,
         evidence: [["#text-gen", r.text.slice(0, 10)]],
       };
     },
