@@ -16,7 +16,9 @@ What it measures (all timings are medians over repeats):
   - the page end to end: Generate to "done" for a long run, streaming and rendering included;
   - the transformer (cache check off, full step records): decode steps per second at 97 to 127
     tokens of context, and 256 new tokens with the KV cache and without it (every step
-    recomputing the whole window), in the browser and natively (the `bench_generation` endpoint).
+    recomputing the whole window), and with the live cache check: behind the text, as the page
+    runs it, and at every step as it is made (a full recomputation per step), in the browser and
+    natively (the `bench_generation` endpoint).
   - a course page with four widgets against one with a single widget: memory (PSS of every
     browser process), CPU time and time until all are ready, with the widgets sharing one Python
     and with a Python each (tests/manywidgets.py);
@@ -89,9 +91,12 @@ def transformer_runs(quick: bool) -> dict:
             {"settings": {**base, "max_new_tokens": n}, "cache": True}, "steps_per_second", many),
         f"{n} new tokens, cache off (recompute)": (
             {"settings": {**base, "max_new_tokens": n}, "cache": False}, "steps_per_second", few),
-        "64 new tokens, cache on + live check": (
-            {"settings": {**base, "max_new_tokens": 64, "cache_check": True}, "cache": True},
-            "steps_per_second", few),
+        f"{n} new tokens, cache on + live check behind the text": (
+            {"settings": {**base, "max_new_tokens": n, "cache_check": True}, "cache": True},
+            "steps_per_second", many),
+        f"{n} new tokens, cache on + live check at every step": (
+            {"settings": {**base, "max_new_tokens": n, "cache_check": True}, "cache": True,
+             "check_every": 1}, "steps_per_second", few),
         f"BPE tokens: {n} new tokens, cache on": (
             {"settings": {**base, "tokenizer": "bpe", "max_new_tokens": n}, "cache": True},
             "steps_per_second", many),

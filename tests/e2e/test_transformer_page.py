@@ -90,6 +90,27 @@ def test_transformer_generates_with_the_cache_check_passing_at_every_step(app):
     assert_same_trace(trace, expected)
 
 
+def test_the_check_follows_the_text_and_slow_motion_checks_each_step_as_it_comes(app):
+    """The live check runs behind the text: in slow motion (a pause after every step anyway)
+    each step's verdict is in the page with the step; stopped part-way, every step that ran is
+    checked and the verdict says so."""
+    prepare(app, Dataset="prose", Prompt="The ", Seed=7, Max_new_tokens=200, Ignore_EOS=True)
+    app.get_by_label("Slow motion", exact=True).set_checked(True)
+    app.get_by_role("button", name="Generate", exact=True).click()
+    app.wait_for_function("() => document.querySelectorAll('#text-gen [data-step]').length >= 4")
+    verdicts = app.evaluate("() => window.decodelab.steps().map(s => s.cache_ok)")
+    assert len(verdicts) >= 4 and all(v is True for v in verdicts[:-1]), verdicts
+    assert "Checking behind the text" in text_of(app, "#cache-verdict")
+    app.get_by_role("button", name="Stop", exact=True).click()
+    result = settle(app)
+    assert result["finish_reason"] == "cancelled"
+    steps = app.evaluate("() => window.decodelab.steps().map(s => s.cache_ok)")
+    assert steps and all(v is True for v in steps)
+    assert f"passed at each of the {len(steps)} steps that ran" in text_of(app, "#cache-verdict") \
+        or f"passed at all {len(steps)} steps" in text_of(app, "#cache-verdict")
+    app.get_by_label("Slow motion", exact=True).set_checked(False)
+
+
 def test_context_shifts_are_marked_and_still_pass(app):
     run(app, Dataset="names", Prompt="", Seed=2, Max_new_tokens=70, Ignore_EOS=True)
     trace = json.loads(app.evaluate("() => window.decodelab.trace()"))

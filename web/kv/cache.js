@@ -16,13 +16,22 @@ const DOTS_MAX = 120; // a chart of up to this many steps marks each with a dot
 
 /** The stat the step inspector shows for a transformer step: [term, value] or null. */
 export function cacheStat(step) {
+  if (pending(step)) return ["Cache check", "pending"];
   if (step.cache_diff == null) return null;
   return ["Cache check", `${step.cache_ok ? "✓" : "✕"} ${sci(step.cache_diff).replace(/ × /, "×")}`];
 }
 
+/** A step whose live check is still to come: it runs behind the text (Python's livecheck). */
+export function pending(step) {
+  return step.cache_diff === null && "cache_ok" in step;
+}
+
 /** Sentences for the step inspector's notes about the cache at this step. */
-export function cacheNotes(step, tolerance, rule = "reread") {
+export function cacheNotes(step, tolerance, rule = "reread", every = null) {
   const notes = [];
+  if (pending(step)) {
+    notes.push(`Cache check: not made yet. It waits for the text to end${every ? ` (or for ${every} steps on a longer run)` : ""}, so the text goes at the cache’s speed; then one full recomputation of the text checks every step at once.`);
+  }
   if (step.cache_diff != null) {
     notes.push(step.cache_ok
       ? `Cache check: the logits from the cache (${plural(step.cache_length, "position", "positions")}) and a full recomputation of the same text differ by at most ${sci(step.cache_diff)}, within the tolerance ${sci(tolerance)}.`
@@ -155,7 +164,10 @@ export function createLiveCheck(app) {
       }
     } else {
       dom.verdict.className = "kv-verdict";
-      dom.verdict.textContent = `Checking every step… largest difference so far ${sci(worst)}.`;
+      const made = run.steps.filter((s) => s.source !== "tool").length;
+      dom.verdict.textContent = checked.length
+        ? `Checking behind the text: ${checked.length} of ${plural(made, "step", "steps")} checked, largest difference so far ${sci(worst)}.`
+        : `The check follows when the text ends: ${plural(made, "step", "steps")} to check.`;
     }
     dom.caption.textContent = `Each point is one step: the largest difference between any logit from the cache and from a full recomputation of the whole text, on a log scale (each grid line is 1000× the one below). Points under the dashed line are within the tolerance: the two computations agree up to rounding.${diffs.length > DOTS_MAX ? " With more steps than the line has room for, it shows the lowest and the highest step of each sliver of it, so no jump is hidden." : ""}${shifts.length ? " “shift” marks a context shift." : ""}`;
     drawResponsive(dom.plot, (width) => checkChart(diffs, { width, shifts, tolerance: app.info().cache_tolerance }));
@@ -174,7 +186,7 @@ export function createLiveCheck(app) {
       const kind = s.phase === "prefill" ? "prefill" : s.source === "tool" ? "appended (tool)" : "decode";
       tr.append(th, el("td", null, s.context_shift ? `${kind} (shift)` : kind),
         el("td", null, readable(s.token_text)), el("td", null, s.cache_length == null ? "–" : String(s.cache_length)),
-        el("td", "num", sci(s.cache_diff)), el("td", null, s.cache_diff == null ? "–" : s.cache_ok ? "✓ within" : "✕ above"));
+        el("td", "num", sci(s.cache_diff)), el("td", null, pending(s) ? "pending" : s.cache_diff == null ? "–" : s.cache_ok ? "✓ within" : "✕ above"));
       return tr;
     }));
     dom.tableNote.textContent = run.steps.length > TABLE_ROWS ? `The first ${TABLE_ROWS} of ${run.steps.length} steps.` : "";

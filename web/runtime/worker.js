@@ -167,10 +167,10 @@ function generate(client, message) {
   for (const old of client.earlyStops) if (old < id) client.earlyStops.delete(old); // stops that came too late
   const batch = () => {
     if (client.current !== run) return; // replaced or failed meanwhile
-    const out = run.stopRequested ? call(client.session, "cancel") : call(client.session, "advance", { budget_ms: paceMs > 0 ? 0 : BATCH_MS });
+    const out = run.stopRequested ? call(client.session, "cancel") : call(client.session, "advance", paceMs > 0 ? { budget_ms: 0, catch_up: true } : { budget_ms: BATCH_MS });
     // what the page draws next comes with the steps (flow, held); the end brings the rest
     const sent = out.steps.length || !run.stopRequested;
-    if (sent) post({ type: "steps", id, steps: out.steps, flow: out.flow, held: out.held });
+    if (sent || out.checks.length) post({ type: "steps", id, steps: out.steps, flow: out.flow, held: out.held, checks: out.checks });
     if (out.done) {
       post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, flow: sent ? [] : out.flow, cut: out.cut, json: out.json });
       finishRun(client);

@@ -312,6 +312,11 @@ export function createStore() {
         if (text != null) run.shown[step] = (run.shown[step] || 0) + [...text].length;
       }
       run.steps.push(...batch.steps);
+      // the live cache check runs behind the text: its verdicts for steps already here
+      for (const [step, diff, ok] of batch.checks || []) {
+        const s = run.steps[step];
+        if (s) Object.assign(s, { cache_diff: diff, cache_ok: ok });
+      }
       run.held = batch.held || [];
       if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
       emit({ type: "steps", run, steps: batch.steps, flow: batch.flow || [], held: run.held });

@@ -15,7 +15,9 @@ Each step:
      step owns each character), or, inside a tool call, to the call (`toolcalls`)
   5. with a KV-cached model: the cache length and any context shift, and with cache_check on,
      the logits just used compared with a full recomputation of the whole window (the live
-     cache check), recorded per step
+     cache check), recorded per step. The check runs behind the text (`livecheck`): a step's
+     cache_diff and cache_ok are None until it catches up, when the run ends or is cancelled
+     (finish_checks), so the text goes at the cached speed
 
 Every stop rule is one commented check in `_run`. Tool calls (the tasks model, `toolcalls`):
 when the model closes a call, the tool's tokens are appended to the same cache in one pass
@@ -41,6 +43,7 @@ import codecs
 import numpy as np
 
 from decodelab.core import grammar, healing, jsonshape, records, sampling, stopping
+from decodelab.core.livecheck import CHECK_EVERY, LiveCheck
 from decodelab.core.settings import Settings, validate
 from decodelab.core.textout import TextOut
 from decodelab.core.tokenizer import EOS
@@ -77,6 +80,8 @@ class Generation:
         self.stop_reason = None
         self.made = 0  # tokens the model chose (the budget counts these)
         self.last = None  # (step, Decision) of the latest model step, for the page's step view
+        self.checks = None  # the live cache check, behind the text (`inference.LiveCheck`)
+        self.check_every = CHECK_EVERY  # unchecked steps it lets pass before it catches up
         self._steps = self._run()
 
     def __iter__(self):
@@ -99,10 +104,20 @@ class Generation:
 
     def cancel(self) -> str:
         """Stop between steps. Returns the held-back text that this releases (if any)."""
+        self.finish_checks()
         if self.finish_reason is not None:
             return ""
         self._steps.close()
         return self._finish("cancelled", None, max(len(self.records) - 1, 0))
+
+    def finish_checks(self) -> None:
+        """Bring the live check up to the last step (it runs behind the text)."""
+        if self.checks is not None:
+            self.checks.catch_up()
+
+    def take_checks(self) -> list:
+        """The live check's verdicts reached since the last call: [[step, diff, ok], ...]."""
+        return self.checks.take() if self.checks is not None else []
 
     def new_session(self):
         """The model's session for this run's settings (the run's and its replay's)."""
@@ -219,6 +234,8 @@ class Generation:
         self.feeds.append(("prefill", list(self.prompt_ids)))
         seen = self.seen_at(0)  # kept up to date below: the penalty's mask
         cached = hasattr(session, "check_report")  # a KV cache: its length, and the live check
+        if cached and s.cache_check:
+            self.checks = LiveCheck(session, self.check_every)
         greedy, compare = self.rules.is_greedy, self.rules.orders_can_differ
         step = 0
         while self.made < s.max_new_tokens:
@@ -238,8 +255,10 @@ class Generation:
             record = self._record(step, d, token, u, compare and sampling.orders_differ(d))
             if d.mask_kind == "json":  # the grammar's stage, as the trace records it
                 record["grammar"] = self.json.record(d, step)
-            if cached:  # rule-free, but per step: cached logits == full recomputation?
-                record.update(session.check_report(s.cache_check))
+            if cached:  # rule-free, but per step: the cache's length, any context shift
+                record.update(cache_length=session.length, context_shift=session.shifted)
+                if self.checks is not None:  # cached logits == full recomputation? (behind)
+                    self.checks.add(record, session)
             appended = None
             if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
                 record["emit"] = self._finish("stop", "eos", step)
@@ -257,6 +276,7 @@ class Generation:
             yield record
             step += 1
             if self.finish_reason is not None:
+                self.finish_checks()
                 return
             if not appended:
                 logits = session.decode(token)
@@ -278,6 +298,7 @@ class Generation:
             self.feeds.append(("append", [token] + appended))
         if self.finish_reason is None:  # only reachable if max_new_tokens were 0
             self._finish("length", None, max(step - 1, 0))
+        self.finish_checks()
 
     def _record(self, step, d, token, u, orders_differ) -> dict:
         label = self.tokenizer.label
@@ -313,7 +334,9 @@ class Generation:
     def trace(self) -> dict:
         """The trace contract: settings, prompt, visible text, finish and every step record;
         `cut` is the generated text a stop string removed from the end ("" when none was); the
-        last step's record says where the visible text ends ("stop_at": step and byte)."""
+        last step's record says where the visible text ends ("stop_at": step and byte). The
+        live check catches up first: every checked step has its verdict."""
+        self.finish_checks()
         return {
             "settings": self.settings.to_json(),
             "prompt": self.settings.prompt,

@@ -23,21 +23,28 @@ from decodelab.fields import read
 from decodelab.lesson.accuracy import AccuracyExperiment
 
 
-def time_generation(model, settings) -> dict:
+def time_generation(model, settings, check_every: int | None = None) -> dict:
     """Run one generation (step records included) and time it: the whole run, and the decode
-    steps alone (every step after the first, which also carries the prefill)."""
+    steps alone (every step after the first, which also carries the prefill). check_every: how
+    far the live check may fall behind (1: every step checked as it is made, the old way)."""
     run = Generation(model, settings)
+    if check_every is not None:
+        run.check_every = check_every
     began = time.perf_counter()
-    first = None
+    first = last = None
     contexts = []
     for record in run:
+        last = time.perf_counter()
         if first is None:
-            first = time.perf_counter()
+            first = last
         contexts.append(len(run.prompt_ids) + len(run.output_ids))
-    ended = time.perf_counter()
+    ended = time.perf_counter()  # after the live check (if on) caught up with the last step
     n = len(run.records)
     decode_seconds = ended - first if first is not None else 0.0
     return {"steps": n, "seconds": ended - began, "steps_per_second": n / (ended - began),
+            # the text alone: until the last step was handed out, before the check caught up
+            "text_steps_per_second": n / (last - began) if last is not None else None,
+            "check_catch_up_ms": (ended - last) * 1e3 if last is not None else None,
             "first_step_ms": (first - began) * 1e3 if first is not None else None,
             "decode_steps_per_second": (n - 1) / decode_seconds if n > 1 else None,
             "context_from": min(contexts, default=0), "context_to": max(contexts, default=0),
@@ -214,10 +221,12 @@ def _bench_json(session: Session, req: dict) -> dict:
 
 @endpoint
 def _bench_generation(session: Session, req: dict) -> dict:
-    """The benchmark's transformer rows: {"settings", "cache": true|false} -> one generation
-    timed whole and decode-only (time_generation), the same function natively and here."""
+    """The benchmark's transformer rows: {"settings", "cache": true|false, "check_every"} ->
+    one generation timed whole and decode-only (time_generation), the same function natively
+    and here."""
     settings = validate(req.get("settings", {}), datasets=session.datasets())
     model = session.library.for_settings(settings)
     if not req.get("cache", True):
         model = Uncached(model)
-    return time_generation(model, settings)
+    every = req.get("check_every")
+    return time_generation(model, settings, None if every is None else max(int(every), 1))

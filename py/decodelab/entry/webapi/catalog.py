@@ -12,6 +12,7 @@ from decodelab.core.bpe import FIRST_MERGE
 from decodelab.core.generate import TOP_N
 from decodelab.core.inference import CHECK_TOLERANCE, SESSION_DTYPE
 from decodelab.core.kvcache import kv_cache_bytes
+from decodelab.core.livecheck import CHECK_EVERY
 from decodelab.core.settings import Settings
 from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
 from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS
@@ -114,4 +115,6 @@ def _setup(session: Session, req: dict) -> dict:
             # a held-out card question, for the lesson's three answers
             "sample_card": sample_card(library),
             # what the live cache check of a run is judged against (the page draws it)
-            "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name]}
+            "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name],
+            # and how far behind the text it may fall before it catches up (in steps)
+            "cache_check_every": CHECK_EVERY}

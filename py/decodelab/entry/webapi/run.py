@@ -147,7 +147,11 @@ def _status(run, steps) -> dict:
     """A batch of a run: its steps, what the page draws next (flow), and the text not shown:
     held back for a possible stop string (while it runs), cut by a stop string (at the end)."""
     done = run is None or run.done
+    if done and run is not None:
+        run.finish_checks()  # the live check runs behind the text: it ends with it
     return {"steps": steps, "done": done,
+            # the live check's verdicts reached since the last batch: [[step, diff, ok], ...]
+            "checks": run.take_checks() if run else [],
             "finish_reason": run and run.finish_reason, "stop_reason": run and run.stop_reason,
             "text": run.text if run else "",
             "flow": run.out.take_flow() if run else [],
@@ -159,12 +163,16 @@ def _status(run, steps) -> dict:
 
 @endpoint
 def _advance(session: Session, req: dict) -> dict:
-    """{"budget_ms"} -> the step records made in about that time (at least one step)."""
+    """{"budget_ms", "catch_up"} -> the step records made in about that time (at least one
+    step). The live check of their cache follows behind (`core.livecheck`); with catch_up (slow
+    motion, where a pause follows each step anyway) it catches up before the batch returns."""
     end, run, steps = deadline(req), session.run, []
     for record in run or ():
         steps.append(record)
         if time.perf_counter() >= end:
             break
+    if run is not None and req.get("catch_up"):
+        run.finish_checks()
     if run is not None and run.done:
         session.last = run
     return _status(run, steps)
