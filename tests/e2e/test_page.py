@@ -306,3 +306,21 @@ def test_a_refused_generate_says_so_next_to_the_button_and_keeps_the_last_text(a
     generate(app)
     assert not refused.is_visible()
     reset(app)
+
+
+def test_a_run_asked_by_script_shows_its_settings_in_the_form(app):
+    """window.decodelab.generate runs settings the form did not hold: once it starts, the form
+    shows what ran (as Python completed it), so the next Generate repeats it."""
+    reset(app, Seed=1, Max_new_tokens=30)
+    result = app.evaluate("s => window.decodelab.generate(s)",
+                          {"seed": 9, "max_new_tokens": 14, "ignore_eos": True, "top_k": 5})
+    assert result["status"] == "done" and result["steps"] == 14
+    settle(app)
+    assert app.get_by_label("Seed", exact=True).input_value() == "9"
+    assert app.get_by_label("Max new tokens", exact=True).input_value() == "14"
+    assert app.get_by_label("Top-k", exact=True).input_value() == "5"
+    assert app.get_by_label("Ignore EOS", exact=True).is_checked()
+    text = generated_text(app)
+    generate(app)  # the form as it now stands: the same run again
+    assert generated_text(app) == text
+    reset(app)

@@ -27,11 +27,11 @@ export function createRuns(store, client) {
   }
 
   /** Send settings to Python (which checks them again) and start a run. */
-  function start(settings, { slow = false, done = null } = {}) {
+  function start(settings, { slow = false, done = null, show = false } = {}) {
     const id = client.id();
     const { promise, resolve } = done || deferred();
     lastRun = promise;
-    pending = { id, resolve, settings };
+    pending = { id, resolve, settings, show };
     store.setPhase("generating");
     client.post({ type: "generate", id, settings, pace_ms: slow ? SLOW_MS : 0 });
     emit({ type: "asked", settings });
@@ -44,6 +44,9 @@ export function createRuns(store, client) {
     const asked = pending;
     pending = null;
     const settings = m.settings || asked.settings;
+    // a run asked with settings the form did not hold (window.decodelab.generate): the form
+    // shows the settings that ran, as Python completed them
+    if (asked.show && m.settings) store.apply(m.settings, { locks: false, fit: false });
     store.runStarted({
       id: m.id,
       resolve: asked.resolve,

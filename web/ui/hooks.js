@@ -16,10 +16,14 @@ export function createHooks({ store, runs, client, text, ready }) {
       return store.state.info;
     },
     trace: () => runs.trace(),
+    // The step records of the run on screen, as the page holds them (the live check's verdicts
+    // arrive behind the text: cache_ok is null until then).
+    steps: () => (store.state.run ? store.state.run.steps : []),
     // Start a run with exactly these settings, skipping the page's own checks (Python still
-    // checks them; errors appear next to the fields). Resolves like lastRun.
+    // checks them; errors appear next to the fields); once it starts, the form shows the
+    // settings it runs with. Resolves like lastRun.
     generate: (settings) => (store.state.phase === "ready"
-      ? runs.start(settings)
+      ? runs.start(settings, { show: true })
       : Promise.reject(new Error(`not ready (state ${store.state.phase})`))),
     probs: (req) => call("probs", req),
     bench: (settings) => call("bench", settings),
