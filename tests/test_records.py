@@ -10,7 +10,7 @@ from decodelab.core.ask import ask
 from decodelab.core.generate import start
 from decodelab.core.library import Library
 from decodelab.lesson.accuracy import wilson
-from decodelab.lesson.shapes import ValidityExperiment, compare
+from decodelab.lesson.shapes import ValidityExperiment, compare, what_is_wrong
 
 from tests.conftest import api
 
@@ -66,18 +66,24 @@ def test_a_bare_city_of_several_words_ends_at_the_punctuation():
     assert records.true_record("Card for Ana, age 7, from Oslo..") is None
 
 
-@pytest.mark.parametrize("value, right", [
-    ({"name": "Ada", "age": 31, "city": "São Paulo"}, True),
-    ({"name": "Ada", "age": "31", "city": "São Paulo"}, False),  # a string is not a number
-    ({"age": 31, "name": "Ada", "city": "São Paulo"}, False),  # the card's order
-    ({"name": "Ada", "age": 31}, False),
-    ({"name": "Ada", "age": 31, "city": "Paris"}, False),
-    (None, False),
+@pytest.mark.parametrize("value, right, why", [
+    ({"name": "Ada", "age": 31, "city": "São Paulo"}, True, ""),
+    ({"name": "Ada", "age": "31", "city": "São Paulo"}, False,  # a string is not a number
+     '"age" is "31", text; the card has 31, a number'),
+    ({"age": 31, "name": "Ada", "city": "São Paulo"}, False,  # the card's order
+     "its keys are the card's but in another order (age, name, city)"),
+    ({"name": "Ada", "age": 31}, False, "its keys are not the card's (no \"city\")"),
+    ({"name": "Ada", "age": 31, "city": "Paris"}, False,
+     '"city" is "Paris"; the card says "São Paulo"'),
+    ({"nom": "Ada", "age": 31, "ville": "São Paulo"}, False,  # made-up keys: not a wrong value
+     "its keys are not the card's (made-up keys \"nom\", \"ville\"; no \"name\", \"city\")"),
+    (None, False, "it is null, not an object"),
 ])
-def test_the_grader_wants_the_exact_object(value, right):
+def test_the_grader_wants_the_exact_object_and_says_what_is_wrong(value, right, why):
     question = 'Card for "Ada", age 31, from "São Paulo".'
     assert records.grade(question, value) is right
     assert records.grade("What is 1 plus 2?", value) is None
+    assert what_is_wrong(records.true_record(question), value) == why
 
 
 def test_the_model_writes_valid_right_cards_for_held_out_questions(library):
@@ -178,8 +184,9 @@ def test_the_four_ways_of_one_card(library, cards):
     assert [w["title"] for w in ways] == ["A generous budget", "A tight budget",
                                          "Hot, no grammar", "Hot, JSON mode"]
     assert ways[0]["json"]["status"] == "valid"
-    for w in ways:  # each way graded by its own parsed value
+    for w in ways:  # each way graded by its own parsed value; a valid wrong one says why
         assert w["right"] == bool(records.grade(cards[0], w["json"]["value"]))
+        assert bool(w["wrong"]) == (w["json"]["status"] == "valid" and not w["right"])
     assert ways[1]["json"]["status"] == "incomplete" and ways[1]["finish_reason"] == "length"
     assert ways[3]["json"]["status"] != "malformed"
 

@@ -19,7 +19,7 @@ function wayCard(way) {
   const card = el("article", "shape-way");
   card.dataset.status = way.json.status;
   const verdict = el("p", "json-verdict", way.json.status === "valid"
-    ? `${STATUS_WORDS.valid}${way.right ? ", and the values are right." : ", but a value is wrong."}`
+    ? `${STATUS_WORDS.valid}${way.right ? ", and the values are right." : `, but ${way.wrong}.`}`
     : `${STATUS_WORDS[way.json.status]}: ${way.json.error}.`);
   verdict.dataset.status = way.json.status;
   card.append(

@@ -199,7 +199,7 @@ export const TRIES = [
       const after = tool.length ? tool[tool.length - 1].cache_length : before;
       const right = /(^|\D)911(\D|$)/.test(r.text);
       return {
-        text: `The model wrote the call “${call ? call.call : "?"}” and closed it at step ${close + 1}: there its turn ended. The calculator (a program, not the model) answered ${call && call.result != null ? `“${call.result}”` : `with an error: ${call ? call.error : "?"}`}, and its ${plural(tool.length, "token", "tokens")} were appended in one pass: the cache went from ${before} to ${after} positions, and nothing before them was computed again. Then the model went on and wrote “${r.text}”, which is ${right ? "right: 512 + 399 = 911" : "wrong: 512 + 399 = 911"}. ${checkSentence(r.steps)}`,
+        text: `The model wrote the call “${call ? call.call : "?"}” and closed it at step ${close + 1}: there its turn ended. The calculator (a program, not the model) answered ${call && call.result != null ? `“${call.result}”` : `with an error: ${call ? call.error : "?"}`}, and the model’s closing token went through the model together with the answer’s ${plural(tool.length, "token", "tokens")}, in one pass: the cache went from ${before} to ${after} positions (${after - before === tool.length + 1 ? `1 + ${tool.length}` : `${after - before}`}), and nothing before them was computed again. Then the model went on and wrote “${r.text}”, which is ${right ? "right: 512 + 399 = 911" : "wrong: 512 + 399 = 911"}. ${checkSentence(r.steps)}`,
         evidence: [["#text-gen", r.text.slice(0, 10)], ["#cache-meta", "tool result"]],
       };
     },

@@ -17,6 +17,7 @@ Also here: `compare`, the lesson's three answers to one card side by side.
 """
 
 import dataclasses
+import json
 
 from decodelab.core import records, tasks
 from decodelab.core.generate import Generation, Prefix
@@ -193,6 +194,38 @@ WAYS = (("A generous budget", {"greedy": True, "max_new_tokens": 40}),
         ("Hot, JSON mode", {"temperature": 2.0, "max_new_tokens": 120, "json_mode": True}))
 
 
+def what_is_wrong(truth: dict, value) -> str:
+    """Why a valid answer is not the card's object, in words: its keys first (made-up or missing
+    keys are not a wrong value), then their order, then the first wrong value or type."""
+    if not isinstance(value, dict):
+        return f"it is {_kind(value)}, not an object"
+    keys, want = list(value), list(records.FIELDS)
+    if set(keys) != set(want):
+        extra = [k for k in keys if k not in want]
+        missing = [k for k in want if k not in keys]
+        bits = []
+        if extra:
+            bits.append(f"made-up {'key' if len(extra) == 1 else 'keys'} "
+                        + ", ".join(f'"{k}"' for k in extra))
+        if missing:
+            bits.append("no " + ", ".join(f'"{k}"' for k in missing))
+        return "its keys are not the card's (" + "; ".join(bits) + ")"
+    if keys != want:
+        return "its keys are the card's but in another order (" + ", ".join(keys) + ")"
+    for k in want:
+        if type(value[k]) is not type(truth[k]):
+            return (f'"{k}" is {json.dumps(value[k], ensure_ascii=False)}, {_kind(value[k])}; the card has '
+                    f'{json.dumps(truth[k], ensure_ascii=False)}, {_kind(truth[k])}')
+        if value[k] != truth[k]:
+            return f'"{k}" is {json.dumps(value[k], ensure_ascii=False)}; the card says {json.dumps(truth[k], ensure_ascii=False)}'
+    return ""
+
+
+def _kind(x) -> str:
+    return {str: "text", int: "a number", float: "a number", bool: "true or false",
+            list: "a list", dict: "an object"}.get(type(x), "null")
+
+
 def compare(library, question: str, seed: int = 0) -> list:
     """The card question run each way of WAYS (the two hot ones with the same seed): each
     answer with its classification and whether its values are right."""
@@ -205,5 +238,8 @@ def compare(library, question: str, seed: int = 0) -> list:
         out.append({"title": title, "settings": settings, "answer": answer["answer"],
                     "finish_reason": answer["finish_reason"],
                     "stop_reason": answer["stop_reason"], "json": answer["json"],
-                    "right": answer["correct"], "steps": len(answer["trace"]["steps"])})
+                    "right": answer["correct"], "steps": len(answer["trace"]["steps"]),
+                    # a valid answer that is not the card's object: what is wrong, in words
+                    "wrong": what_is_wrong(answer["expected"], answer["stated"])
+                    if answer["json"]["status"] == "valid" and not answer["correct"] else ""})
     return out
