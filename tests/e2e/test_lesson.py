@@ -12,7 +12,7 @@ from decodelab.lesson import experiment as metrics
 from decodelab.lesson import pipeline
 
 from tests.conftest import api, experiment, run_to_end
-from tests.e2e.conftest import ROOT, reveal
+from tests.e2e.conftest import ROOT, reveal, wait_ready
 from tests.e2e.test_page import assert_same_trace, generate, reset, set_fields
 
 pytestmark = pytest.mark.browser
@@ -387,7 +387,23 @@ def test_experiment_errors_are_named(app):
     run_experiment(app, **{"Samples per temperature": 5})
     assert "First fix the workbench’s settings (Top-p): their messages are next to them, in chapter 1." in section.locator("#xp-status").inner_text()
     reset(app)
-    reveal(app, "#xp-mode-single").check()
+    reveal(app, "#xp-mode-repeated").check()
+
+
+def test_the_experiment_as_it_starts_measures_something_at_every_temperature(fresh_page):
+    """The page's first run of the experiment, nothing changed: twenty samples per temperature
+    (Python's page defaults), so every measure has a value at every temperature, not "too few
+    tokens" or a share of exactly 0% or 100% from one short name."""
+    app = fresh_page
+    wait_ready(app)
+    section = reveal(app, "#experiment")
+    assert section.locator("#xp-mode-repeated").is_checked()
+    assert section.get_by_label("Samples per temperature", exact=True).input_value() == "20"
+    section = run_experiment(app)
+    cells = table_cells(section)
+    assert all("too few" not in c and c != "–" for c in cells["Spread"]), cells["Spread"]
+    assert all(c.endswith("of 20") for c in cells["Different texts"])
+    assert section.locator(".xp-panel text", has_text="n/a").count() == 0
 
 
 # --- questions --------------------------------------------------------------------------------------

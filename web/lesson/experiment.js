@@ -308,8 +308,12 @@ export function createExperiment({ call, collect }) {
   });
 
   return {
-    ready() {
+    ready(info) {
       ready = true;
+      // what Python says the page's experiment starts with (enough samples to measure)
+      const d = (info && info.experiment_defaults) || {};
+      if (d.mode) for (const r of modeRadios) r.checked = r.value === d.mode;
+      if (d.samples) samplesInput.value = String(d.samples);
       for (const c of form.elements) c.disabled = false;
       syncMode();
       section.dataset.state = "idle";

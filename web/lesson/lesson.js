@@ -97,7 +97,7 @@ export function createLesson(app) {
     explainValues: (request) => app.call("explain_values", request),
     ready() {
       stepper.ready();
-      experiment.ready();
+      experiment.ready(app.info());
       accuracy.ready(app.info());
       reuse.ready(app.info());
       shapes.ready(app.info());

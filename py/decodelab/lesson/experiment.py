@@ -45,6 +45,10 @@ from decodelab.fields import MAX_SEED, encode, label_of, read
 from decodelab.lesson.planned import Planned
 
 MAX_BUDGET = 100_000  # tokens per experiment: samples x temperatures x max_new_tokens
+# What the page's experiment starts with. One sample per temperature (the request's default) is
+# a single name of five or six characters: too few tokens to measure a spread, and word shares of
+# 0% or 100%. Twenty samples pool about 120 tokens per temperature, and run in about a second.
+PAGE_DEFAULTS = {"mode": "repeated", "samples": 20}
 EXAMPLES = 8  # texts kept per temperature to show
 MIN_POOL = 20  # tokens a temperature's samples need together before their spread is measured
 

@@ -17,6 +17,7 @@ from decodelab.core.settings import Settings
 from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
 from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS
 from decodelab.lesson.accuracy import DEFAULTS as ACCURACY_DEFAULTS
+from decodelab.lesson.experiment import PAGE_DEFAULTS as EXPERIMENT_DEFAULTS
 from decodelab.lesson.shapes import DEFAULTS as VALIDITY_DEFAULTS
 
 # the models' words, as the form's choices say them
@@ -112,6 +113,7 @@ def _setup(session: Session, req: dict) -> dict:
             "top_n": TOP_N,  # the likeliest candidates each step record lists
             "accuracy_defaults": ACCURACY_DEFAULTS,  # the accuracy experiment's own defaults
             "validity_defaults": VALIDITY_DEFAULTS,
+            "experiment_defaults": EXPERIMENT_DEFAULTS,  # what the temperature experiment starts with
             # a held-out card question, for the lesson's three answers
             "sample_card": sample_card(library),
             # what the live cache check of a run is judged against (the page draws it)
