@@ -139,3 +139,29 @@ def test_the_full_page_keeps_its_pointers_and_run_false_keeps_an_embed_empty(chr
     assert page.evaluate("() => window.decodelab.lastRun") is None
     assert page.locator("#finish-text").inner_text() == "No text generated yet."
     page.context.close()
+
+
+WIDE = """() => { const W = document.documentElement.clientWidth; const out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    if (e.closest('[hidden], .visually-hidden, .st-scroll, .table-wrap, pre')) continue;  // scroll boxes of their own
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && r.right > W + 0.5) out.push(`${e.tagName}#${e.id}.${e.className}`);
+  }
+  return out.slice(0, 5); }"""
+
+
+@pytest.mark.parametrize("query", [
+    "panels=controls,text&controls=temperature",
+    "panels=text,inspector",
+    "panels=controls,text,inspector",
+])
+def test_a_widget_in_a_phone_column_stays_inside_its_frame(chromium, base_url, query):
+    """320 px, a course page's column on a phone: no part of the widget reaches past the frame's
+    right edge (the run bar once pushed the text card 14 px out of sight)."""
+    page = open_page(chromium, base_url, f"embed.html?lazy=none&dataset=names&prompt=ma&seed=7&{query}",
+                     viewport={"width": 320, "height": 800})
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    page.evaluate("() => window.decodelab.lastRun")
+    assert page.evaluate(WIDE) == []
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 320
+    page.context.close()
