@@ -31,13 +31,33 @@ export function createTextView(store) {
     verdict: $("json-verdict"),
     endMarker: $("end-marker"),
     runMeta: $("run-meta"),
+    more: $("text-more"),
   };
   const stream = createTextStream(dom.gen);
   let spans = new Map(); // step -> its span in the text
   let marked = null; // the span shown as selected
   let tabbable = null; // the one span in the tab order
 
+  // A box shorter than its text (a narrow screen keeps it to two lines) says where the rest is.
+  let cueFrame = 0;
+  function cue() {
+    if (cueFrame) return;
+    cueFrame = requestAnimationFrame(() => {
+      cueFrame = 0;
+      const box = dom.text;
+      const above = box.scrollTop > 2;
+      const below = box.scrollHeight - box.scrollTop - box.clientHeight > 2;
+      box.dataset.more = above && below ? "both" : above ? "above" : below ? "below" : "";
+      dom.more.hidden = box.hidden || !(above || below);
+      dom.more.textContent = above && below ? "More text above and below: scroll the box ↕"
+        : above ? "More text above: scroll the box ↑" : "More text below: scroll the box ↓";
+    });
+  }
+  dom.text.addEventListener("scroll", cue, { passive: true });
+  window.addEventListener("resize", cue);
+
   store.subscribe((change) => {
+    if (change.type === "run-start" || change.type === "steps" || change.type === "run-end" || change.type === "select") cue();
     switch (change.type) {
       case "run-start": return started(change.run);
       case "steps": return stepsCame(change.run, change);
