@@ -88,7 +88,7 @@ def test_the_basic_rules_come_first_and_more_rules_counts_its_changes(app):
                   "Stop strings"):
         control = app.get_by_label(label, exact=True)
         assert control.is_visible() and not control.evaluate("e => !!e.closest('#more-rules')")
-    assert app.locator("#more-count").inner_text() == "(as they come)"
+    assert app.locator("#more-count").inner_text() == "(all at their defaults)"
     set_fields(app, Min_p=0.05, Repetition_penalty=1.3, Ignore_EOS=True)
     assert app.locator("#more-count").inner_text() == "(3 changed)"
     set_fields(app, Min_p=0)
@@ -98,7 +98,7 @@ def test_the_basic_rules_come_first_and_more_rules_counts_its_changes(app):
     set_fields(app, Model="transformer")
     assert app.get_by_label("Cache check", exact=True).is_visible()
     reset(app, Model="bigram")
-    assert app.locator("#more-count").inner_text() == "(as they come)"
+    assert app.locator("#more-count").inner_text() == "(all at their defaults)"
     more.locator(":scope > summary").click()  # closed again for the next test
     assert not more.evaluate("d => d.open")
 

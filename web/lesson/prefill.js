@@ -3,7 +3,7 @@
 // a token the prompt already has, and only the last one is used to choose the next token.
 // Python computes the rows (decodelab.prefill); this module lays them out.
 
-import { ask, el, formSettings, pct, plural, readable, tableHead } from "../ui/render.js";
+import { EOS_LABEL, ask, el, formSettings, pct, plural, readable, tableHead } from "../ui/render.js";
 import { $ } from "../ui/dom.js";
 
 function tokenCell(text, cls) {
@@ -29,7 +29,11 @@ function table(out) {
       next = tokenCell(row.next, row.hit ? "pf-same" : "");
       next.append(el("span", "pf-p", row.hit ? `${pct(row.next_p)}, its first choice` : `${pct(row.next_p)}, its choice no. ${row.next_rank}`));
     }
-    tr.append(th, tokenCell(row.reads), top, next);
+    // the context starts with the end-of-sequence token: read first, it is the start mark
+    const reads = row.position === 0 && row.reads === EOS_LABEL
+      ? el("td", "pf-tok pf-start", "start") : tokenCell(row.reads);
+    if (row.position === 0 && row.reads === EOS_LABEL) reads.title = "The end-of-sequence token: every text the model learned from began after one, so it marks the start too.";
+    tr.append(th, reads, top, next);
     body.append(tr);
   }
   t.append(body);
@@ -58,7 +62,7 @@ export function createPrefill(app) {
     const hidden = reply.hidden_rows ? ` (the first ${plural(reply.hidden_rows, "row is", "rows are")} not shown)` : "";
     const words = reply.known
       ? `Of the ${plural(reply.known, "row", "rows")} whose next token is already in the prompt, the model’s first choice was that token in ${reply.hits}${hidden}. Those rows cost the same computation, but nothing is generated from them. Only the last row is about a token nobody knows yet.`
-      : "The prompt is empty: the model has read only the start-of-sequence mark, so there is a single row, and the next token comes from it.";
+      : "The prompt is empty: the model has read only the start mark (the end-of-sequence token, which also begins every text it learned from), so there is a single row, and the first token comes from it.";
     parts.push(el("p", "pf-note", words));
     dom.out.replaceChildren(...parts);
     dom.out.hidden = false;

@@ -100,10 +100,12 @@ export function createStepper(app) {
       button.setAttribute("aria-pressed", "false");
       const track = el("span", "st-track");
       track.append(el("span", "st-fill"));
-      const label = readable(step.token_text);
+      // a special token (<|call|>) is named by what is inside its brackets, in small letters
+      const special = /^<\|(.+)\|>$/.exec(step.token_text);
+      const label = special ? special[1] : readable(step.token_text);
       // a BPE token can be a whole word: it is clipped to its bar (the bar's name says all of it)
       const long = step.token_text !== "<eos>" && [...step.token_text].length > 1;
-      button.append(track, el("span", long ? "st-tok st-tok-long" : "st-tok", label));
+      button.append(track, el("span", special ? "st-tok st-tok-long st-tok-special" : long ? "st-tok st-tok-long" : "st-tok", label));
       if (step.source === "tool") button.classList.add("st-tool");
       bars[i] = button;
       (step.phase === "prefill" ? frag.prefill : frag.decode).push(button);

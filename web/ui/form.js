@@ -184,7 +184,7 @@ export function createForm(store, { generate }) {
   // "More rules (2 changed)": how many of the rules behind it differ from their defaults.
   function countChanged() {
     const changed = store.changed(moreRules);
-    dom.moreCount.textContent = changed ? `(${changed} changed)` : "(as they come)";
+    dom.moreCount.textContent = changed ? `(${changed} changed)` : "(all at their defaults)";
     dom.moreRules.dataset.changed = String(changed);
   }
 

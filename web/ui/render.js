@@ -6,7 +6,7 @@ import { el } from "./dom.js";
 
 export { el };
 
-const EOS_LABEL = "<eos>";
+export const EOS_LABEL = "<eos>";
 
 /** A token as a learner can read it: space as ␣, newline as ⏎, end-of-sequence as "end". */
 export function readable(tokenText) {
