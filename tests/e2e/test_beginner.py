@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tests.conftest import api
-from tests.e2e.conftest import ROOT, open_chapter, open_page, wait_ready
+from tests.e2e.conftest import BOOT_TIMEOUT_MS, ROOT, open_chapter, open_page, reveal, wait_ready
 from tests.e2e.test_page import reset, set_fields, settle
 
 pytestmark = pytest.mark.browser
@@ -223,6 +223,14 @@ def test_every_chapters_try_this_shows_its_answer_and_its_evidence_where_the_lea
                                   state="attached", timeout=180_000)  # its chapter may be away
             assert item.get_attribute("data-state") == "done", item.locator(".try-status").text_content()
             result = app.evaluate(f"() => window.decodelab.lesson.tries.results[{json.dumps(name)}]")
+            if name == "tool-call":  # its numbers against the run's own records
+                steps = json.loads(app.evaluate("() => window.decodelab.trace()"))["steps"]
+                close = next(i for i, s in enumerate(steps)
+                             if s["source"] == "model" and s["token_text"] == "<|/call|>")
+                tool = [s for s in steps if s["source"] == "tool"]
+                before, after = steps[close]["cache_length"], tool[-1]["cache_length"]
+                assert after - before == len(tool) + 1  # the closing token went in the same pass
+                assert f"from {before} to {after} positions (1 + {len(tool)})" in result["text"]
             trip = app.locator("#trip")
             away = trip.is_visible()
             if away:  # at the workbench, with the answer in the note at the top of the window
@@ -277,3 +285,32 @@ def test_two_runs_side_by_side_part_ways_where_their_traces_do(app):
         assert col.locator(".runs-parted").inner_text() == parted
     # the draws were the same at every step: same seed
     assert [s["u"] for s in a["steps"]] == [s["u"] for s in b["steps"]]
+
+
+def test_a_short_text_box_says_where_the_rest_of_the_text_is(chromium, base_url):
+    """On a phone the text box holds two lines: a longer text says it goes on, and where."""
+    page = open_page(chromium, base_url, "?dataset=prose&prompt=The+&seed=3&max_new_tokens=200"
+                     "&ignore_eos=true", viewport={"width": 360, "height": 760}, color_scheme="dark")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    reveal(page, "#generate").click()
+    page.evaluate("() => window.decodelab.lastRun")
+    page.wait_for_selector("html[data-state=ready]")
+    box, cue = page.locator("#text"), page.locator("#text-more")
+    page.locator("#text-gen [data-step]").first.click()  # the start of the text in view
+    page.evaluate("() => { document.getElementById('text').scrollTop = 0; }")
+    page.wait_for_function("() => document.getElementById('text').dataset.more === 'below'")
+    assert cue.is_visible() and cue.inner_text() == "More text below: scroll the box ↓"
+    page.evaluate("() => { const b = document.getElementById('text'); b.scrollTop = b.scrollHeight; }")
+    page.wait_for_function("() => document.getElementById('text').dataset.more === 'above'")
+    assert cue.inner_text() == "More text above: scroll the box ↑"
+    assert box.evaluate("b => b.scrollHeight > b.clientHeight")
+    page.context.close()
+    # a wide screen with a short text: nothing to say
+    page = open_page(chromium, base_url, "?dataset=names&prompt=ma&seed=4", viewport={"width": 1280, "height": 900})
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    reveal(page, "#generate").click()
+    page.evaluate("() => window.decodelab.lastRun")
+    page.wait_for_selector("html[data-state=ready]")
+    page.wait_for_timeout(100)
+    assert not page.locator("#text-more").is_visible()
+    page.context.close()

@@ -118,6 +118,9 @@ def test_the_prefill_shows_one_row_per_position_and_only_the_last_chooses(app):
     assert table.locator("tbody tr").count() == len(reply["rows"])
     assert "not known yet" in table.locator("tbody tr").last.inner_text()
     assert f"[1, {reply['shape'][1]}, 1024]" in table.locator("caption").inner_text()
+    # the start mark has one name: "start" here, as in the text box of an empty prompt
+    assert table.locator("tbody tr").first.locator("td").first.inner_text() == "start"
+    assert reply["rows"][0]["reads"] == "<eos>"
 
 
 def test_bpe_chosen_with_data_that_lacks_it_brings_data_that_has_it_and_says_so(app):
