@@ -39,7 +39,7 @@ function checkSentence(steps) {
 export const TRIES = [
   {
     id: "temperatures",
-    where: "lesson",
+    where: "sampling",
     text: "Keep the seed fixed and compare temperatures 0.3, 1 and 2. Which looks most like a real name? Which strays furthest?",
     async act(page) {
       const runs = [];
@@ -54,14 +54,14 @@ export const TRIES = [
       const best = sorted[0];
       const worst = sorted[sorted.length - 1];
       return {
-        text: `Same seed, same draws u, three temperatures: ${parts.join("; ")}. The model itself found the characters of the T = ${Number(best.settings.temperature)} run likeliest and those of the T = ${Number(worst.settings.temperature)} run least likely: a low temperature sharpens the distribution towards the model’s favourites, a high one flattens it, so rare characters get drawn. The two ends are side by side under Compare runs.`,
+        text: `Same seed, same draws u, three temperatures: ${parts.join("; ")}. The model itself found the characters of the T = ${Number(best.settings.temperature)} run likeliest and those of the T = ${Number(worst.settings.temperature)} run least likely: a low temperature sharpens the distribution towards the model’s favourites, a high one flattens it, so rare characters get drawn.${onScreen("runs") ? " The two ends are side by side under Compare runs." : ""}`,
         evidence: [["#runs-compare", runs[0].text], ["#runs-compare", runs[2].text]],
       };
     },
   },
   {
     id: "greedy-loop",
-    where: "lesson",
+    where: "sampling",
     text: "Choose English prose and turn on Greedy. Why does it end up repeating itself? Then set Repetition penalty to 1.5: why does that help only for a while?",
     async act(page) {
       const plain = await page.run({ dataset: "prose", prompt: "The ", greedy: true, max_new_tokens: 200 });
@@ -83,7 +83,7 @@ export const TRIES = [
   },
   {
     id: "top-k-1",
-    where: "lesson",
+    where: "sampling",
     text: "Set Top-k to 1 and compare with greedy: is it the same text?",
     async act(page) {
       const topk = await page.run({ dataset: "names", seed: 3, top_k: 1 });
@@ -99,7 +99,7 @@ export const TRIES = [
         ? `Yes: both wrote ${quote(topk.text)}. Top-k 1 keeps only the likeliest candidate, so the draw has nothing left to choose from: it is greedy by another route, and the seed no longer matters.`
         : `No: top-k 1 wrote ${quote(topk.text)} and greedy ${quote(greedy.text)}.`;
       if (ties) text += ` At ${plural(ties, "step", "steps")} top-k kept more than one candidate: they tied for first, and top-k keeps ties, so the draw chose among them.`;
-      return { text: `${text} Both are side by side under Compare runs.`, evidence: [["#runs-compare", topk.text], ["#runs-compare", greedy.text]] };
+      return { text: `${text}${onScreen("runs") ? " Both are side by side under Compare runs." : ""}`, evidence: [["#runs-compare", topk.text], ["#runs-compare", greedy.text]] };
     },
   },
   {
@@ -344,6 +344,7 @@ export const TRIES = [
 export function createTries(app) {
   const lists = {
     lesson: document.getElementById("try-list"),
+    sampling: document.getElementById("sampling-try-list"),
     tokens: document.getElementById("tokens-try-list"),
     tools: document.getElementById("tools-try-list"),
     kv: document.getElementById("kv-try-list"),
