@@ -5,7 +5,14 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import BOOT_TIMEOUT_MS, open_chapter, open_page, wait_seen, widget_frame
+from tests.e2e.conftest import (
+    BOOT_TIMEOUT_MS,
+    ROOT,
+    open_chapter,
+    open_page,
+    wait_seen,
+    widget_frame,
+)
 from tests.e2e.test_page import cli_trace
 
 pytestmark = pytest.mark.browser
@@ -14,7 +21,11 @@ pytestmark = pytest.mark.browser
 # switch above", "(under More rules)", "beside the model".
 POINTING = re.compile(
     r"\b(settings|seed|switch|workbench|text|run|chosen|set) above\b|Generate above"
-    r"|under More rules|beside the model|The step view says|the cache card shows", re.I)
+    r"|under More rules|beside the model|The step view says|the cache card shows"
+    r"|of the batch view|the section above|the experiment below|under Compare runs", re.I)
+PANELS = ("controls", "text", "inspector", "runs", "tries", "share", "train", "playground",
+          "experiment", "tokens", "tools", "shapes", "compare", "kvcache", "cache", "batch",
+          "break", "costs", "questions")
 
 
 def visible_fields(frame):
@@ -165,3 +176,34 @@ def test_a_widget_in_a_phone_column_stays_inside_its_frame(chromium, base_url, q
     assert page.evaluate(WIDE) == []
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 320
     page.context.close()
+
+
+@pytest.fixture(scope="module")
+def one_context(chromium):
+    context = chromium.new_context(service_workers="block")
+    yield context
+    context.close()
+
+
+def test_the_panels_listed_are_every_panel_of_the_page():
+    html = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "web").rglob("*.html"))
+    assert set(re.findall(r'data-panel="([a-z]+)"', html)) == set(PANELS)
+
+
+@pytest.mark.parametrize("panel", PANELS)
+def test_every_panel_alone_points_only_at_itself(one_context, base_url, panel):
+    """Each panel as a widget of its own: no sentence points at a control or a panel that is
+    not there (one browser, so each widget after the first starts from what the first kept)."""
+    page = one_context.new_page()
+    page.goto(f"{base_url}embed.html?lazy=none&panels={panel}")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    if panel in ("text", "inspector", "cache"):  # the first sample, and what it says
+        page.wait_for_function("() => window.decodelab.lastRun !== null")
+        page.evaluate("() => window.decodelab.lastRun")
+        page.wait_for_selector("html[data-state=ready]")
+    text = all_text(page)
+    if panel == "controls":  # every control is there, More rules with them
+        text = text.replace("under More rules", "")
+    found = POINTING.search(text)
+    assert not found, (panel, text[max(found.start() - 80, 0):found.end() + 40])
+    page.close()
