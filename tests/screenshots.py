@@ -5,8 +5,9 @@ filters at work, selects a step, and saves docs/screenshot*.png: the top of the 
 1280 px; dark, 360 px), the step view with every rule in order (dark), and Compare runs. Then it serves the course page
 of the embedding tests (tests/e2e/hosts/course.html) on 127.0.0.1 with the widget on localhost,
 as a course site would embed it, and saves docs/screenshot-embed.png; the same with three one-idea
-widgets, one picture of each, light and dark (docs/screenshot-idea-*.png); and the Embed this dialog
-(docs/screenshot-embed-dialog.png).
+widgets, one picture of each, light and dark, 1280 and 360 px wide (docs/screenshot-idea-*.png); the
+Embed this dialog (docs/screenshot-embed-dialog.png); and the course: its map and two chapters,
+1280 px light and 360 px dark (docs/screenshot-map-*.png, docs/screenshot-chapter-*.png).
 """
 
 import sys
@@ -93,9 +94,37 @@ def shoot_embed(browser, host_url: str, out: Path, width: int, scheme: str) -> N
     page.close()
 
 
+CHAPTERS = ("sampling", "cache")  # the two chapters pictured in the docs (docs/course.md)
+
+
+def shoot_course(browser, url, out: Path, width: int, scheme: str) -> None:
+    """The course: the map of chapters at the top of the page, with the chapter after the
+    workbench open and its progress shown; then each of CHAPTERS opened from the map, from its
+    head down one window and a half (docs/screenshot-map-*.png, docs/screenshot-chapter-*.png)."""
+    page = open_page(browser, url, viewport={"width": width, "height": 900}, color_scheme=scheme)
+    wait_ready(page)
+    page.get_by_role("button", name="Generate", exact=True).click()  # the workbench, used once
+    page.evaluate("() => window.decodelab.lastRun")
+    page.wait_for_selector("html[data-state=ready]")
+    for name in CHAPTERS:
+        page.locator(f"#course-map a[href='#{name}']").click()
+        page.wait_for_timeout(400)
+        head = page.locator(f"#{name}-chapter-title").bounding_box()
+        top = max(page.evaluate("() => window.scrollY") + head["y"] - 40, 0)
+        page.screenshot(path=str(out / f"screenshot-chapter-{name}-{width}-{scheme}.png"),
+                        full_page=True, clip={"x": 0, "y": top, "width": width,
+                                              "height": 1300 if width > 800 else 1500})
+    page.locator(f"#course-map a[href='#{CHAPTERS[0]}']").click()
+    page.evaluate("() => window.scrollTo(0, 0)")
+    box = page.locator("#course-map").bounding_box()
+    page.screenshot(path=str(out / f"screenshot-map-{width}-{scheme}.png"), full_page=True,
+                    clip={"x": 0, "y": 0, "width": width, "height": box["y"] + box["height"] + 24})
+    page.context.close()
+
+
 def shoot_ideas(browser, host_url: str, out: Path, width: int, scheme: str) -> None:
     """Three one-idea widgets on one course page: a control, a step taken apart, the experiment;
-    one picture of each (the tall ones cut at 1150 px)."""
+    one picture of each (the tall ones cut at 1150 px, 1500 px on a phone)."""
     page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
     page.goto(host_url + "ideas.html")
     widgets = page.locator("decodelab-embed")
@@ -117,8 +146,9 @@ def shoot_ideas(browser, host_url: str, out: Path, width: int, scheme: str) -> N
     for section, name in (("idea-temperature", "control"), ("idea-step", "step"), ("idea-experiment", "experiment")):
         box = page.locator(f"#{section}").bounding_box()
         top = box["y"] - 16
-        page.screenshot(path=str(out / f"screenshot-idea-{name}-{scheme}.png"),
-                        clip={"x": 0, "y": top, "width": width, "height": min(box["height"] + 32, 1150)})
+        page.screenshot(path=str(out / f"screenshot-idea-{name}-{width}-{scheme}.png"),
+                        clip={"x": 0, "y": top, "width": width,
+                              "height": min(box["height"] + 32, 1150 if width > 800 else 1500)})
     page.close()
 
 
@@ -156,12 +186,15 @@ def main() -> int:
             shoot_step(browser, url, docs / "screenshot-step-dark.png", "dark")
             shoot_compare(browser, url, docs / "screenshot-compare.png", "light")
             shoot_dialog(browser, url, docs / "screenshot-embed-dialog.png")
+            for width, scheme in ((1280, "light"), (360, "dark")):
+                shoot_course(browser, url, docs, width, scheme)
             widget, widget_url = serve(ROOT / "static", host="localhost")
             host, host_url = serve(course_pages(widget_url), host="127.0.0.1")
             try:
                 shoot_embed(browser, host_url, docs / "screenshot-embed.png", 1100, "light")
-                for scheme in ("light", "dark"):
-                    shoot_ideas(browser, host_url, docs, 900, scheme)
+                for width in (1280, 360):
+                    for scheme in ("light", "dark"):
+                        shoot_ideas(browser, host_url, docs, width, scheme)
             finally:
                 host.shutdown()
                 widget.shutdown()
@@ -169,8 +202,8 @@ def main() -> int:
     finally:
         server.shutdown()
     print("wrote docs/screenshot.png, docs/screenshot-dark-360.png, docs/screenshot-step-dark.png, "
-          "docs/screenshot-compare.png, docs/screenshot-embed-dialog.png, docs/screenshot-embed.png "
-          "and docs/screenshot-idea-*.png")
+          "docs/screenshot-compare.png, docs/screenshot-embed-dialog.png, docs/screenshot-embed.png, "
+          "docs/screenshot-map-*.png, docs/screenshot-chapter-*.png and docs/screenshot-idea-*.png")
     return 0
 
 
