@@ -51,11 +51,13 @@ def test_embed_this_writes_both_snippets_and_previews_them(chromium, base_url):
     assert f'src="{base_url}element.js"' in element.input_value()
     assert element_attributes(element.input_value()) == query
 
-    # the preview is that iframe, at that size, and shows just those controls
+    # the preview is that iframe, at that size, and shows just those controls; it starts at
+    # once (the snippet's own start, on view, is for the course page)
     frame = dialog.locator("#embed-preview-box iframe")
     frame.wait_for(state="attached")
     page.wait_for_function("(s) => document.querySelector('#embed-preview-box iframe')?.getAttribute('src') === s",
-                           arg=src)
+                           arg=src + "&lazy=none")
+    assert frame.get_attribute("data-src") == src
     # the typed height reaches the preview a moment after the address does
     page.wait_for_function("() => document.querySelector('#embed-preview-box iframe').height === '560'")
     assert frame.get_attribute("width") == "720"
@@ -102,7 +104,13 @@ def test_the_snippets_height_is_the_previews_measured_height(chromium, base_url)
     dialog.get_by_label("Only these (the others are fixed)").check()
     dialog.locator("#embed-control-temperature").check()
     dialog.get_by_label("Preview width").fill("760")
-    # the preview starts once in view, writes its first sample and tells the dialog its height
+    # the preview follows the snippet 0.6 s after the last change: wait for the one of this
+    # snippet (an earlier one is replaced), then it starts once in view, writes its first sample
+    # and tells the dialog its height
+    page.wait_for_function("""() => {
+        const f = document.querySelector('#embed-preview-box iframe');
+        const snippet = document.querySelector('#embed-iframe').value;
+        return f && snippet.includes(`src="${f.dataset.src.replaceAll('&', '&amp;')}"`); }""")
     dialog.locator("#embed-preview-box iframe").scroll_into_view_if_needed()
     inner = page.frame_locator("#embed-preview-box iframe")
     inner.locator("html[data-state=ready]").wait_for(state="attached", timeout=BOOT_TIMEOUT_MS)

@@ -226,7 +226,10 @@ export function installEmbedder({ store, hooks }) {
     if (!frame || frame.dataset.src !== last.src) {
       frame = document.createElement("iframe");
       frame.dataset.src = last.src;
-      frame.src = last.src;
+      // A widget that starts when it scrolls into view starts at once here: the author is
+      // looking at the dialog, and a frame made inside its scrolled box may never be told that
+      // it came into view (the snippet itself keeps its own start)
+      frame.src = last.lazy === "view" ? `${last.src}&lazy=none` : last.src;
       frame.title = `Preview: ${TITLE}`;
       frame.allow = "clipboard-write";
       frameBox.replaceChildren(frame);
