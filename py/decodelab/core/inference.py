@@ -17,7 +17,8 @@ position of the trained prose model gives 0.47 after one step and 9 after thirty
 Dimension legend: B batch rows, n new tokens per row, C channels, H query heads, Hkv KV heads,
 G = H // Hkv, D head dim, V vocabulary, T context size.
 
-Left out: sampling (generate and sampling do that), paged or shared caches, speculative decoding.
+Left out: sampling (generate and sampling do that), paged or shared caches; speculative
+decoding's rounds (`speculative`) use `score` and `rewind` from here.
 """
 
 import math
@@ -91,12 +92,13 @@ def weights_of(model, dtype) -> InferenceWeights:
     return model.derived[key]
 
 
-def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos):
+def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: bool = False):
     """Run n new tokens per row through the model, writing their keys and values into the cache
     at positions cache.length.. and attending over everything cached so far.
 
     idx, pos: (B, n). Prefill is n = prompt length (one pass); decode is n = 1.
-    Returns the logits of each row's last new token (B, V).
+    Returns the logits of each row's last new token (B, V), or with every_row those of every new
+    token (B, n, V): what a speculative round's check of several drafted tokens reads.
     """
     cfg = w.cfg
     B, n = idx.shape
@@ -122,6 +124,8 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos):
         x = x + o @ w_o  # (B, n, C)
         x = x + swiglu_forward(w.unit(x) @ w_fc) @ w_proj  # (B, n, 2F) -> (B, n, F) -> (B, n, C)
     cache.length += n
+    if every_row:
+        return w.unit(x) @ w.w_head  # (B, n, C) -> (B, n, V)
     return w.unit(x[:, -1]) @ w.w_head  # (B, C) -> (B, V)
 
 
@@ -224,6 +228,23 @@ class Session:
         self.logits = cached_forward(self.weights_now(), self.cache, idx,
                                      self.positions(len(ids)))[0]  # (V,)
         return self.logits
+
+    def score(self, ids) -> np.ndarray:
+        """Feed several tokens in one pass after what the cache holds and return the logits after
+        each of them (n, V): a speculative round checks all its drafted tokens at once. The
+        window must have room for them (no context shift here); `rewind` takes back the ones
+        the round rejects."""
+        ids = [int(i) for i in ids]
+        if self.cache.length + len(ids) > self.cache.max_len:
+            raise ValueError(f"{len(ids)} more tokens do not fit the window of "
+                             f"{self.cache.max_len} ({self.cache.length} in use)")
+        self.shifted = False
+        self.tokens += ids
+        idx = np.array([ids], np.int64)  # (1, n)
+        rows = cached_forward(self.weights_now(), self.cache, idx, self.positions(len(ids)),
+                              every_row=True)[0]  # (n, V)
+        self.logits = rows[-1]
+        return rows
 
     def k_shift(self, drop: int) -> None:
         """llama.cpp's context shift: forget the oldest `drop` positions and move the rest to

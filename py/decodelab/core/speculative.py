@@ -1,0 +1,154 @@
+"""Speculative decoding: a cheap draft model guesses ahead, the real model checks every guess in
+one pass, and its cache is rolled back to the last token it accepted.
+
+A round (Leviathan et al. 2023; Chen et al. 2023):
+  1. The draft proposes up to gamma tokens, one at a time, each drawn from q, its final
+     distribution after the run's rules (greedy: its argmax). A drafted end-of-sequence ends
+     the proposal.
+  2. The target reads them in one pass (`Session.score`), together with the token the previous
+     round ended on, which it had not read yet: gamma + 1 positions, and so gamma + 1 final
+     distributions p after the same rules.
+  3. Token i is accepted with probability min(1, p(x)/q(x)): one uniform draw u, accepted when
+     u < p(x)/q(x). Greedy: accepted when it is the target's argmax.
+  4. At the first rejection the round ends with a token drawn from max(0, p - q), renormalised
+     (greedy: the target's argmax). If every token was accepted, one bonus token comes from the
+     target's last distribution. Either way the round adds the accepted tokens and one more.
+  5. Both caches are rolled back to what the round kept: the rejected guesses' keys and values
+     are forgotten (`Session.rewind`); a bigram draft keeps nothing.
+
+Why the text is the target's own: for each position, a token x comes out accepted with
+probability q(x) min(1, p(x)/q(x)) = min(q(x), p(x)), or rejected then resampled with
+probability (1 - sum_y min(q(y), p(y))) (p(x) - min(q(x), p(x))) / (1 - sum_y min(q(y), p(y)));
+the two add up to p(x). Greedy, every kept token is the target's argmax: the same text as greedy
+decoding without a draft.
+
+The draws come from one generator seeded by the run's seed, in a fixed order per round: the
+draft's draws, then one u per checked token, then the resampling draw (or the bonus draw).
+
+Left out: stop strings, JSON mode, token healing and tool calls (a round would have to be cut
+inside a token or a call); a draft with its own tokenizer; tree-shaped drafts.
+
+Dimension legend: V vocabulary size, g drafted tokens in a round (g <= gamma).
+"""
+
+import numpy as np
+
+from decodelab.core import sampling
+from decodelab.core.tokenizer import EOS
+
+
+def final(logits, rules: sampling.Rules, eos_blocked: bool) -> np.ndarray:
+    """The final distribution (V,) after the run's rules, the one a token is drawn from."""
+    return sampling.decide(np.asarray(logits, np.float64), rules, eos_blocked=eos_blocked).p_final
+
+
+def always(p: np.ndarray, q: np.ndarray, x: int, u: float) -> bool:
+    """The rule: accept x with probability min(1, p(x)/q(x))."""
+    return u * q[x] < p[x]
+
+
+def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """max(0, p - q), renormalised (p itself in the measure-zero case p <= q everywhere)."""
+    r = np.maximum(p - q, 0.0)
+    total = r.sum()
+    return r / total if total > 0 else p
+
+
+class Draft:
+    """The draft's side of a run: its logits after the tokens kept so far, and a rollback."""
+
+    def __init__(self, model, prompt_ids):
+        self.session = model.session()
+        self.logits = self.session.prefill(list(prompt_ids))
+        self.kept = len(prompt_ids)
+
+    def propose(self, rules, gamma: int, eos_blocked, rng, greedy: bool) -> tuple:
+        """Up to gamma tokens, each with the distribution it was drawn from."""
+        xs, qs, logits = [], [], self.logits
+        for i in range(gamma):
+            q = final(logits, rules, eos_blocked(len(xs)))
+            x = int(np.argmax(q)) if greedy else sampling.pick(q, float(rng.random()))
+            xs.append(x)
+            qs.append(q)
+            if x == EOS or i == gamma - 1:
+                break
+            logits = self.session.decode(x)
+        return xs, qs
+
+    def keep(self, tokens: list) -> None:
+        """The round kept these tokens after the ones before it: forget the rest, read these."""
+        if hasattr(self.session, "rewind"):  # a cached draft: take back its guesses
+            self.session.rewind(1 + self.kept)  # the start token, then what was kept
+        self.logits = self.session.append(tokens) if len(tokens) > 1 \
+            else self.session.decode(tokens[0])
+        self.kept += len(tokens)
+
+
+def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int,
+              max_new_tokens: int, seed: int = 0, ignore_eos: bool = False,
+              min_new_tokens: int = 0, accept=always) -> dict:
+    """One speculative run. Returns {"ids", "finish_reason", "rounds": [{"proposed",
+    "accepted", "tokens": [{"token_id", "p", "q", "u", "accepted"}], "resampled", "bonus",
+    "cache": [before, after the check, after the rollback]}], "acceptance_rate",
+    "target_passes"}. accept: the acceptance rule (a wrong one is tested to fail)."""
+    if target.tokenizer.vocab_size != draft_model.tokenizer.vocab_size:
+        raise ValueError("the draft must read the target's tokens: their vocabularies differ "
+                         f"({draft_model.tokenizer.vocab_size} and {target.tokenizer.vocab_size})")
+    prompt_ids = [int(i) for i in prompt_ids]
+    room = target.cfg.context_size - (1 + len(prompt_ids))
+    if max_new_tokens + gamma > room:
+        raise ValueError(f"{max_new_tokens} new tokens and {gamma} drafted ones do not fit the "
+                         f"target's window of {target.cfg.context_size} after this prompt")
+    rng = np.random.default_rng(seed)
+    greedy = rules.is_greedy
+    session = target.session()  # float64, with its KV cache
+    p_logits = [session.prefill(prompt_ids)]  # the rows not yet used: here the prefill's last
+    draft = Draft(draft_model, prompt_ids)
+    out, rounds, proposed_total, accepted_total, pending = [], [], 0, 0, None
+    finish = None
+    while finish is None:
+        made = len(out)
+        blocked = lambda i: ignore_eos or made + i < min_new_tokens  # noqa: E731
+        xs, qs = draft.propose(rules, min(gamma, max_new_tokens - made), blocked, rng, greedy)
+        before = session.length
+        rows = session.score(([pending] if pending is not None else []) + xs)  # (g [+1], V)
+        ps = p_logits + list(rows)  # g + 1: p for each guess, then for the bonus
+        checked = session.length
+        tokens, kept, extra, how = [], [], None, "bonus"
+        for i, (x, q) in enumerate(zip(xs, qs)):
+            p = final(ps[i], rules, blocked(i))
+            u = None if greedy else float(rng.random())
+            ok = (int(np.argmax(p)) == x) if greedy else accept(p, q, x, u)
+            tokens.append({"token_id": x, "p": float(p[x]), "q": float(q[x]), "u": u,
+                           "ratio": float(p[x] / q[x]) if q[x] > 0 else None, "accepted": ok})
+            if not ok:
+                r = residual(p, q)
+                extra = int(np.argmax(p)) if greedy else sampling.pick(r, float(rng.random()))
+                how = "resampled"
+                break
+            kept.append(x)
+            if x == EOS:
+                break
+        if extra is None and (not kept or kept[-1] != EOS):  # all accepted: the bonus token
+            p = final(ps[len(kept)], rules, blocked(len(kept)))
+            extra = int(np.argmax(p)) if greedy else sampling.pick(p, float(rng.random()))
+        new = (kept + ([extra] if extra is not None else []))[:max_new_tokens - made]
+        # roll back: the target keeps what it read up to the last accepted guess; the round's
+        # last token (resampled or bonus) is read at the start of the next round's pass
+        session.rewind(1 + len(prompt_ids) + made + len(kept))
+        pending = extra
+        out += new
+        if new[-1] != EOS and len(out) < max_new_tokens:
+            draft.keep(new)
+        p_logits = []
+        proposed_total += len(xs)
+        accepted_total += len(kept)
+        rounds.append({"proposed": len(xs), "accepted": len(kept), "tokens": tokens,
+                       how: extra, "cache": [before, checked, session.length]})
+        if out and out[-1] == EOS:
+            finish = "stop"
+        elif len(out) >= max_new_tokens:
+            finish = "length"
+    return {"ids": out, "finish_reason": finish, "rounds": rounds,
+            "acceptance_rate": accepted_total / proposed_total if proposed_total else None,
+            "target_passes": 1 + len(rounds)}
