@@ -221,6 +221,9 @@ def measure(quick: bool = False) -> dict:
             tools_req = {"questions": 4 if quick else 24}  # 24: the page's default size
             browser_tools = page.evaluate("r => window.decodelab.benchTools(r)", tools_req)
             browser_json = page.evaluate("r => window.decodelab.benchJson(r)", {})
+            spec_req = {"gammas": [2, 4], "temperatures": [0, 1], "tokens": 24, "seeds": 1} \
+                if quick else {}
+            browser_spec = page.evaluate("r => window.decodelab.benchSpeculative(r)", spec_req)
             page_seconds = page_run_seconds(page, steps)
             responsiveness = main_thread_during_runs(page, steps)
             page.context.close()
@@ -237,6 +240,7 @@ def measure(quick: bool = False) -> dict:
     native_tok = tokenize_times(lambda req: api("bench_tokenize", req), repeats)
     native_tools = api("bench_tools", tools_req)
     native_json = api("bench_json", {})
+    native_spec = api("bench_speculative", spec_req)
     phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "total_ms", "page_ready_ms",
               "warmup_after_ready_ms")
     return {
@@ -258,6 +262,7 @@ def measure(quick: bool = False) -> dict:
         "bpe_encode_10kb": {"browser": browser_tok, "native": native_tok},
         "tools": {"browser": browser_tools, "native": native_tools},
         "json_mode": {"browser": browser_json, "native": native_json},
+        "speculative": {"browser": browser_spec, "native": native_spec},
         "transformer_tokens_per_second": {
             name: {"browser": browser_t[name], "native": native_t[name],
                    "native_over_browser": native_t[name] / browser_t[name],
@@ -301,6 +306,7 @@ def table(r: dict) -> str:
                   f"cold, {b['native']['warm_ms']:.1f} warm."]
     lines += tool_lines(r["tools"])
     lines += json_lines(r["json_mode"])
+    lines += speculative_lines(r["speculative"])
     lines += hardening_lines(r)
     from tests import manywidgets
 
@@ -330,6 +336,19 @@ def tool_lines(t: dict) -> list:
                  f"{eb['seconds']:.1f} | {en['seconds']:.1f} |")
     lines.append(f"| questions (runs) per second | {eb['runs_per_second']:.1f} | "
                  f"{en['runs_per_second']:.1f} |")
+    return lines
+
+
+def speculative_lines(sp: dict) -> list:
+    """Speculative decoding (the names bigram drafting for the names transformer) against the
+    transformer alone, in one run: acceptance, tokens per target pass, and the speed-up."""
+    lines = ["", "| speculative decoding | acceptance | tokens per target pass | speed-up, "
+             "browser | speed-up, native |", "| --- | ---: | ---: | ---: | ---: |"]
+    for b, n in zip(sp["browser"]["rows"], sp["native"]["rows"]):
+        t = "greedy" if b["temperature"] == 0 else f"T = {b['temperature']:g}"
+        lines.append(f"| {t}, gamma {b['gamma']} | {n['acceptance_rate']:.2f} | "
+                     f"{n['tokens_per_target_pass']:.2f} | {b['speed_up']:.2f}x | "
+                     f"{n['speed_up']:.2f}x |")
     return lines
 
 

@@ -127,7 +127,8 @@ def test_each_round_records_its_check_and_rolls_the_cache_back(models):
     target, draft = models
     ids = target.tokenizer.encode("an")
     out = speculate(target, draft, ids, sampling.Rules(temperature=1.2), 4, 40, seed=7,
-                    ignore_eos=True)
+                    ignore_eos=True, check=True)
+    assert max(r["cache_diff"] for r in out["rounds"]) < 1e-9  # every pass after a rollback
     assert len(out["ids"]) == 40
     assert any(r["accepted"] < r["proposed"] for r in out["rounds"])  # some guesses rejected
     position = 1 + len(ids)

@@ -86,11 +86,13 @@ class Draft:
 
 def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int,
               max_new_tokens: int, seed: int = 0, ignore_eos: bool = False,
-              min_new_tokens: int = 0, accept=always) -> dict:
+              min_new_tokens: int = 0, accept=always, check: bool = False) -> dict:
     """One speculative run. Returns {"ids", "finish_reason", "rounds": [{"proposed",
     "accepted", "tokens": [{"token_id", "p", "q", "u", "accepted"}], "resampled", "bonus",
     "cache": [before, after the check, after the rollback]}], "acceptance_rate",
-    "target_passes"}. accept: the acceptance rule (a wrong one is tested to fail)."""
+    "target_passes"}. accept: the acceptance rule (a wrong one is tested to fail). check: each
+    round's pass compared with a full recomputation of the same text (the live cache check: it
+    holds after every rollback), as the round's cache_diff."""
     if target.tokenizer.vocab_size != draft_model.tokenizer.vocab_size:
         raise ValueError("the draft must read the target's tokens: their vocabularies differ "
                          f"({draft_model.tokenizer.vocab_size} and {target.tokenizer.vocab_size})")
@@ -114,6 +116,10 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
         rows = session.score(([pending] if pending is not None else []) + xs)  # (g [+1], V)
         ps = p_logits + list(rows)  # g + 1: p for each guess, then for the bonus
         checked = session.length
+        diff = None
+        if check:  # the rows this pass read from the (rolled-back) cache, recomputed whole
+            full = target.all_logits(session.tokens, session.dtype)  # (checked, V)
+            diff = float(np.abs(rows - full[checked - len(rows):]).max())
         tokens, kept, extra, how = [], [], None, "bonus"
         for i, (x, q) in enumerate(zip(xs, qs)):
             p = final(ps[i], rules, blocked(i))
@@ -145,6 +151,8 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
         accepted_total += len(kept)
         rounds.append({"proposed": len(xs), "accepted": len(kept), "tokens": tokens,
                        how: extra, "cache": [before, checked, session.length]})
+        if diff is not None:
+            rounds[-1]["cache_diff"] = diff
         if out and out[-1] == EOS:
             finish = "stop"
         elif len(out) >= max_new_tokens:

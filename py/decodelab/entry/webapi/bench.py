@@ -1,7 +1,8 @@
 """The benchmark's rows, measured by the same functions natively (tests/benchmark.py calls them
 in CPython) and in the page (through these endpoints), so the two numbers time the same code:
 a whole run, the transformer's cached and uncached decode, the BPE encoder, resuming after a
-tool result, prefix sharing, the accuracy experiment's pace, and what JSON mode adds to a step.
+tool result, prefix sharing, the accuracy experiment's pace, what JSON mode adds to a step, and
+speculative decoding against decoding alone.
 """
 
 import dataclasses
@@ -16,6 +17,7 @@ from decodelab.core.generate import start as start_generation
 from decodelab.core.inference import Uncached
 from decodelab.core.replay import Replay
 from decodelab.core.settings import validate
+from decodelab.core.speculative import speculate
 from decodelab.entry.webapi.catalog import sample_card
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.entry.webapi.reuse import REUSE_APPENDED, REUSE_QUESTION
@@ -230,3 +232,52 @@ def _bench_generation(session: Session, req: dict) -> dict:
         model = Uncached(model)
     every = req.get("check_every")
     return time_generation(model, settings, None if every is None else max(int(every), 1))
+
+
+SPECULATION = {"gammas": (1, 2, 4, 8), "temperatures": (0.0, 0.7, 1.0), "tokens": 48, "seeds": 3}
+
+
+def time_speculation(target, draft, prompt_ids, temperature: float, gamma: int, tokens: int,
+                     seeds: int) -> dict:
+    """Speculative decoding (draft -> target) against the target decoding alone, with the same
+    rules and seeds, end-of-sequence blocked so every run writes `tokens`: acceptance rate, tokens
+    per target pass, and the wall-clock ratio of the two (above 1: speculation pays)."""
+    rules = sampling.Rules(temperature=temperature)
+    speculate(target, draft, prompt_ids, rules, gamma, 4, ignore_eos=True)  # warm up both
+    spec_s = plain_s = 0.0
+    proposed = accepted = passes = made = 0
+    for seed in range(seeds):
+        t0 = time.perf_counter()
+        out = speculate(target, draft, prompt_ids, rules, gamma, tokens, seed=seed,
+                        ignore_eos=True)
+        spec_s += time.perf_counter() - t0
+        proposed += sum(r["proposed"] for r in out["rounds"])
+        accepted += sum(r["accepted"] for r in out["rounds"])
+        passes += out["target_passes"]
+        made += len(out["ids"])
+        settings = validate({"model": "transformer", "temperature": temperature, "seed": seed,
+                             "max_new_tokens": tokens, "ignore_eos": True, "cache_check": False})
+        t0 = time.perf_counter()
+        run = Generation(target, settings)
+        for _ in run:
+            pass
+        plain_s += time.perf_counter() - t0
+    return {"gamma": gamma, "temperature": temperature, "acceptance_rate": accepted / proposed,
+            "tokens_per_target_pass": made / passes, "speculative_tokens_per_second": made / spec_s,
+            "plain_tokens_per_second": made / plain_s, "speed_up": plain_s / spec_s}
+
+
+@endpoint
+def _bench_speculative(session: Session, req: dict) -> dict:
+    """{"dataset", "prompt", "gammas", "temperatures", "tokens", "seeds"} -> time_speculation for
+    every gamma and temperature, the names (or the given) transformer checked against its bigram
+    draft: the same function natively and here."""
+    dataset = req.get("dataset", "names")
+    library = session.library
+    target = library.model("transformer", dataset, "chars")
+    draft = library.model("bigram", dataset, "chars")
+    prompt = target.tokenizer.encode(req.get("prompt", ""))
+    cfg = {k: req.get(k, v) for k, v in SPECULATION.items()}
+    return {"rows": [time_speculation(target, draft, prompt, float(t), int(g), int(cfg["tokens"]),
+                                      int(cfg["seeds"]))
+                     for t in cfg["temperatures"] for g in cfg["gammas"]]}
