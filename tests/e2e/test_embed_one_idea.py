@@ -22,7 +22,7 @@ pytestmark = pytest.mark.browser
 POINTING = re.compile(
     r"\b(settings|seed|switch|workbench|text|run|chosen|set) above\b|Generate above"
     r"|under More rules|beside the model|The step view says|the cache card shows"
-    r"|of the batch view|the section above|the experiment below|under Compare runs", re.I)
+    r"|of the batch view|the experiment below|under Compare runs", re.I)
 PANELS = ("controls", "text", "inspector", "runs", "tries", "share", "train", "playground",
           "experiment", "tokens", "tools", "shapes", "compare", "kvcache", "cache", "batch",
           "break", "costs", "questions")

@@ -141,13 +141,18 @@ function keepFocusThroughRuns(store) {
   generate.addEventListener("click", () => {
     pressed = document.activeElement === generate;
   }, true);
+  // The same when a run starts without a press (Ctrl+Enter, an embed's first sample after it
+  // put the focus on Generate): the focus fell off Generate because the run disabled it.
+  let dropped = false;
+  generate.addEventListener("focusout", () => { dropped = generate.disabled; });
+  document.addEventListener("focusin", () => { dropped = false; }); // the focus went on elsewhere
   store.subscribe((change) => {
     if (change.type === "asked") started();
     else if (change.type === "result") ended();
   });
   function started() {
-    const had = pressed || document.activeElement === generate;
-    pressed = false;
+    const had = pressed || dropped || document.activeElement === generate;
+    pressed = dropped = false;
     if (had && !stop.disabled) {
       handed = true;
       stop.focus();
