@@ -178,6 +178,23 @@ test("the run's steps, the characters each shows, the selection that follows the
   assert.equal(other.steps.length, 0);
 });
 
+test("the live check's verdicts arrive behind the steps and fill them in", async () => {
+  const { store, changes } = await started();
+  const run = { id: 1, steps: [], shown: [], held: [], selected: null, follow: true, done: false };
+  store.runStarted(run);
+  const pending = (step) => ({ step, cache_diff: null, cache_ok: null });
+  store.runSteps(run, { steps: [pending(0), pending(1), pending(2)], flow: [], held: [] });
+  assert.equal(run.steps[1].cache_ok, null);
+  // a batch with no new step, only verdicts (the text had ended): still announced
+  store.runSteps(run, { steps: [], flow: [], held: [], checks: [[0, 1e-15, true], [1, 2e-15, true], [2, 0.5, false]] });
+  assert.deepEqual(run.steps.map((s) => s.cache_ok), [true, true, false]);
+  assert.equal(run.steps[2].cache_diff, 0.5);
+  assert.equal(changes.at(-1).type, "steps");
+  // a verdict for a step the page does not hold changes nothing
+  store.runSteps(run, { steps: [], flow: [], held: [], checks: [[9, 0, true]] });
+  assert.equal(run.steps.length, 3);
+});
+
 test("More rules counts the settings that are not at their defaults", async () => {
   const { store } = await started();
   assert.equal(store.changed(["temperature", "greedy", "stop"]), 0);

@@ -170,7 +170,8 @@ function generate(client, message) {
     const out = run.stopRequested ? call(client.session, "cancel") : call(client.session, "advance", paceMs > 0 ? { budget_ms: 0, catch_up: true } : { budget_ms: BATCH_MS });
     // what the page draws next comes with the steps (flow, held); the end brings the rest
     const sent = out.steps.length || !run.stopRequested;
-    if (sent || out.checks.length) post({ type: "steps", id, steps: out.steps, flow: out.flow, held: out.held, checks: out.checks });
+    if (sent) post({ type: "steps", id, steps: out.steps, flow: out.flow, held: out.held, checks: out.checks });
+    else if (out.checks.length) post({ type: "steps", id, steps: [], flow: [], held: [], checks: out.checks }); // the flow goes with "done"
     if (out.done) {
       post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, flow: sent ? [] : out.flow, cut: out.cut, json: out.json });
       finishRun(client);

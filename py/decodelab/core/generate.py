@@ -80,7 +80,7 @@ class Generation:
         self.stop_reason = None
         self.made = 0  # tokens the model chose (the budget counts these)
         self.last = None  # (step, Decision) of the latest model step, for the page's step view
-        self.checks = None  # the live cache check, behind the text (`inference.LiveCheck`)
+        self.checks = None  # the live cache check, behind the text (`livecheck.LiveCheck`)
         self.check_every = CHECK_EVERY  # unchecked steps it lets pass before it catches up
         self._steps = self._run()
 
