@@ -47,8 +47,10 @@ export function createTextView(store) {
       const box = dom.text;
       const above = box.scrollTop > 2;
       const below = box.scrollHeight - box.scrollTop - box.clientHeight > 2;
-      box.dataset.more = above && below ? "both" : above ? "above" : below ? "below" : "";
-      dom.more.hidden = box.hidden || !(above || below);
+      const more = above && below ? "both" : above ? "above" : below ? "below" : "";
+      if (box.dataset.more === more) return; // streaming calls this every frame: write on change
+      box.dataset.more = more;
+      dom.more.hidden = box.hidden || !more;
       dom.more.textContent = above && below ? "More text above and below: scroll the box ↕"
         : above ? "More text above: scroll the box ↑" : "More text below: scroll the box ↓";
     });
