@@ -24,6 +24,9 @@ MODELS = ("bigram", "transformer")
 ORDERS = ("temperature-first", "filter-first")  # the orders the rules know (sampling reads it)
 SHIFTS = ("reread", "kshift")  # how a full window goes on (inference reads it)
 TOOLS = ("on", "off", "guess")
+STRATEGIES = ("sample", "beam")
+EARLY_STOPPING = ("false", "true", "never")  # transformers' early_stopping: False, True, "never"
+DRAFTS = ("off", "bigram")
 
 
 @dataclass(frozen=True)
@@ -190,14 +193,46 @@ FIELDS = (
       min=1, max=32,
       group="more"),
     F("cache_check", "Cache check", "bool", True,
-      "Transformer only. At every step, compare the logits from the KV cache with a full "
-      "recomputation of the whole text. Slower, and it proves the cache right.",
+      "Transformer only. Compare every step's logits from the KV cache with a full "
+      "recomputation of the whole text, once the text has ended: it proves the cache right.",
       group="model"),
     F("context_shift", "When the window is full", "choice", "reread",
       "Transformer only. reread: drop the oldest half and read the rest again (exact). "
       "kshift: turn the kept keys back by the dropped length and read nothing (llama.cpp; "
       "faster, not exact: the cache check shows by how much).",
       choices=SHIFTS, group="model"),
+    # --- search: several paths (beam search), or guesses checked (speculative decoding) ------
+    F("strategy", "Strategy", "choice", "sample",
+      "sample: one path, one token per step, by the rules above. beam: several paths at once, "
+      "the likeliest kept at every step (transformers' beam search; no draw, so the sampling "
+      "settings have no meaning for it).", choices=STRATEGIES,
+      group="search", choice_labels=("Sample: one path", "Beam search: several paths")),
+    F("num_beams", "Beams", "int", 4,
+      "Beam search: the paths kept at every step, and the finished ones kept in the bank.",
+      min=2, max=16, group="search"),
+    F("length_penalty", "Length penalty", "float", 1.0,
+      "Beam search: a finished path's score is its summed log-probability divided by its "
+      "length to this power. Above 0 it favours longer paths, below 0 shorter ones.",
+      min=-10, max=10, note="0 means the plain sum", group="search", step=0.1),
+    F("early_stopping", "Early stopping", "choice", "false",
+      "Beam search: true stops once the bank holds as many finished paths as beams; false stops "
+      "when no running path, scored at its length, can beat the worst in the bank; never, the "
+      "same but scored at the longest length it could reach (transformers' three modes).",
+      choices=EARLY_STOPPING, group="search"),
+    F("no_repeat_ngram_size", "No repeat n-gram", "int", 0,
+      "Beam search: no path may hold the same n tokens in a row twice.",
+      min=0, max=10, note="0 means off", group="search"),
+    F("num_return_sequences", "Paths returned", "int", 1,
+      "Beam search: how many finished paths to return, best first (at most Beams).",
+      min=1, max=16, group="search"),
+    F("draft", "Draft model", "choice", "off",
+      "Speculative decoding: a cheap model on the same tokens guesses ahead, and the model "
+      "checks all its guesses in one pass; the text is the model's own either way.",
+      choices=DRAFTS, group="search",
+      choice_labels=("Off: the model alone", "Bigram: the bigram on the same tokens")),
+    F("num_draft_tokens", "Draft tokens", "int", 4,
+      "Speculative decoding: the tokens the draft guesses each round (gamma).",
+      min=1, max=8, group="search"),
     # --- the page's lesson: one step, the playground, the experiment ------------------------
     F("step", "Step", "int", 0, "A step of the last run.", min=0, note="steps count from 0"),
     F("top_n", "Candidates shown", "int", 10, "How many of the likeliest tokens to list.",

@@ -84,10 +84,17 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-scores, kind="stable")[:k]
 
 
-def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool = False) -> dict:
-    """One search from one prompt. Returns {"beams": [{"ids", "score", "finish_reason"}],
-    "steps": [one record per step: the candidates, the beams kept with the beam each grew from,
-    the bank after it], "stopped": why the search ended}."""
+def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool = False,
+                eos_blocked=None, ends=None) -> dict:
+    """One search from one prompt. Returns {"beams": [{"ids", "score", "finish_reason",
+    "stop_reason"}], "steps": [one record per step: the candidates, the beams kept with the beam
+    each grew from, the bank after it], "stopped": why the search ended}.
+
+    eos_blocked(step) -> bool: end-of-sequence gets log-probability -inf at that step (min new
+    tokens, ignore EOS; as transformers' MinNewTokensLengthLogitsProcessor does). ends(new ids)
+    -> (finish_reason, stop_reason) or None: a path that ends by another rule (a stop string, a
+    tool call), finished like one that ends with end-of-sequence. check: each step's cached
+    logits of every beam compared with a full recomputation (cache_diff)."""
     N, K = rules.num_beams, 2 * rules.num_beams
     prompt = [eos] + [int(i) for i in prompt_ids]
     P = len(prompt)
@@ -108,6 +115,8 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
     cur_len, steps, stopped = P, [], "length"
     while True:
         logp = log_softmax(np.asarray(logits, np.float64))  # (N, V)
+        if eos_blocked is not None and eos_blocked(cur_len - P):
+            logp[:, eos] = -np.inf
         if rules.no_repeat_ngram_size:
             for b, seq in enumerate(seqs):
                 logp[b, banned_by_ngrams(seq, rules.no_repeat_ngram_size)] = -np.inf
@@ -116,8 +125,12 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
         top = _top(total, K)  # (K,)
         cand_score, cand_beam, cand_tok = total[top], top // V, top % V
         at_budget = cur_len + 1 >= max_length
-        finished = (cand_tok == eos) | at_budget  # (K,)
         cand_seqs = [seqs[b] + [int(t)] for b, t in zip(cand_beam, cand_tok)]
+        reasons = [("stop", "eos") if t == eos else None for t in cand_tok]
+        if ends is not None:
+            reasons = [r or ends(seq[P:]) for r, seq in zip(reasons, cand_seqs)]
+        reasons = [r or (("length", None) if at_budget else None) for r in reasons]
+        finished = np.array([r is not None for r in reasons])  # (K,)
         # the next running beams: the best K candidates that did not finish
         keep = _top(np.where(finished, cand_score + BLOCKED, cand_score), N)
         # the bank: the first N candidates that finished, scored with the length penalty
@@ -129,7 +142,7 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
         best = _top(merged, N)
         merged_seqs = bank_seqs + cand_seqs
         merged_done = np.concatenate([bank_done, entering])
-        merged_reason = bank_reason + ["eos" if t == eos else "length" for t in cand_tok]
+        merged_reason = bank_reason + reasons
         bank_scores = merged[best]
         bank_seqs = [merged_seqs[i] for i in best]
         bank_done = merged_done[best]
@@ -138,12 +151,14 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
         steps.append({
             "step": cur_len - P,
             "candidates": [{"beam": int(b), "token_id": int(t), "score": float(s),
-                            "finished": bool(f)}
-                           for b, t, s, f in zip(cand_beam, cand_tok, cand_score, finished)],
+                            "finished": bool(f), "entered": bool(e and not closed)}
+                           for b, t, s, f, e in zip(cand_beam, cand_tok, cand_score, finished,
+                                                    entering)],
             "kept": [{"from": int(cand_beam[i]), "token_id": int(cand_tok[i]),
                       "score": float(cand_score[i])} for i in keep],
-            "bank": [{"ids": s[P:], "score": float(x)}
-                     for s, x, d in zip(bank_seqs, bank_scores, bank_done) if d],
+            "bank": [{"ids": s[P:], "score": float(x), "finish_reason": r[0]}
+                     for s, x, d, r in zip(bank_seqs, bank_scores, bank_done, bank_reason)
+                     if d],
         })
         seqs = [cand_seqs[i] for i in keep]
         running = np.where(finished[keep], cand_score[keep] + BLOCKED, cand_score[keep])
@@ -167,8 +182,10 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
         logits = session.decode([s[-1] for s in seqs])
         if check:
             diff = float(np.abs(session.logits - session.recompute_logits()).max())
-            steps[-1]["cache_diff"] = diff
+            steps[-1]["cache_diff"] = diff  # read by the next step: recorded with this one
     n = rules.num_return_sequences
-    return {"beams": [{"ids": s[P:], "score": float(x), "finish_reason": r}
-                      for s, x, r in zip(bank_seqs[:n], bank_scores[:n], bank_reason[:n])],
+    return {"beams": [{"ids": s[P:], "score": float(x), "finish_reason": r[0],
+                       "stop_reason": r[1]}
+                      for s, x, r, d in zip(bank_seqs[:n], bank_scores[:n], bank_reason[:n],
+                                            bank_done[:n]) if d],
             "steps": steps, "stopped": stopped, "prompt_ids": prompt[1:]}

@@ -42,7 +42,7 @@ import codecs
 
 import numpy as np
 
-from decodelab.core import grammar, healing, jsonshape, records, sampling, stopping
+from decodelab.core import grammar, healing, jsonshape, records, sampling, search, stopping
 from decodelab.core.livecheck import CHECK_EVERY, LiveCheck
 from decodelab.core.settings import Settings, validate
 from decodelab.core.textout import TextOut
@@ -233,7 +233,7 @@ class Generation:
             logits = session.prefill(self.prompt_ids)  # (V,)
         self.feeds.append(("prefill", list(self.prompt_ids)))
         seen = self.seen_at(0)  # kept up to date below: the penalty's mask
-        cached = hasattr(session, "check_report")  # a KV cache: its length, and the live check
+        cached = getattr(session, "has_cache", False)  # a KV cache: its length, and the live check
         if cached and s.cache_check:
             self.checks = LiveCheck(session, self.check_every)
         greedy, compare = self.rules.is_greedy, self.rules.orders_can_differ
@@ -384,12 +384,18 @@ def prepare(library, raw: dict):
             grammar.check_vocabulary(model.tokenizer)
     except FieldError as e:
         raise FieldErrors([e]) from None
+    errors = search.model_errors(settings, model, prompt[0])
+    if errors:
+        raise FieldErrors(errors)
     return settings, model, prompt
 
 
-def start(library, raw: dict) -> Generation:
-    """Check raw settings against what the library holds (`prepare`) and begin a run."""
+def start(library, raw: dict):
+    """Check raw settings against what the library holds (`prepare`) and begin a run: a
+    Generation, or with Strategy beam or a Draft model the search (`search`)."""
     settings, model, prompt = prepare(library, raw)
+    if search.kind(settings) is not None:
+        return search.start(library, settings, model, prompt[0])
     return Generation(model, settings, prompt=prompt)
 
 

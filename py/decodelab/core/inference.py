@@ -140,6 +140,7 @@ class Session:
     """
 
     cache_class = KVCache
+    has_cache = True  # a run records its length and checks it live (generate reads this)
 
     def __init__(self, model, dtype=np.float32, shift: str = "reread"):
         cfg = model.cfg
@@ -294,16 +295,6 @@ class Session:
     def check(self) -> float:
         """Max |cached - recomputed| of the last logits handed out."""
         return float(np.abs(self.logits - self.recompute_logits()).max())
-
-    def check_report(self, check: bool = True) -> dict:
-        """The step record's cache fields: the live check (when asked for), how many positions
-        the cache holds, and whether this step shifted the context."""
-        out = {}
-        if check:
-            diff = self.check()
-            out.update(cache_diff=diff, cache_ok=diff <= self.tolerance)
-        out.update(cache_length=self.length, context_shift=self.shifted)
-        return out
 
 
 def left_pad(rows: list, pad_id: int = 0):

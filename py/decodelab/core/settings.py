@@ -14,7 +14,7 @@ from dataclasses import asdict, field, fields, make_dataclass
 from decodelab.core import stopping
 from decodelab.core.sampling import Rules
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import RUN_FIELDS, check
+from decodelab.fields import RUN_FIELDS, check, label_of
 
 
 class _Settings:
@@ -88,6 +88,62 @@ def validate(raw: dict, datasets=None) -> Settings:
                                               "healing lets the first token rewrite the end of "
                                               "the prompt, and the grammar reads only the "
                                               "answer; turn one of them off."))
+    errors += search_errors(values)
     if errors:
         raise FieldErrors(errors)
     return Settings(**values)
+
+
+# Beam search draws nothing: these settings shape a draw, so they have no meaning for it.
+SAMPLING_ONLY = ("greedy", "temperature", "top_k", "top_p", "min_p", "typical_p",
+                 "repetition_penalty")
+# Neither search follows one text with a mask of its own (each path or guess would need one).
+ONE_PATH_ONLY = ("json_mode", "token_healing")
+
+
+def search_errors(values: dict) -> list:
+    """The rules that involve a search setting and another: each a FieldError naming the field
+    to change. values: the settings that passed their own checks (the rest take defaults)."""
+    get = lambda name: values.get(name, getattr(Settings, name))  # noqa: E731
+    beam, draft = get("strategy") == "beam", get("draft") != "off"
+    errors = []
+    if beam and draft:
+        errors.append(FieldError("draft", "Draft model must be off with beam search: a draft "
+                                          "guesses ahead of one path, and beam search keeps "
+                                          "several. Turn the draft off, or choose Strategy "
+                                          "sample.", also=("strategy",)))
+    if beam:
+        for name in SAMPLING_ONLY:
+            if get(name) != getattr(Settings, name):
+                errors.append(FieldError(name, f"{label_of(name)} has no meaning for beam "
+                                               f"search: it draws nothing and keeps the "
+                                               f"likeliest paths. Set it back to "
+                                               f"{_default(name)}, or choose Strategy sample.",
+                                         also=("strategy",)))
+        if get("num_return_sequences") > get("num_beams"):
+            errors.append(FieldError("num_return_sequences",
+                                     f"Paths returned must be from 1 to Beams "
+                                     f"({get('num_beams')}); got {get('num_return_sequences')}.",
+                                     also=("num_beams",)))
+    what = "beam search" if beam else "a draft model" if draft else None
+    for name in ONE_PATH_ONLY if what else ():
+        if get(name):
+            errors.append(FieldError(name, f"{label_of(name)} is not allowed with {what}: its "
+                                           f"mask follows one text as it is written, and "
+                                           f"{'every path' if beam else 'every guess'} would "
+                                           f"need its own. Turn it off, or use "
+                                           f"{'Strategy sample' if beam else 'no draft'}.",
+                                     also=("strategy" if beam else "draft",)))
+    if what and get("model") != "transformer":
+        field, words = ("strategy", "Beam search keeps one row of the KV cache per path") \
+            if beam else ("draft", "The bigram drafts for the transformer, not for itself")
+        errors.append(FieldError(field, f"{words}: choose Model transformer.",
+                                 also=("model",)))
+    return errors
+
+
+def _default(name: str) -> str:
+    value = getattr(Settings, name)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(int(value)) if float(value).is_integer() else str(value)

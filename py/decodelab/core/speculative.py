@@ -25,8 +25,13 @@ decoding without a draft.
 The draws come from one generator seeded by the run's seed, in a fixed order per round: the
 draft's draws, then one u per checked token, then the resampling draw (or the bonus draw).
 
-Left out: stop strings, JSON mode, token healing and tool calls (a round would have to be cut
-inside a token or a call); a draft with its own tokenizer; tree-shaped drafts.
+Other rules that end a text (a stop string, a tool call) are the caller's (`on_token`): the
+kept tokens of a round are read one by one, and the run ends at the first that ends the text;
+the rest of the round is dropped. The repetition penalty counts the prompt, the text kept and
+the guesses before the one scored, for the draft and the target alike.
+
+Left out: JSON mode and token healing (their masks follow one text as it is written); a draft
+with its own tokenizer; tree-shaped drafts.
 
 Dimension legend: V vocabulary size, g drafted tokens in a round (g <= gamma).
 """
@@ -37,9 +42,11 @@ from decodelab.core import sampling
 from decodelab.core.tokenizer import EOS
 
 
-def final(logits, rules: sampling.Rules, eos_blocked: bool) -> np.ndarray:
-    """The final distribution (V,) after the run's rules, the one a token is drawn from."""
-    return sampling.decide(np.asarray(logits, np.float64), rules, eos_blocked=eos_blocked).p_final
+def final(logits, rules: sampling.Rules, eos_blocked: bool, seen=None) -> np.ndarray:
+    """The final distribution (V,) after the run's rules, the one a token is drawn from; seen:
+    the repetition penalty's mask of ids used (None when the penalty is off)."""
+    return sampling.decide(np.asarray(logits, np.float64), rules, eos_blocked=eos_blocked,
+                           seen=seen).p_final
 
 
 def always(p: np.ndarray, q: np.ndarray, x: int, u: float) -> bool:
@@ -62,11 +69,12 @@ class Draft:
         self.logits = self.session.prefill(list(prompt_ids))
         self.kept = len(prompt_ids)
 
-    def propose(self, rules, gamma: int, eos_blocked, rng, greedy: bool) -> tuple:
-        """Up to gamma tokens, each with the distribution it was drawn from."""
+    def propose(self, rules, gamma: int, eos_blocked, rng, greedy: bool, seen) -> tuple:
+        """Up to gamma tokens, each with the distribution it was drawn from; seen(guesses) is
+        the penalty's mask after these guesses."""
         xs, qs, logits = [], [], self.logits
         for i in range(gamma):
-            q = final(logits, rules, eos_blocked(len(xs)))
+            q = final(logits, rules, eos_blocked(len(xs)), seen(xs))
             x = int(np.argmax(q)) if greedy else sampling.pick(q, float(rng.random()))
             xs.append(x)
             qs.append(q)
@@ -86,11 +94,14 @@ class Draft:
 
 def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int,
               max_new_tokens: int, seed: int = 0, ignore_eos: bool = False,
-              min_new_tokens: int = 0, accept=always, check: bool = False) -> dict:
-    """One speculative run. Returns {"ids", "finish_reason", "rounds": [{"proposed",
+              min_new_tokens: int = 0, accept=always, check: bool = False,
+              on_token=None) -> dict:
+    """One speculative run. Returns {"ids", "finish_reason", "stop_reason", "rounds": [{"proposed",
     "accepted", "tokens": [{"token_id", "p", "q", "u", "accepted"}], "resampled", "bonus",
     "cache": [before, after the check, after the rollback]}], "acceptance_rate",
-    "target_passes"}. accept: the acceptance rule (a wrong one is tested to fail). check: each
+    "target_passes"}. on_token(token) -> (finish_reason, stop_reason) or None: each kept token
+    in order; one that ends the text (a stop string, a tool call) ends the run there. accept:
+    the acceptance rule (a wrong one is tested to fail). check: each
     round's pass compared with a full recomputation of the same text (the live cache check: it
     holds after every rollback), as the round's cache_diff."""
     if target.tokenizer.vocab_size != draft_model.tokenizer.vocab_size:
@@ -103,6 +114,8 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
                          f"target's window of {target.cfg.context_size} after this prompt")
     rng = np.random.default_rng(seed)
     greedy = rules.is_greedy
+    V = target.tokenizer.vocab_size
+    penalty = rules.repetition_penalty != 1.0
     session = target.session()  # float64, with its KV cache
     p_logits = [session.prefill(prompt_ids)]  # the rows not yet used: here the prefill's last
     draft = Draft(draft_model, prompt_ids)
@@ -111,7 +124,10 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
     while finish is None:
         made = len(out)
         blocked = lambda i: ignore_eos or made + i < min_new_tokens  # noqa: E731
-        xs, qs = draft.propose(rules, min(gamma, max_new_tokens - made), blocked, rng, greedy)
+        seen = (lambda guesses: sampling.seen_mask(V, prompt_ids + out + guesses)) if penalty \
+            else (lambda guesses: None)
+        xs, qs = draft.propose(rules, min(gamma, max_new_tokens - made), blocked, rng, greedy,
+                               seen)
         before = session.length
         rows = session.score(([pending] if pending is not None else []) + xs)  # (g [+1], V)
         ps = p_logits + list(rows)  # g + 1: p for each guess, then for the bonus
@@ -122,7 +138,7 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
             diff = float(np.abs(rows - full[checked - len(rows):]).max())
         tokens, kept, extra, how = [], [], None, "bonus"
         for i, (x, q) in enumerate(zip(xs, qs)):
-            p = final(ps[i], rules, blocked(i))
+            p = final(ps[i], rules, blocked(i), seen(xs[:i]))
             u = None if greedy else float(rng.random())
             ok = (int(np.argmax(p)) == x) if greedy else accept(p, q, x, u)
             tokens.append({"token_id": x, "p": float(p[x]), "q": float(q[x]), "u": u,
@@ -136,27 +152,34 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
             if x == EOS:
                 break
         if extra is None and (not kept or kept[-1] != EOS):  # all accepted: the bonus token
-            p = final(ps[len(kept)], rules, blocked(len(kept)))
+            p = final(ps[len(kept)], rules, blocked(len(kept)), seen(kept))
             extra = int(np.argmax(p)) if greedy else sampling.pick(p, float(rng.random()))
         new = (kept + ([extra] if extra is not None else []))[:max_new_tokens - made]
+        for j, token in enumerate(new):  # another rule may end the text inside the round
+            ending = on_token(token) if on_token is not None and token != EOS else None
+            if ending is not None:
+                new, finish = new[:j + 1], ending
+                break
         # roll back: the target keeps what it read up to the last accepted guess; the round's
         # last token (resampled or bonus) is read at the start of the next round's pass
         session.rewind(1 + len(prompt_ids) + made + len(kept))
         pending = extra
         out += new
-        if new[-1] != EOS and len(out) < max_new_tokens:
+        if finish is None and new[-1] != EOS and len(out) < max_new_tokens:
             draft.keep(new)
         p_logits = []
         proposed_total += len(xs)
         accepted_total += len(kept)
         rounds.append({"proposed": len(xs), "accepted": len(kept), "tokens": tokens,
-                       how: extra, "cache": [before, checked, session.length]})
+                       how: extra, "kept": len(new), "cache": [before, checked, session.length]})
         if diff is not None:
             rounds[-1]["cache_diff"] = diff
+        if finish is not None:
+            break
         if out and out[-1] == EOS:
-            finish = "stop"
+            finish = ("stop", "eos")
         elif len(out) >= max_new_tokens:
-            finish = "length"
-    return {"ids": out, "finish_reason": finish, "rounds": rounds,
+            finish = ("length", None)
+    return {"ids": out, "finish_reason": finish[0], "stop_reason": finish[1], "rounds": rounds,
             "acceptance_rate": accepted_total / proposed_total if proposed_total else None,
             "target_passes": 1 + len(rounds)}

@@ -321,6 +321,23 @@ def say_finish(run) -> None:
         print(f"[{shape['error']}]", file=sys.stderr)
 
 
+def say_search(trace: dict, prompt: str) -> None:
+    """A search's result in words: the ranked beams, or the text with the draft's record."""
+    if trace["strategy"] == "beam":
+        for i, b in enumerate(trace["beams"], 1):
+            print(f"{i}. {prompt + b['text']}")
+            print(f"   score {b['score']:.4f}, log-probability per token "
+                  f"{b['logprob_per_token']:.4f}, finish_reason={b['finish_reason']} "
+                  f"stop_reason={b['stop_reason']}")
+        print(f"[search ended: {trace['stopped']}]", file=sys.stderr)
+        return
+    print(prompt + trace["text"])
+    rate = trace["acceptance_rate"]
+    print(f"[finish_reason={trace['finish_reason']} stop_reason={trace['stop_reason']} "
+          f"acceptance_rate={'none' if rate is None else f'{rate:.3f}'} "
+          f"tokens_per_pass={trace['tokens_per_pass']:.2f}]", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
@@ -336,6 +353,9 @@ def main(argv=None) -> int:
         name = first.field if first.field == "checkpoint" else option(first.field)  # FOLDER
         print(f"{prog}: {name}: {first.message}", file=sys.stderr)
         return 2
+    if args.command == "generate" and not args.json and hasattr(out, "strategy"):
+        say_search(out.trace(), args.prompt or "")
+        return 0
     if args.command == "generate" and not args.json and out.tools.markers:  # a question, an answer
         print(args.prompt)
         for c in out.tool_calls:

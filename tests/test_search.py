@@ -1,0 +1,261 @@
+"""Beam search and speculative decoding as runs of the usual settings: their field errors, the
+stop rules inside both (a greedy speculative run ends exactly where greedy decoding ends, by
+every rule), beams cut at stop strings and scored by teacher forcing, min new tokens against
+transformers, transformers' assisted generation as a second greedy reference, and the CLI."""
+
+import numpy as np
+import pytest
+import torch
+
+from decodelab.core import search
+from decodelab.core.beam import BeamRules, beam_search, log_softmax
+from decodelab.core.generate import Generation, prepare, start
+from decodelab.core.library import Library
+from decodelab.core.speculative import speculate
+from decodelab.core import sampling
+from decodelab.core.tokenizer import EOS
+from decodelab.errors import FieldErrors
+
+from tests.test_cli import cli, ok
+from tests.test_hf import ROOT, load_hf, random_model, shipped
+
+
+@pytest.fixture(scope="module")
+def lib():
+    shipped("names", "chars")  # skips when the models are not built
+    return Library(ROOT / "artifacts")
+
+
+BEAM = {"model": "transformer", "strategy": "beam"}
+DRAFT = {"model": "transformer", "draft": "bigram"}
+BAD = [
+    (dict(BEAM, temperature=0.7), "temperature", "Temperature has no meaning for beam search"),
+    (dict(BEAM, top_k=5), "top_k", "Top-k has no meaning for beam search"),
+    (dict(BEAM, greedy=True), "greedy", "Greedy has no meaning for beam search"),
+    (dict(BEAM, repetition_penalty=1.2), "repetition_penalty", "Set it back to 1"),
+    (dict(BEAM, json_mode=True), "json_mode", "JSON mode is not allowed with beam search"),
+    (dict(BEAM, token_healing=True), "token_healing", "not allowed with beam search"),
+    (dict(DRAFT, json_mode=True), "json_mode", "JSON mode is not allowed with a draft model"),
+    (dict(BEAM, draft="bigram"), "draft", "Draft model must be off with beam search"),
+    (dict(BEAM, model="bigram"), "strategy", "choose Model transformer"),
+    (dict(DRAFT, model="bigram"), "draft", "choose Model transformer"),
+    (dict(BEAM, num_beams=3, num_return_sequences=4), "num_return_sequences",
+     "Paths returned must be from 1 to Beams (3); got 4."),
+    (dict(BEAM, num_beams=17), "num_beams", "Beams must be a whole number from 2 to 16"),
+    (dict(DRAFT, num_draft_tokens=0), "num_draft_tokens",
+     "Draft tokens must be a whole number from 1 to 8; got 0."),
+    (dict(DRAFT, num_draft_tokens=9), "num_draft_tokens", "from 1 to 8"),
+    (dict(BEAM, early_stopping="maybe"), "early_stopping",
+     "Early stopping must be one of false, true, never"),
+    (dict(BEAM, strategy="greedy"), "strategy", "Strategy must be one of sample, beam"),
+    (dict(DRAFT, draft="transformer"), "draft", "Draft model must be one of off, bigram"),
+    (dict(BEAM, max_new_tokens=60, prompt="anna"), "max_new_tokens",
+     "Max new tokens must be at most 59 here"),
+    (dict(DRAFT, max_new_tokens=60), "max_new_tokens", "(the start token, 0 of the prompt, 4 "
+                                                       "drafted); got 60."),
+    (dict(BEAM, dataset="tasks", tokenizer="bpe", prompt="What is 2 plus 3?"), "tools", "Tool calls must be off with beam "
+                                                            "search"),
+    (dict(DRAFT, dataset="tasks", tokenizer="bpe", tools="guess", prompt="What is 2 plus 3?"),
+     "tools",
+     "Tool calls must be off with a draft model"),
+]
+
+
+@pytest.mark.parametrize("raw,field,words", BAD, ids=[f"{b[1]}-{i}" for i, b in enumerate(BAD)])
+def test_bad_search_settings_name_their_field(lib, raw, field, words):
+    with pytest.raises(FieldErrors) as e:
+        prepare(lib, raw)
+    named = [x for x in e.value.errors if x.field == field]
+    assert named and words in named[0].message, e.value.errors
+
+
+def test_beam_settings_are_allowed_with_sampling_left_at_its_defaults(lib):
+    run = start(lib, dict(BEAM, num_beams=3, length_penalty=0.5, early_stopping="never",
+                          no_repeat_ngram_size=2, num_return_sequences=3, seed=5))
+    assert isinstance(run, search.BeamRun) and run.rules.early_stopping == "never"
+    assert isinstance(start(lib, DRAFT), search.SpeculativeRun)
+    assert isinstance(start(lib, {"model": "transformer", "num_beams": 8}), Generation)
+
+
+def test_a_draft_on_other_tokens_is_refused(lib, monkeypatch):
+    real = lib.model
+
+    def other(kind, dataset, tokenizer="chars"):  # the bigram of another dataset's characters
+        return real(kind, "prose" if kind == "bigram" else dataset, tokenizer)
+
+    monkeypatch.setattr(lib, "model", other)
+    settings, model, prompt = prepare(lib, DRAFT)
+    with pytest.raises(Exception) as e:
+        search.start(lib, settings, model, prompt[0])
+    assert e.value.field == "draft"
+    assert "Draft model must read the model's tokens: the bigram has 96" in e.value.message
+
+
+# --- the stop rules inside speculative decoding ----------------------------------------------
+
+SPEC_CASES = [
+    ("names", "chars", "ma", {"stop": ["e"]}),
+    ("names", "chars", "", {"stop": ["an", "ie"], "include_stop": True}),
+    ("names", "chars", "jo", {"min_new_tokens": 9}),
+    ("names", "chars", "", {"ignore_eos": True, "max_new_tokens": 40}),
+    ("names", "chars", "ch", {"repetition_penalty": 1.5, "max_new_tokens": 30}),
+    ("prose", "chars", "The ", {"stop": [". "], "max_new_tokens": 100}),
+    ("prose", "bpe", "The cache", {"stop": ["the"], "max_new_tokens": 60}),
+    ("tasks", "bpe", "What is 12 plus 7?", {"tools": "off", "max_new_tokens": 30}),
+]
+
+
+@pytest.mark.parametrize("gamma", [2, 5])
+@pytest.mark.parametrize("dataset,tokenizer,prompt,extra", SPEC_CASES)
+def test_greedy_speculation_ends_where_greedy_decoding_ends(lib, dataset, tokenizer, prompt,
+                                                            extra, gamma):
+    raw = dict(model="transformer", dataset=dataset, tokenizer=tokenizer, prompt=prompt,
+               greedy=True, **extra)
+    plain = start(lib, raw).run()
+    spec = start(lib, dict(raw, draft="bigram", num_draft_tokens=gamma)).run().trace()
+    assert spec["ids"] == plain.output_ids
+    assert (spec["text"], spec["finish_reason"], spec["stop_reason"]) == \
+        (plain.text, plain.finish_reason, plain.stop_reason)
+    assert [s["token_id"] for s in spec["steps"]] == spec["ids"]
+    assert all(r["cache_ok"] for r in spec["rounds"])  # the rolled-back cache, checked
+
+
+def test_a_sampled_round_past_a_stop_string_is_cut_there(lib):
+    cut = 0
+    for seed in range(12):
+        t = start(lib, dict(DRAFT, dataset="names", stop=["a"], seed=seed, num_draft_tokens=6,
+                            max_new_tokens=40)).run().trace()
+        assert "a" not in t["text"]
+        if t["stop_reason"] == "a":
+            last = t["rounds"][-1]
+            cut += last["kept"] < last["accepted"] + 1
+            full = lib.model("transformer", "names").tokenizer.decode(t["ids"])
+            assert full.endswith("a") and t["text"] == full[:-1]
+    assert cut  # some run dropped the rest of its last round
+
+
+# --- beams with the stop rules ---------------------------------------------------------------
+
+def teacher_forced(model, prompt_ids, ids) -> float:
+    """The summed log-probability of ids after the prompt, from one full pass."""
+    logits = model.all_logits([EOS] + list(prompt_ids) + list(ids)[:-1], np.float64)
+    logp = log_softmax(logits[len(prompt_ids):])
+    return float(sum(logp[i, t] for i, t in enumerate(ids)))
+
+
+@pytest.mark.parametrize("stops,lp", [(["e"], 1.0), (["an", "r"], 0.5), (["li"], 2.0)])
+def test_a_beam_that_writes_a_stop_string_is_finished_with_its_cut(lib, stops, lp):
+    raw = dict(BEAM, dataset="names", stop=stops, length_penalty=lp, num_beams=5,
+               num_return_sequences=5, max_new_tokens=20)
+    t = start(lib, raw).run().trace()
+    model = lib.model("transformer", "names")
+    assert t["beams"] and t["text"] == t["beams"][0]["text"]
+    assert [b["score"] for b in t["beams"]] == sorted((b["score"] for b in t["beams"]),
+                                                      reverse=True)
+    for b in t["beams"]:
+        whole = model.tokenizer.decode([i for i in b["ids"] if i != EOS])
+        assert not any(s in b["text"] for s in stops)
+        if b["stop_reason"] in stops:
+            assert whole == b["text"] + b["cut"] and b["cut"].startswith(b["stop_reason"])
+            # it ended with the token that completed the stop string
+            assert not any(s in model.tokenizer.decode(b["ids"][:-1]) for s in stops)
+        summed = teacher_forced(model, [], b["ids"])
+        assert b["logprob"] == pytest.approx(summed, abs=1e-9)
+        assert b["score"] == pytest.approx(summed / len(b["ids"]) ** lp, abs=1e-9)
+
+
+def test_a_stop_string_that_never_appears_changes_nothing(lib):
+    model = lib.model("transformer", "names")
+    t = start(lib, dict(BEAM, dataset="names", stop=["zzz"], num_return_sequences=4)).run()
+    plain = beam_search(model, [], BeamRules(num_beams=4, max_new_tokens=50,
+                                             num_return_sequences=4))
+    assert [b["ids"] for b in t.trace()["beams"]] == [b["ids"] for b in plain["beams"]]
+
+
+def test_beam_paths_end_at_a_tool_call_with_tools_off(lib):
+    t = start(lib, dict(BEAM, dataset="tasks", tokenizer="bpe", tools="off",
+                        prompt="What is 12 plus 7?", max_new_tokens=30,
+                        num_return_sequences=2)).run().trace()
+    model = lib.model("transformer", "tasks", "bpe")
+    assert t["beams"][0]["finish_reason"] == "tool_calls"
+    assert t["beams"][0]["stop_reason"] == "tool_call"
+    assert model.tokenizer.label(t["beams"][0]["ids"][-1]) == "<|/call|>"
+
+
+def test_min_new_tokens_in_beams_equal_transformers(lib, tmp_path):
+    model = shipped("names", "chars")
+    tm = load_hf(model, tmp_path / "m")
+    for prompt, lo in [("", 8), ("an", 6), ("k", 11)]:
+        ids = model.tokenizer.encode(prompt)
+        t = start(lib, dict(BEAM, dataset="names", prompt=prompt, min_new_tokens=lo,
+                            num_beams=3, num_return_sequences=3, max_new_tokens=14)).run()
+        with torch.no_grad():
+            out = tm.generate(torch.tensor([[EOS] + ids]), do_sample=False, num_beams=3,
+                              num_return_sequences=3, max_new_tokens=14, min_new_tokens=lo,
+                              eos_token_id=EOS, pad_token_id=EOS, return_dict_in_generate=True,
+                              output_scores=True)
+        theirs = []
+        for row in out.sequences[:, 1 + len(ids):].tolist():
+            theirs.append(row[:row.index(EOS) + 1] if EOS in row else row)
+        beams = t.trace()["beams"]
+        assert [b["ids"] for b in beams] == theirs
+        assert all(len(b["ids"]) > lo for b in beams if b["stop_reason"] == "eos")
+        for b, s in zip(beams, out.sequences_scores.tolist()):
+            assert b["score"] == pytest.approx(s, abs=1e-5)
+
+
+# --- transformers' assisted generation: a second greedy reference -----------------------------
+
+@pytest.mark.parametrize("gamma", [1, 3, 5])
+def test_greedy_speculation_equals_transformers_assisted_generation(tmp_path, gamma):
+    target = random_model(seed=3)
+    draft = random_model(seed=4, n_layer=1, n_embd=16, n_head=2, n_kv_head=1)
+    tm, dm = load_hf(target, tmp_path / "t"), load_hf(draft, tmp_path / "d")
+    rng = np.random.default_rng(gamma)
+    for _ in range(3):
+        prompt = rng.integers(1, target.tokenizer.vocab_size, 4).tolist()
+        ours = speculate(target, draft, prompt, sampling.Rules(greedy=True), gamma, 20)
+        with torch.no_grad():
+            out = tm.generate(torch.tensor([[EOS] + prompt]), assistant_model=dm,
+                              do_sample=False, max_new_tokens=20, num_assistant_tokens=gamma,
+                              num_assistant_tokens_schedule="constant", eos_token_id=EOS,
+                              pad_token_id=EOS)
+        theirs = out[0, 1 + len(prompt):].tolist()
+        if EOS in theirs:
+            theirs = theirs[:theirs.index(EOS) + 1]
+        assert ours["ids"] == theirs
+        # a transformer draft on these random weights agrees with the target now and then
+        assert ours["target_passes"] <= 1 + len(ours["ids"])
+
+
+# --- the command line ------------------------------------------------------------------------
+
+def test_cli_beam_returns_ranked_beams_with_the_trace():
+    t = ok("generate", "--model", "transformer", "--dataset", "names", "--strategy", "beam",
+           "--num-beams", "6", "--num-return-sequences", "3", "--prompt", "el", "--seed", "0",
+           "--json")
+    assert t["strategy"] == "beam" and len(t["beams"]) == 3
+    assert set(t["beams"][0]) >= {"ids", "text", "score", "finish_reason"}
+    assert t["text"] == t["beams"][0]["text"]
+    assert t["steps"][0]["kept"][0]["from"] == 0  # every beam grows from beam 0 at first
+    r = cli("generate", "--model", "transformer", "--dataset", "names", "--strategy", "beam",
+            "--num-beams", "6", "--num-return-sequences", "3", "--prompt", "el", "--seed", "0")
+    lines = r.stdout.splitlines()
+    assert lines[0] == "1. el" + t["beams"][0]["text"] and lines[2].startswith("2. el")
+
+
+def test_cli_draft_greedy_equals_cli_greedy():
+    args = ("generate", "--model", "transformer", "--dataset", "prose", "--prompt", "A ",
+            "--greedy", "--max-new-tokens", "40", "--seed", "0", "--json")
+    plain = ok(*args)
+    spec = ok(*args, "--draft", "bigram", "--num-draft-tokens", "3")
+    assert spec["ids"] == [s["token_id"] for s in plain["steps"]]
+    assert spec["text"] == plain["text"]
+    for r in spec["rounds"]:
+        assert set(r) >= {"proposed", "accepted", "tokens"}
+        assert all(set(x) >= {"p", "q", "u", "accepted"} for x in r["tokens"])
+    assert 0 <= spec["acceptance_rate"] <= 1
+    bad = cli("generate", "--model", "transformer", "--draft", "bigram",
+              "--num-draft-tokens", "12", "--seed", "0")
+    assert bad.returncode == 2
+    assert "--num-draft-tokens: Draft tokens must be a whole number from 1 to 8" in bad.stderr
