@@ -6,7 +6,8 @@
 //   ui/       the start-up line, the settings form, the run bar, the generated text, the step
 //             inspector, training on your own text, the share card, accessibility, the hooks
 //   course/   the chapters: the map, the address of each, the trip of a Try this and back
-//   lesson/   the panels of the lesson, kv/ those of the KV cache, embed/ the page as a widget
+//   lesson/   the panels of the lesson, kv/ those of the KV cache, search/ beam search and
+//             speculative decoding, embed/ the page as a widget
 //
 // docs/architecture.md has the map and the data flow.
 
@@ -15,6 +16,7 @@ import { installEmbed } from "./embed/embed.js";
 import { installEmbedder } from "./embed/embedder.js";
 import { createKvLab } from "./kv/kv.js";
 import { createLesson } from "./lesson/lesson.js";
+import { createSearch } from "./search/search.js";
 import { createClient } from "./runtime/client.js";
 import { createOffline } from "./runtime/offline.js";
 import { unsupported } from "./runtime/support.js";
@@ -88,8 +90,10 @@ const app = {
 };
 const lesson = createLesson(app);
 const kv = createKvLab({ ...app, last: {} });
+const searchLab = createSearch({ ...app, last: {} });
 hooks.lesson = lesson;
 hooks.kv = kv;
+hooks.search = searchLab;
 
 // Offline after the first visit (offline.js, sw.js): started once the page is ready.
 const offline = createOffline($("offline"));
@@ -117,6 +121,7 @@ client.on("ready", async ({ info, timings }) => {
     await store.ready(info, form.names);
     lesson.ready();
     kv.ready();
+    searchLab.ready();
     for (const fn of before) await fn();
   } catch (err) {
     return bootError(`The page could not be set up: ${err.message}`);

@@ -256,6 +256,12 @@ FIELDS = (
       "per temperature, seeds seed, seed + 1, ...", choices=("single", "repeated")),
     F("samples", "Samples per temperature", "int", 50,
       "Every temperature gets the same seeds, so they differ in nothing else.", min=2, max=200),
+    F("gammas", "Draft lengths", "numbers", "1, 2, 4, 8",
+      "The numbers of draft tokens (gamma) to compare, separated by commas.",
+      item="num_draft_tokens", min_items=1, max_items=4),
+    F("spec_samples", "Samples per cell", "int", 10,
+      "Runs of each draft length at each temperature, with seeds seed, seed + 1, ... (at T = 0 "
+      "one run: greedy does not draw).", min=2, max=100),
     # --- the KV cache: batch view, break it on purpose, the measured cost -------------------
     F("prompts", "Batch prompts", "lines", (),
       "2 to 6 prompts, one per line, of different lengths: the shorter ones are padded on the "

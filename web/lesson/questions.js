@@ -180,6 +180,52 @@ export const QUESTIONS = [
     ],
     link: { href: "#shapes", text: "See the mask at work" },
   },
+  {
+    id: "beam_rank",
+    ask: "Two finished beams: A has 4 tokens and a summed log-probability of −2.0; B has 8 tokens and −3.6. Which does the bank rank first with length penalty 1, and which with length penalty 0?",
+    choices: [
+      { text: "B with penalty 1, A with penalty 0.", right: true, why: "A score is the sum divided by the length to the power of the penalty. With 1: A scores −2.0 / 4 = −0.50 and B −3.6 / 8 = −0.45, so B wins. With 0 the divisor is 1: −2.0 beats −3.6, so A wins. Every extra token makes a sum lower, so without the division short paths would always win." },
+      { text: "A both times: its total is higher.", why: "Its total is higher, but with penalty 1 the total is divided by the length: −0.50 per token for A against −0.45 for B." },
+      { text: "B both times: the longer path always wins.", why: "With penalty 0 there is no division at all, and −3.6 is below −2.0: the shorter path wins. Longer paths have more log-probabilities, each negative, to add up." },
+    ],
+    link: { href: "#beam", text: "Try length penalties in the beam search" },
+  },
+  {
+    id: "beam_repeat",
+    ask: "Beam search found a text the model finds likelier per token than greedy decoding’s, and the text repeats a phrase. Why do chat models usually sample instead?",
+    choices: [
+      { text: "The likeliest text is often dull and loops: chasing probability rewards repeats, while sampling keeps the variety of human text.", right: true, why: "A repeated phrase becomes very likely once it has been said, so a search for probability walks into loops. No repeat n-gram only bans exact repeats of n tokens; it does not make the text varied. Beam search still suits tasks with one right answer and short outputs, such as translation." },
+      { text: "Beam search cannot use a KV cache.", why: "It uses one: each beam has a row of the same cache, and after every step the rows are copied to follow the beams that survived." },
+      { text: "Only speed: N beams cost N times the work.", why: "They cost more, but a batch of N rows runs well on the same hardware. The reason is the text: the likeliest text is not the best to read." },
+    ],
+    link: { href: "#beam", text: "Compare beam, greedy and sampled" },
+  },
+  {
+    id: "spec_accept",
+    ask: "The draft proposes a token it gave q = 0.5; the model gives the same token p = 0.2. With what chance, in percent, is the guess kept?",
+    answer: 40,
+    tolerance: 0.5,
+    unit: "%",
+    hint: "A number from 0 to 100.",
+    right: "min(1, p / q) = min(1, 0.2 / 0.5) = 0.4: 40%. The draft proposed it 2.5 times too often, so only 2 in 5 proposals are kept; when it is turned down, the token comes from max(0, p − q) instead, and together the token comes out with the model’s own 20%.",
+    wrongs: {
+      20: "20% is p itself. The guess was already drawn with chance q, so it is kept with p / q of that: 0.2 / 0.5.",
+      100: "Kept for sure only when the model likes it at least as much as the draft (p ≥ q). Here p < q.",
+      250: "q / p is upside down: the chance is p / q, and at most 1.",
+    },
+    wrong: "The rule is min(1, p / q): the model’s chance over the draft’s, at most 1.",
+    link: { href: "#speculative", text: "See p, q and the draw of every guess" },
+  },
+  {
+    id: "spec_greedy",
+    ask: "Can greedy speculative decoding write a different text from greedy decoding without a draft?",
+    choices: [
+      { text: "No: every kept guess is the model’s own likeliest token, and at the first that is not, the model’s likeliest is taken instead.", right: true, why: "The draft only decides how many tokens one pass of the model can confirm. A poor draft costs passes, never text. Sampled, the same holds for the distribution: each token comes out exactly as likely as the model alone would make it." },
+      { text: "Yes: a poor draft makes the text worse.", why: "A poor draft is turned down more often, which costs speed: the model then supplies the token itself. The text is the model’s." },
+      { text: "Yes, a little: cutting the cache back loses precision.", why: "Cutting back only forgets keys and values of guesses turned down; the positions kept are the same numbers as before. The cache check compares every round with a full recomputation." },
+    ],
+    link: { href: "#speculative", text: "Decode with the draft" },
+  },
 ];
 
 export function createQuestions({ playground }) {

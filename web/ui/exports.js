@@ -27,6 +27,11 @@ function numberText(x) {
   return Number.isFinite(x) ? String(x) : "";
 }
 
+/** Rows of {column: value} as CSV, the columns in the order given (other panels' tables too). */
+export function csvTable(columns, rows) {
+  return [columns.join(","), ...rows.map((row) => columns.map((c) => csvField(row[c])).join(","))].join("\r\n") + "\r\n";
+}
+
 /**
  * One row per candidate per step: what the model gave it (p_raw, at T = 1), after temperature
  * (p_temp), whether the filters kept it, its final probability, whether it was chosen, and the

@@ -140,7 +140,7 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
         for i, (x, q) in enumerate(zip(xs, qs)):
             p = final(ps[i], rules, blocked(i), seen(xs[:i]))
             u = None if greedy else float(rng.random())
-            ok = (int(np.argmax(p)) == x) if greedy else accept(p, q, x, u)
+            ok = (int(np.argmax(p)) == x) if greedy else bool(accept(p, q, x, u))
             tokens.append({"token_id": x, "p": float(p[x]), "q": float(q[x]), "u": u,
                            "ratio": float(p[x] / q[x]) if q[x] > 0 else None, "accepted": ok})
             if not ok:

@@ -23,6 +23,7 @@ panel's script in web/ is:
     bugs        break it on purpose
     costs       the memory calculator and the measured cost of a step
     compare     both models side by side
+    search      beam search and speculative decoding, the acceptance experiment
     bench       the benchmark's rows, the same functions natively and in the page
 
 Generation is driven from JavaScript in short time-budgeted batches (`advance`), so the worker
@@ -50,6 +51,7 @@ from decodelab.entry.webapi import (  # noqa: F401
     preview,
     reuse,
     run,
+    search,
     shapes,
 )
 from decodelab.entry.webapi.registry import ENDPOINTS, SESSIONS, Session

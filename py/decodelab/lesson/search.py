@@ -1,0 +1,231 @@
+"""The search chapter: beam search beside greedy and sampling, speculative decoding round by
+round, and the acceptance experiment.
+
+Both panels take the workbench's settings (the model, the prompt, the stop rules, the budget) and
+add their own (the search fields). What the lesson decides here:
+
+- Beam search draws nothing, so the beam run takes the workbench's settings without its sampling
+  rules (temperature, greedy, the filters, the repetition penalty back at their defaults). Beside
+  it run greedy decoding and the workbench's own sampled run, and each text gets the model's own
+  log-probability per token (ln p at T = 1, end-of-sequence included: what a beam's score sums)
+  and its repeated 3-gram rate (tokens), the two numbers the lesson is about: beam search finds
+  text the model finds likelier, and it tends to repeat itself.
+- The beam tree: every beam kept at a step is a node whose parent is the beam it grew from; a
+  node is on a returned path when the path (a finished hypothesis returned, by rank) passes
+  through it; the others are pruned branches.
+- Speculative decoding runs with the workbench's settings as they are; beside it the same
+  settings without the draft. Greedy, the two texts are the same token for token; sampled, the
+  draft changes which random numbers are used where, so the texts differ while each is drawn from
+  the model's own distribution (tests/test_speculative.py holds that up).
+- The acceptance experiment: for every draft length (gamma) and temperature, `samples` runs with
+  seeds seed, seed + 1, ... (at T = 0, one run: greedy draws nothing), each measured by its
+  acceptance rate (guesses accepted / proposed) and tokens per model pass; mean and a 95%
+  interval (mean +- 1.96 standard errors) over the runs.
+"""
+
+import math
+
+from decodelab.core import search
+from decodelab.core.beam import BLOCKED
+from decodelab.core.generate import prepare, start
+from decodelab.core.settings import SAMPLING_ONLY
+from decodelab.core.tokenizer import EOS
+from decodelab.errors import FieldError, FieldErrors
+from decodelab.fields import read
+from decodelab.lesson.experiment import mean_logprob, repeated_ngram_rate
+from decodelab.lesson.planned import Planned
+
+BEAM_FIELDS = ("num_beams", "length_penalty", "early_stopping", "no_repeat_ngram_size",
+               "num_return_sequences")
+DRAFT_FIELDS = ("draft", "num_draft_tokens")
+SEARCH_MAX_TOKENS = 120  # a search is not cancellable: keep it short
+MAX_RUNS = 400  # runs per acceptance experiment: gammas x temperatures x samples
+# What the page's acceptance experiment starts with: greedy and two temperatures (the table's
+# own default, 0.3, 1, 2, is the temperature experiment's).
+ACCEPTANCE_DEFAULTS = {"temperatures": "0, 0.7, 1.2"}
+
+
+def _settings(req: dict) -> dict:
+    """The workbench's settings, run with the transformer: both searches use its KV cache (the
+    bigram is the draft)."""
+    raw = req.get("settings", {})
+    if not isinstance(raw, dict):
+        raise FieldError("settings", "Settings must be an object of name: value.")
+    return dict(raw, model="transformer")
+
+
+def _short(settings) -> None:
+    if settings.max_new_tokens > SEARCH_MAX_TOKENS:
+        raise FieldError("max_new_tokens", f"Max new tokens: a search here takes at most "
+                                           f"{SEARCH_MAX_TOKENS}; got {settings.max_new_tokens}.")
+
+
+def _measured(name: str, text: str, ids: list, logprob_per_token) -> dict:
+    tokens = [t for t in ids if t != EOS]
+    return {"name": name, "text": text, "tokens": len(ids),
+            "logprob_per_token": logprob_per_token, "repeated_3gram": repeated_ngram_rate(tokens)}
+
+
+def beam_lesson(library, req: dict) -> dict:
+    """{"settings": the workbench's, "beam": {the beam fields}} -> the search's trace, its tree,
+    and beam, greedy and sampled side by side."""
+    raw = _settings(req)
+    own = req.get("beam", {})
+    if not isinstance(own, dict) or set(own) - set(BEAM_FIELDS):
+        raise FieldError("beam", f"beam must be an object of {', '.join(BEAM_FIELDS)}.")
+    sampled_raw = dict(raw, strategy="sample", draft="off")
+    beam_raw = {k: v for k, v in sampled_raw.items() if k not in SAMPLING_ONLY}
+    beam_raw.update(own, strategy="beam")
+    settings, model, prompt = prepare(library, beam_raw)
+    _short(settings)
+    run = search.start(library, settings, model, prompt[0]).run()
+    trace = run.trace()
+    side = [_measured("beam", b["text"], b["ids"], b["logprob_per_token"])
+            for b in trace["beams"][:1]]
+    for name, extra in (("greedy", {"greedy": True}), ("sampled", {})):
+        other = start(library, dict(sampled_raw, **extra)).run()
+        side.append(_measured(name, other.text, other.output_ids, mean_logprob(other.records)))
+        side[-1].update(finish_reason=other.finish_reason, stop_reason=other.stop_reason)
+    side[0].update(finish_reason=trace["finish_reason"], stop_reason=trace["stop_reason"])
+    return {"trace": trace, "tree": tree(trace), "side": side,
+            "sampled": {"seed": other.settings.seed, "temperature": other.settings.temperature,
+                        "greedy": other.settings.is_greedy}}
+
+
+def tree(trace: dict) -> dict:
+    """The beam tree: nodes[step][slot] = {"parent": slot at the step before (None at step 0),
+    "token_text", "score", "rank": the returned path it lies on (1 = best) or None}; finished:
+    the hypotheses that entered the bank, at the step they finished, with their parent slot."""
+    steps = trace["steps"]
+    paths, nodes = [], []
+    for s, st in enumerate(steps):
+        row, at = [], []
+        for k in st["kept"]:
+            before = paths[s - 1][k["from"]] if s else []
+            at.append(before + [k["token_id"]])
+            row.append({"parent": k["from"] if s else None, "token_text": k["token_text"],
+                        "score": k["score"], "rank": None,
+                        "blocked": k["score"] <= BLOCKED / 2})  # a finished slot filled in
+        paths.append(at)
+        nodes.append(row)
+    finished = []
+    for s, st in enumerate(steps):
+        for c in st["candidates"]:
+            if c["entered"]:
+                finished.append({"step": s, "parent": c["beam"] if s else None,
+                                 "token_text": c["token_text"], "score": c["score"],
+                                 "rank": None})
+    for rank, b in enumerate(trace["beams"], 1):
+        ids, s = b["ids"], len(b["ids"]) - 1  # it finished at the step of its last token
+        slot = next((i for i, p in enumerate(paths[s - 1]) if p == ids[:-1]), None) \
+            if s else None
+        for f in finished:
+            if f["step"] == s and f["parent"] == slot and f["rank"] is None \
+                    and f["token_text"] == b["tokens"][-1]:
+                f["rank"] = rank
+                break
+        while slot is not None and s > 0:  # up the tree from its parent
+            s -= 1
+            node = nodes[s][slot]
+            node["rank"] = node["rank"] or rank
+            slot = node["parent"]
+    return {"nodes": nodes, "finished": finished,
+            "rows_from": [[k["from"] for k in st["kept"]] for st in steps]}
+
+
+def speculative_lesson(library, req: dict) -> dict:
+    """{"settings": the workbench's, "draft": {the draft fields}} -> the speculative run's trace,
+    and the same settings without the draft beside it."""
+    raw = _settings(req)
+    own = req.get("draft", {})
+    if not isinstance(own, dict) or set(own) - set(DRAFT_FIELDS):
+        raise FieldError("draft", f"draft must be an object of {', '.join(DRAFT_FIELDS)}.")
+    raw.update(strategy="sample", **own)
+    if raw.get("draft", "bigram") == "off":
+        raise FieldError("draft", "Draft model must be bigram here: this panel shows a draft "
+                                  "at work; got off.")
+    raw.setdefault("draft", "bigram")
+    settings, model, prompt = prepare(library, raw)
+    _short(settings)
+    run = search.start(library, settings, model, prompt[0]).run()
+    trace = run.trace()
+    plain = start(library, dict(raw, draft="off")).run()
+    return {"trace": trace, "plain": {"text": plain.text, "ids": plain.output_ids,
+                                      "finish_reason": plain.finish_reason,
+                                      "stop_reason": plain.stop_reason,
+                                      "steps": len(plain.records)},
+            "greedy": settings.is_greedy}
+
+
+class AcceptanceExperiment(Planned):
+    """Acceptance rate and tokens per model pass against the draft length and temperature."""
+
+    FIELDS = ("gammas", "temperatures", "spec_samples")
+
+    def __init__(self, library, req: dict):
+        if not isinstance(req, dict):
+            raise FieldErrors([FieldError("request", "The request must be a JSON object.")])
+        values = read(req, self.FIELDS)
+        raw = _settings(req)
+        raw.update(strategy="sample", draft="bigram")
+        errors = []
+        try:
+            self.settings, _, _ = prepare(library, dict(raw, temperature=1,
+                                                        num_draft_tokens=max(values["gammas"])))
+            _short(self.settings)
+        except FieldErrors as e:
+            errors += e.errors
+        except FieldError as e:
+            errors.append(e)
+        gammas = sorted(set(int(g) for g in values["gammas"]))
+        temps = sorted(set(float(t) for t in values["temperatures"]))
+        plan = [(g, t, seed) for g in gammas for t in temps
+                for seed in range(1 if t == 0 else values["spec_samples"])]
+        if len(plan) > MAX_RUNS:
+            errors.append(FieldError("spec_samples", f"Samples per cell: {len(gammas)} draft "
+                                                     f"lengths x {len(temps)} temperatures x "
+                                                     f"{values['spec_samples']} samples make "
+                                                     f"{len(plan)} runs; at most {MAX_RUNS} are "
+                                                     f"allowed."))
+        if errors:
+            raise FieldErrors(errors)
+        self.library, self.raw = library, raw
+        self.gammas, self.temperatures = gammas, temps
+        self.plan, self.total, self.steps = plan, len(plan), 0
+        self.runs = {}  # (gamma, T) -> [(acceptance rate, tokens per pass, proposed)]
+
+    def _make(self, item) -> None:
+        gamma, t, offset = item
+        raw = dict(self.raw, num_draft_tokens=gamma, temperature=t,
+                   seed=(self.settings.seed + offset) % (2**32))
+        trace = start(self.library, raw).run().trace()
+        self.steps += len(trace["ids"])
+        proposed = sum(r["proposed"] for r in trace["rounds"])
+        self.runs.setdefault((gamma, t), []).append(
+            (trace["acceptance_rate"], trace["tokens_per_pass"], proposed))
+
+    def result(self) -> dict:
+        cells = []
+        for g in self.gammas:
+            for t in self.temperatures:
+                runs = self.runs.get((g, t), [])
+                rates = [r for r, _, n in runs if r is not None]
+                cells.append({"gamma": g, "temperature": t, "runs": len(runs),
+                              "acceptance": summary(rates),
+                              "tokens_per_pass": summary([x for _, x, _ in runs]),
+                              "proposed": sum(n for _, _, n in runs)})
+        return {"cells": cells, "gammas": self.gammas, "temperatures": self.temperatures,
+                "settings": self.settings.to_json(), "runs": self.total, "steps": self.steps}
+
+
+def summary(values: list) -> dict:
+    """Mean and a 95% interval (mean +- 1.96 standard errors; none from fewer than 2 values)."""
+    n = len(values)
+    if not n:
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    mean = sum(values) / n
+    if n < 2:
+        return {"mean": mean, "low": None, "high": None, "n": n}
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = 1.96 * sd / math.sqrt(n)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}

@@ -1,0 +1,146 @@
+"""The search chapter in the page, end to end in headless Chromium: beam search equal to the
+command line's `generate --strategy beam`, its tree growing step by step, a field error that
+keeps the last result; speculative decoding with greedy rules equal to greedy decoding, its
+rounds and cache; the acceptance experiment with its table and Stop."""
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import open_chapter, reveal
+from tests.e2e.test_page import cli_trace, set_fields
+from tests.e2e.test_transformer_page import BASE
+
+pytestmark = pytest.mark.browser
+
+
+def last_json(page, panel):
+    return page.evaluate(f"() => JSON.stringify(window.decodelab.search.last.{panel} || null)")
+
+
+def wait_reply(page, panel, before):
+    page.wait_for_function(f"b => window.decodelab.search.last.{panel} && "
+                           f"JSON.stringify(window.decodelab.search.last.{panel}) !== b",
+                           arg=before, timeout=120_000)
+    return page.evaluate(f"() => window.decodelab.search.last.{panel}")
+
+
+def search(app, **fields):
+    before = last_json(app, "beam")
+    for selector, value in fields.items():
+        reveal(app, selector).fill(str(value))
+    app.get_by_role("button", name="Search", exact=True).click()
+    return wait_reply(app, "beam", before)
+
+
+def test_beam_search_in_the_page_equals_the_command_line(app):
+    set_fields(app, **{**BASE, "Dataset": "names", "Prompt": "el", "Seed": 3,
+                       "Temperature": 0.9, "Max_new_tokens": 12})
+    open_chapter(app, "search")
+    reply = search(app, **{"#beam-beams": 5, "#beam-return": 3, "#beam-penalty": 1,
+                           "#beam-ngram": 0})
+    assert reply["ok"], reply
+    expected = cli_trace(model="transformer", dataset="names", prompt="el", seed=3,
+                         max_new_tokens=12, strategy="beam", num_beams=5,
+                         num_return_sequences=3)
+    got = reply["trace"]
+    assert [b["ids"] for b in got["beams"]] == [b["ids"] for b in expected["beams"]]
+    # the same numbers to rounding: WebAssembly's numpy adds up in another order than the
+    # native one's
+    assert [b["score"] for b in got["beams"]] == pytest.approx(
+        [b["score"] for b in expected["beams"]], abs=1e-6)
+    # the sampled comparison is the workbench's own run (its temperature and seed)
+    sampled = cli_trace(model="transformer", dataset="names", prompt="el", seed=3,
+                        temperature=0.9, max_new_tokens=12)
+    assert reply["side"][2]["text"] == sampled["text"]
+    assert app.locator("#beam-side article").count() == 3
+    assert app.locator("#beam-list li").count() == 3
+    assert app.locator("#beam-list li").first.locator(".gen-text").inner_text() == \
+        expected["beams"][0]["text"]
+    # the tree: every kept beam of every step, then only step 0's
+    steps = len(got["steps"])
+    nodes = app.locator("#beam-tree g.beam-node:not(.is-finished)")
+    assert nodes.count() == sum(1 for row in reply["tree"]["nodes"] for n in row
+                                if not n.get("blocked"))
+    app.locator("#beam-step").fill("0")
+    assert nodes.count() == 5 and app.locator("#beam-step-out").inner_text() == "0"
+    assert app.locator("#beam-cand-rows tr").count() == 10  # 2N candidates
+    assert "row ← row" in app.locator("#beam-rows").inner_text()
+    app.locator("#beam-step").fill(str(steps - 1))
+    assert "Cache check passed" in app.locator("#beam-check").inner_text()
+    command = app.locator("#beam-command").inner_text()
+    assert "--strategy=beam" in command and "--num-beams=5" in command
+    assert "--temperature" not in command  # beam search draws nothing
+
+
+def test_a_bad_beam_setting_is_named_and_the_last_search_stays(app):
+    open_chapter(app, "search")
+    shown = app.locator("#beam-list").inner_text()
+    reply = search(app, **{"#beam-beams": 3, "#beam-return": 4})
+    assert not reply["ok"]
+    error = app.locator("#beam-return-error")
+    assert error.is_visible()
+    assert "Paths returned must be from 1 to Beams (3); got 4." in error.inner_text()
+    assert app.locator("#beam-list").inner_text() == shown
+    reply = search(app, **{"#beam-beams": 3, "#beam-return": 1})
+    assert reply["ok"] and not error.is_visible()
+
+
+def test_greedy_speculative_decoding_writes_the_model_s_own_text(app):
+    set_fields(app, **{**BASE, "Dataset": "prose", "Prompt": "The ", "Greedy": True,
+                       "Max_new_tokens": 40})
+    open_chapter(app, "search")
+    before = last_json(app, "speculate")
+    reveal(app, "#spec-gamma").fill("3")
+    app.get_by_role("button", name="Decode with the draft", exact=True).click()
+    reply = wait_reply(app, "speculate", before)
+    assert reply["ok"], reply
+    plain = cli_trace(model="transformer", dataset="prose", prompt="The ", greedy=True,
+                      max_new_tokens=40, seed=1)
+    assert reply["trace"]["ids"] == [s["token_id"] for s in plain["steps"]]
+    assert "the same as without the draft" in app.locator("#spec-summary").inner_text()
+    rounds = app.locator("#spec-rounds > li")
+    assert rounds.count() == len(reply["trace"]["rounds"])
+    first = reply["trace"]["rounds"][0]
+    assert rounds.first.locator(".spec-chip.is-accepted").count() == first["accepted"]
+    assert f"Cache: {first['cache'][0]} positions, {first['cache'][1]} while the model checks" \
+        in rounds.first.inner_text()
+    assert "Cache check passed" in app.locator("#spec-check").inner_text()
+    # the text shown is the model's, token by token
+    assert app.locator("#spec-text .spec-tok").count() == len(reply["trace"]["ids"])
+    app.locator("#spec-round").fill("0")
+    assert rounds.count() == 1
+
+
+def test_the_acceptance_experiment_measures_each_cell_and_stops(app):
+    set_fields(app, **{**BASE, "Dataset": "names", "Max_new_tokens": 20})
+    open_chapter(app, "search")
+    reveal(app, "#spec-gammas").fill("1, 3")
+    app.locator("#spec-temps").fill("0, 1")
+    app.locator("#spec-samples").fill("4")
+    app.locator("#spec-xp-run").click()
+    app.wait_for_function("() => document.querySelector('#acc-spec-form').dataset.state "
+                          "=== 'done'", timeout=120_000)
+    rows = app.locator("#spec-xp-results tbody tr")
+    assert rows.count() == 4
+    assert "%" in rows.nth(1).inner_text() and "[" in rows.nth(1).inner_text()  # an interval
+    result = app.evaluate("() => window.decodelab.search.speculative.lastExperiment()")
+    assert [c["runs"] for c in result["cells"]] == [1, 4, 1, 4]  # greedy runs once
+    # too many runs: refused, naming the field; the last results stay
+    app.locator("#spec-samples").fill("100")
+    app.locator("#spec-temps").fill("0.5, 1, 1.5")
+    app.locator("#spec-xp-run").click()
+    error = app.locator("#spec-samples-error")
+    error.wait_for(state="visible")
+    assert "2 draft lengths x 3 temperatures x 100 samples make 600 runs; at most 400" in \
+        error.inner_text()
+    assert rows.count() == 4
+    # a long one, stopped: the last results stay
+    app.locator("#spec-samples").fill("60")
+    app.locator("#spec-xp-run").click()
+    app.locator("#spec-xp-cancel").click()
+    app.wait_for_function("() => document.querySelector('#spec-xp-status').textContent"
+                          ".startsWith('Stopped')", timeout=60_000)
+    assert rows.count() == 4
+    assert json.dumps(result) == json.dumps(
+        app.evaluate("() => window.decodelab.search.speculative.lastExperiment()"))

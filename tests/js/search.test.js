@@ -1,0 +1,103 @@
+// The search chapter's drawing rules (web/search/tree.js, beam.js, speculative.js): the beam
+// tree laid out from Python's tree (each line starts at the beam it grew from), what happened to
+// a step's candidates, the cache rows copied, and the words of a round. No document needed.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { COL, NODE_H, NODE_W, ROW, fate, layout, short } from "../../web/search/tree.js";
+import { rowsSentence } from "../../web/search/beam.js";
+import { BEAM_COLUMNS, searchCsv } from "../../web/search/exports.js";
+import { cacheWords, guessWords } from "../../web/search/speculative.js";
+
+// two beams over two steps; "b" was pruned, "d" finished at step 1 and was returned second
+const TREE = {
+  nodes: [
+    [{ parent: null, token_text: "a", score: -0.5, rank: 1 }, { parent: null, token_text: "b", score: -1.2, rank: null }],
+    [{ parent: 0, token_text: "c", score: -1.0, rank: 1 }, { parent: 1, token_text: "x", score: -1e9, rank: null, blocked: true }],
+  ],
+  finished: [{ step: 1, parent: 0, token_text: "d", score: -1.4, rank: 2 }, { step: 1, parent: 1, token_text: "e", score: -2.0, rank: null }],
+  rows_from: [[0, 0], [0, 1]],
+};
+
+test("every line starts at the right edge of the beam it grew from", () => {
+  const L = layout(TREE, 1);
+  const at = (step, slot) => L.nodes.find((n) => n.step === step && n.slot === slot);
+  const c = at(1, 0);
+  const toC = L.edges.find((e) => e.x2 === c.x && e.y2 === c.y + NODE_H / 2);
+  assert.equal(toC.x1, at(0, 0).x + NODE_W);
+  assert.equal(toC.y1, at(0, 0).y + NODE_H / 2);
+  assert.equal(c.x - at(0, 0).x, COL);
+  assert.equal(at(0, 1).y - at(0, 0).y, ROW);
+  // a slot filled in after its beam finished is not drawn
+  assert.equal(at(1, 1), undefined);
+  // finished paths sit below both beams, in the column of their step, from their parent
+  const finished = L.nodes.filter((n) => n.finished);
+  assert.equal(finished.length, 2);
+  for (const f of finished) assert.ok(f.y > at(0, 1).y && f.x === c.x);
+  const eLine = L.edges.find((e) => e.finished && e.y2 === finished[1].y + NODE_H / 2);
+  assert.equal(eLine.y1, at(0, 1).y + NODE_H / 2);
+});
+
+test("returned paths are strong, the best strongest, the rest faded", () => {
+  const kinds = Object.fromEntries(layout(TREE, 1).nodes.map((n) => [n.text, n.kind]));
+  assert.deepEqual(kinds, { a: "best", b: "pruned", c: "best", d: "returned", e: "pruned" });
+});
+
+test("the tree grows with the step shown", () => {
+  const first = layout(TREE, 0);
+  assert.deepEqual(first.nodes.map((n) => n.text), ["a", "b"]);
+  assert.ok(first.width < layout(TREE, 1).width);
+});
+
+test("a long token is cut in its box and kept whole elsewhere", () => {
+  assert.equal(short("document"), "docum…");
+  assert.equal(short("the"), "the");
+});
+
+test("what happened to each candidate of a step", () => {
+  const step = {
+    kept: [{ from: 0, token_id: 3, score: -1 }, { from: 1, token_id: 4, score: -2 }],
+    candidates: [
+      { beam: 0, token_id: 3, score: -1, finished: false, entered: false },
+      { beam: 0, token_id: 0, score: -1.5, finished: true, entered: true },
+      { beam: 1, token_id: 4, score: -2, finished: false, entered: false },
+      { beam: 1, token_id: 0, score: -2.5, finished: true, entered: false },
+      { beam: 1, token_id: 7, score: -3, finished: false, entered: false },
+    ],
+  };
+  assert.deepEqual(step.candidates.map((c) => fate(c, step)),
+    ["kept as beam 0", "finished: into the bank", "kept as beam 1", "finished, but not among the best: dropped", "pruned"]);
+});
+
+test("the cache rows copied after a step, with the rows shared and dropped", () => {
+  const words = rowsSentence([0, 0, 1, 3], 2);
+  assert.match(words, /0 ← 0, 1 ← 0, 2 ← 1, 3 ← 3\./);
+  assert.match(words, /Row 0 is copied into more than one row/);
+  assert.match(words, /Row 2’s beam was pruned/);
+  assert.doesNotMatch(rowsSentence([0, 1], 0), /copied into more|pruned/);
+});
+
+test("a round's guesses and cache in words", () => {
+  assert.equal(guessWords({ p: 0.38, q: 0.35, u: 0.4331, ratio: 1.0862, accepted: true }, false),
+    "p 38.0% / q 35.0% = 1.09; u 0.433 < 1.09: kept");
+  assert.match(guessWords({ p: 0.008, q: 0.216, u: 0.16, ratio: 0.038, accepted: false }, false), /u 0.160 ≥ 0.04: turned down/);
+  assert.equal(cacheWords([12, 17, 15]), "Cache: 12 positions, 17 while the model checks, 15 kept (2 taken back).");
+  assert.equal(cacheWords([1, 5, 5]), "Cache: 1 position, 5 while the model checks, 5 kept.");
+});
+
+test("the CSV of a beam search: one row per candidate per step, with what happened to it", () => {
+  const trace = { strategy: "beam", steps: [{ step: 0, kept: [{ from: 0, token_id: 3, score: -1 }], candidates: [
+    { beam: 0, token_id: 3, token_text: "a", score: -1, finished: false, entered: false },
+    { beam: 0, token_id: 5, token_text: "b,c", score: -2, finished: false, entered: false }] }] };
+  const lines = searchCsv(trace).trimEnd().split("\r\n");
+  assert.equal(lines[0], BEAM_COLUMNS.join(","));
+  assert.deepEqual(lines.slice(1), ["0,0,3,a,-1,false,kept as beam 0", '0,0,5,"b,c",-2,false,pruned']);
+});
+
+test("the CSV of a speculative run: every guess, then the token that ended the round", () => {
+  const trace = { strategy: "speculative", rounds: [{ tokens: [{ token_id: 1, token_text: "x", p: 0.5, q: 0.25, u: 0.1, ratio: 2, accepted: true }, { token_id: 2, token_text: "y", p: 0.1, q: 0.4, u: 0.9, ratio: 0.25, accepted: false }], resampled: 4 }],
+    steps: [{ round: 0, source: "accepted", token_id: 1, token_text: "x" }, { round: 0, source: "resampled", token_id: 4, token_text: "z" }] };
+  const lines = searchCsv(trace).trimEnd().split("\r\n");
+  assert.deepEqual(lines.slice(1), ["0,0,1,x,0.5,0.25,2,0.1,true,draft", "0,1,2,y,0.1,0.4,0.25,0.9,false,draft", "0,2,4,z,,,,,true,resampled"]);
+});

@@ -1,0 +1,175 @@
+// Beam search beside greedy and sampling (Python's lesson.search.beam_lesson, through the
+// endpoint beam): the workbench's prompt and stop rules with this panel's beam settings. Drawn:
+// the three texts with the model's own log-probability per token, the tree step by step with
+// the candidates of the step and the cache rows copied after it, the finished paths ranked, and
+// the cache check of every beam.
+
+import { installSearchExports } from "./exports.js";
+import { drawTree, fate, score } from "./tree.js";
+import { sci, verdict } from "../ui/plot.js";
+import { $ } from "../ui/dom.js";
+import { ask, el, finishSentence, formSettings, pct, plural, readable } from "../ui/render.js";
+
+const FIELDS = {
+  num_beams: "beam-beams",
+  num_return_sequences: "beam-return",
+  length_penalty: "beam-penalty",
+  no_repeat_ngram_size: "beam-ngram",
+  early_stopping: "beam-early",
+};
+const TITLES = { beam: "Beam search, best path", greedy: "Greedy", sampled: "Sampled" };
+
+function logp(x) {
+  return x == null ? "–" : x.toFixed(2).replace(/^-/, "−");
+}
+
+/** The cache rows copied after a step: "row 1 ← row 0" for each row, and the rows dropped. */
+export function rowsSentence(from, step) {
+  const moves = from.map((p, row) => `${row} ← ${p}`).join(", ");
+  const dropped = from.map((_, row) => row).filter((row) => !from.includes(row));
+  const shared = [...new Set(from.filter((p, i) => from.indexOf(p) !== i))];
+  let out = `After step ${step}, each row of the cache takes the row of the beam it grew from (row ← row): ${moves}.`;
+  if (shared.length) out += ` ${shared.length === 1 ? `Row ${shared[0]} is` : `Rows ${shared.join(", ")} are`} copied into more than one row: those beams share their past.`;
+  if (dropped.length) out += ` ${dropped.length === 1 ? `Row ${dropped[0]}’s beam was` : `The beams of rows ${dropped.join(", ")} were`} pruned: overwritten.`;
+  return out;
+}
+
+export function createBeam(app) {
+  const dom = {
+    form: $("beam-form"), run: $("beam-run"), status: $("beam-status"), out: $("beam-out"),
+    summary: $("beam-summary"), side: $("beam-side"), step: $("beam-step"), stepOut: $("beam-step-out"),
+    tree: $("beam-tree"), rows: $("beam-rows"), cands: $("beam-cand-rows"), candCaption: $("beam-cand-caption"),
+    list: $("beam-list"), check: $("beam-check"), section: $("beam"),
+  };
+  const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
+  const exports = installSearchExports("beam", app);
+  let busy = false;
+  let shown = null;
+
+  function showError(name, message) {
+    const control = controls[name];
+    const box = $(`${control.id}-error`);
+    box.textContent = message || "";
+    box.hidden = !message;
+    if (message) control.setAttribute("aria-invalid", "true");
+    else control.removeAttribute("aria-invalid");
+  }
+
+  function card(side, reply) {
+    const box = el("article", `card search-card search-${side.name}`);
+    const s = reply.sampled;
+    const title = side.name === "sampled" ? `Sampled (${s.greedy ? "greedy: the workbench’s rules draw nothing" : `seed ${s.seed}, temperature ${s.temperature}`})` : TITLES[side.name];
+    box.append(el("h4", null, title));
+    const text = el("p", "text search-text");
+    text.append(el("span", "prompt-text", reply.trace.prompt), el("span", "gen-text", side.text));
+    const stats = el("dl", "stats search-stats");
+    for (const [term, value] of [["Log-probability per token", logp(side.logprob_per_token)], ["Repeated 3-grams", pct(side.repeated_3gram)], ["Tokens", String(side.tokens)]]) {
+      const div = el("div", "stat");
+      div.append(el("dt", null, term), el("dd", null, value));
+      stats.append(div);
+    }
+    box.append(text, stats, el("p", "search-finish", finishSentence(side.finish_reason, side.stop_reason, reply.trace.settings.max_new_tokens)));
+    return box;
+  }
+
+  function summary(reply) {
+    const [beam, greedy, sampled] = reply.side;
+    const n = reply.trace.settings.num_beams;
+    const likelier = beam.logprob_per_token >= Math.max(greedy.logprob_per_token, sampled.logprob_per_token);
+    const how = likelier
+      ? `The model finds the best beam likelier per token (${logp(beam.logprob_per_token)}) than greedy decoding’s text (${logp(greedy.logprob_per_token)}) and the sample (${logp(sampled.logprob_per_token)}): that is what the search is for.`
+      : `Here the best beam scores ${logp(beam.logprob_per_token)} per token, greedy ${logp(greedy.logprob_per_token)} and the sample ${logp(sampled.logprob_per_token)}: a beam’s score is divided by its length to the power of the length penalty, so the path it ranks first is not always the likeliest per token.`;
+    return `${plural(n, "beam", "beams")}, ${plural(reply.trace.steps.length, "step", "steps")}; the search ended: ${reply.trace.stopped}. ${how} Likely text is not lively text: compare the repeated 3-grams, and try No repeat n-gram.`;
+  }
+
+  function drawStep(k) {
+    const { trace, tree } = shown;
+    dom.stepOut.value = String(k);
+    dom.stepOut.textContent = String(k);
+    const label = `The beam tree up to step ${k}: ${plural(tree.nodes[0].length, "beam", "beams")} per step; ${tree.finished.filter((f) => f.step <= k).length} finished so far.`;
+    dom.tree.replaceChildren(drawTree(tree, k, readable, label));
+    const step = trace.steps[k];
+    dom.rows.textContent = k < trace.steps.length - 1
+      ? rowsSentence(tree.rows_from[k], k)
+      : `Step ${k} is the last: the search ended (${trace.stopped}), so no row is copied.`;
+    dom.candCaption.textContent = `The ${step.candidates.length} candidates at step ${k}: the best of every beam’s next tokens, by running score`;
+    dom.cands.replaceChildren(...step.candidates.map((c) => {
+      const tr = el("tr", fate(c, step) === "pruned" ? "is-pruned" : null);
+      tr.append(el("td", "num", String(c.beam)), el("td", "mono", readable(c.token_text)), el("td", "num", score(c.score)), el("td", null, fate(c, step)));
+      return tr;
+    }));
+  }
+
+  function render(reply) {
+    shown = reply;
+    const { trace } = reply;
+    dom.summary.textContent = summary(reply);
+    dom.side.replaceChildren(...reply.side.map((s) => card(s, reply)));
+    dom.step.max = String(trace.steps.length - 1);
+    dom.step.value = dom.step.max;
+    drawStep(trace.steps.length - 1);
+    dom.list.replaceChildren(...trace.beams.map((b) => {
+      const li = el("li", "beam-path");
+      const text = el("p", "text search-text");
+      text.append(el("span", "prompt-text", trace.prompt), el("span", "gen-text", b.text));
+      li.append(text, el("p", "beam-path-facts", `Score ${score(b.score)} · log-probability ${logp(b.logprob)} over ${plural(b.ids.length, "token", "tokens")} (${logp(b.logprob_per_token)} per token) · ${finishSentence(b.finish_reason, b.stop_reason, trace.settings.max_new_tokens)}`));
+      return li;
+    }));
+    const diffs = trace.steps.filter((s) => s.cache_diff != null);
+    dom.check.hidden = !diffs.length;
+    if (diffs.length) {
+      const worst = Math.max(...diffs.map((s) => s.cache_diff));
+      const ok = diffs.every((s) => s.cache_ok);
+      verdict(dom.check, ok, ok ? "Cache check passed" : "Cache check failed",
+        `At each of ${plural(diffs.length, "step", "steps")} after a reordering, every beam’s logits from its cache row were compared with a full recomputation of its text: largest difference ${sci(worst)}.`);
+    }
+    dom.out.hidden = false;
+  }
+
+  dom.step.addEventListener("input", () => {
+    if (shown) drawStep(Number(dom.step.value));
+  });
+
+  async function run() {
+    if (busy) return null;
+    for (const name of Object.keys(FIELDS)) showError(name, null);
+    busy = true;
+    const settings = await formSettings(app, dom.status);
+    busy = false;
+    if (!settings) return null;
+    const beam = Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
+    busy = true;
+    dom.section.dataset.state = "running";
+    dom.status.textContent = "Searching…";
+    const reply = await ask(app, "beam", { settings, beam }, dom.run, "num_beams");
+    busy = false;
+    app.last.beam = reply;
+    if (!reply.ok) {
+      const other = [];
+      for (const e of reply.errors || []) {
+        if (controls[e.field]) showError(e.field, e.message);
+        else other.push(e.message);
+      }
+      dom.status.textContent = other.length ? other.join(" ") : "Fix the field marked above.";
+      dom.section.dataset.state = "invalid";
+      return reply;
+    }
+    render(reply);
+    exports.show(reply.trace);
+    dom.status.textContent = "Done.";
+    dom.section.dataset.state = "done";
+    return reply;
+  }
+
+  dom.form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    run();
+  });
+
+  return {
+    ready() {
+      for (const c of dom.form.elements) c.disabled = false;
+    },
+    run,
+  };
+}

@@ -1,0 +1,51 @@
+// Taking a search away from the page: its trace (JSON, as `generate --json` prints it), a CSV
+// (beam search: one row per candidate per step; speculative decoding: one row per token of
+// every round) and the command line that repeats it. Both panels use it.
+
+import { fate } from "./tree.js";
+import { commandWords, csvTable, download } from "../ui/exports.js";
+import { $ } from "../ui/dom.js";
+
+export const BEAM_COLUMNS = ["step", "beam", "token_id", "token_text", "score", "finished", "what_happened"];
+export const ROUND_COLUMNS = ["round", "position", "token_id", "token_text", "p", "q", "ratio", "u", "accepted", "source"];
+
+/** The CSV of a search's trace: beam search's candidates, or speculative decoding's rounds. */
+export function searchCsv(trace) {
+  if (trace.strategy === "beam") {
+    return csvTable(BEAM_COLUMNS, trace.steps.flatMap((step) => step.candidates.map((c) => ({
+      step: step.step, beam: c.beam, token_id: c.token_id, token_text: c.token_text, score: c.score,
+      finished: c.finished, what_happened: fate(c, step),
+    }))));
+  }
+  const rows = [];
+  trace.rounds.forEach((r, i) => {
+    r.tokens.forEach((t, j) => rows.push({ round: i, position: j, ...t, source: "draft" }));
+    const extra = "resampled" in r ? "resampled" : "bonus";
+    const token = trace.steps.find((s) => s.round === i && s.source === extra);
+    if (token) rows.push({ round: i, position: r.tokens.length, token_id: token.token_id, token_text: token.token_text, accepted: true, source: extra });
+  });
+  return csvTable(ROUND_COLUMNS, rows);
+}
+
+/** The buttons and the command line of a panel: ids prefix-export, prefix-export-csv, prefix-command. */
+export function installSearchExports(prefix, app) {
+  let trace = null;
+  const json = $(`${prefix}-export`);
+  const csv = $(`${prefix}-export-csv`);
+  const command = $(`${prefix}-command`);
+  json.addEventListener("click", () => trace && download(JSON.stringify(trace), "application/json", `decodelab-${trace.strategy}.json`));
+  csv.addEventListener("click", () => trace && download(searchCsv(trace), "text/csv", `decodelab-${trace.strategy}.csv`));
+  return {
+    show(next) {
+      trace = next;
+      json.disabled = csv.disabled = false;
+      const words = commandWords(trace.settings, (app.info() || {}).fields);
+      command.replaceChildren(...words.flatMap((word, i) => {
+        const box = document.createElement("span");
+        box.className = "word";
+        box.textContent = word;
+        return i ? [" ", box] : [box];
+      }));
+    },
+  };
+}
