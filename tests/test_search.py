@@ -259,3 +259,75 @@ def test_cli_draft_greedy_equals_cli_greedy():
               "--num-draft-tokens", "12", "--seed", "0")
     assert bad.returncode == 2
     assert "--num-draft-tokens: Draft tokens must be a whole number from 1 to 8" in bad.stderr
+
+
+# --- the page's chapter, through the worker's endpoints --------------------------------------
+
+@pytest.fixture
+def page(artifacts):
+    from tests.conftest import api
+
+    assert api("setup", {"assets": str(artifacts)})["ok"]
+    return api
+
+
+@pytest.mark.parametrize("dataset,prompt,ngram", [("names", "el", 0), ("prose", "The ", 3)])
+def test_the_beam_tree_follows_every_returned_path_to_the_prompt(page, dataset, prompt, ngram):
+    reply = page("beam", {"settings": {"dataset": dataset, "prompt": prompt, "seed": 2,
+                                       "temperature": 0.8, "max_new_tokens": 24},
+                          "beam": {"num_beams": 4, "num_return_sequences": 3,
+                                   "no_repeat_ngram_size": ngram}})
+    assert reply["ok"], reply
+    tree, beams = reply["tree"], reply["trace"]["beams"]
+    for rank, beam in enumerate(beams, 1):
+        # from its finished node up the parents to the prompt: the path's tokens, in order
+        end = [f for f in tree["finished"] if f["rank"] == rank]
+        assert len(end) == 1
+        tokens, step, slot = [end[0]["token_text"]], end[0]["step"], end[0]["parent"]
+        while step > 0:
+            step -= 1
+            node = tree["nodes"][step][slot]
+            assert node["rank"] is not None and node["rank"] <= rank
+            tokens.append(node["token_text"])
+            slot = node["parent"]
+        assert tokens[::-1] == beam["tokens"]
+    # beam, greedy and the workbench's sample, each with the model's own log-probability
+    side = {s["name"]: s for s in reply["side"]}
+    sampled = start(Library(ROOT / "artifacts"),
+                    {"model": "transformer", "dataset": dataset, "prompt": prompt, "seed": 2,
+                     "temperature": 0.8, "max_new_tokens": 24}).run()
+    assert side["sampled"]["text"] == sampled.text
+    model = Library(ROOT / "artifacts").model("transformer", dataset, "chars")
+    ids = sampled.output_ids
+    assert side["sampled"]["logprob_per_token"] == pytest.approx(
+        teacher_forced(model, model.tokenizer.encode(prompt), ids) / len(ids), abs=1e-4)
+    assert side["beam"]["logprob_per_token"] == pytest.approx(beams[0]["logprob_per_token"])
+
+
+def test_the_workbench_refuses_a_search_and_names_where_it_runs(page):
+    for settings, field in (({"strategy": "beam"}, "strategy"), ({"draft": "bigram"}, "draft")):
+        reply = page("start", dict(settings, model="transformer"))
+        assert not reply["ok"] and reply["errors"][0]["field"] == field
+        assert "run in the chapter Search" in reply["errors"][0]["message"]
+
+
+def test_the_acceptance_experiment_equals_its_runs_one_by_one(page):
+    req = {"settings": {"dataset": "names", "seed": 5, "max_new_tokens": 20},
+           "gammas": "2, 4", "temperatures": "0, 1", "spec_samples": 3}
+    assert page("acceptance_start", req)["ok"]
+    while True:
+        out = page("acceptance_advance", {"budget_ms": 100})
+        if out["done"]:
+            break
+    cells = {(c["gamma"], c["temperature"]): c for c in out["result"]["cells"]}
+    lib = Library(ROOT / "artifacts")
+    for (gamma, t), cell in cells.items():
+        rates = [start(lib, {"model": "transformer", "dataset": "names", "seed": 5 + k,
+                             "max_new_tokens": 20, "draft": "bigram",
+                             "num_draft_tokens": gamma, "temperature": t}).run()
+                 .trace()["acceptance_rate"] for k in range(1 if t == 0 else 3)]
+        assert cell["runs"] == len(rates)
+        assert cell["acceptance"]["mean"] == pytest.approx(sum(rates) / len(rates))
+        if len(rates) > 1:
+            half = 1.96 * np.std(rates, ddof=1) / np.sqrt(len(rates))
+            assert cell["acceptance"]["high"] - cell["acceptance"]["mean"] == pytest.approx(half)

@@ -13,7 +13,7 @@ import time
 
 from decodelab.core import sampling
 from decodelab.core.corpus import corpus_from_text
-from decodelab.core.generate import prepare
+from decodelab.core.generate import Generation, prepare
 from decodelab.core.generate import start as start_generation
 from decodelab.core.settings import NAMES, Settings
 from decodelab.entry.webapi.catalog import dataset_info
@@ -137,7 +137,13 @@ def _adjust(session: Session, raw: dict, changed) -> tuple:
 @endpoint
 def _start(session: Session, req: dict) -> dict:
     """The settings -> a new run (the previous run and its output stay until this succeeds)."""
-    session.run = run = start_generation(session.library, req)
+    run = start_generation(session.library, req)
+    if not isinstance(run, Generation):
+        field = "strategy" if run.strategy == "beam" else "draft"
+        raise FieldError(field, "The workbench runs one path, a step at a time: beam search "
+                                "and a draft model run in the chapter Search, with the "
+                                "workbench's settings.")
+    session.run = run
     pieces, healed = run.prompt_pieces()
     return {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
             "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size}
