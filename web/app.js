@@ -90,7 +90,7 @@ const app = {
 };
 const lesson = createLesson(app);
 const kv = createKvLab({ ...app, last: {} });
-const searchLab = createSearch({ ...app, last: {} });
+const searchLab = createSearch({ ...app, last: {}, keep: (run) => lesson.runs.add(run) }); // searches join Compare runs
 hooks.lesson = lesson;
 hooks.kv = kv;
 hooks.search = searchLab;

@@ -25,6 +25,12 @@ def wait_reply(page, panel, before):
     return page.evaluate(f"() => window.decodelab.search.last.{panel}")
 
 
+def kept_runs(page):
+    """The labels of the runs Compare runs keeps (its chapter may be closed)."""
+    return page.evaluate("() => [...document.querySelectorAll('#runs-a option')]"
+                         ".map((o) => o.textContent)")
+
+
 def search(app, **fields):
     before = last_json(app, "beam")
     for selector, value in fields.items():
@@ -68,6 +74,17 @@ def test_beam_search_in_the_page_equals_the_command_line(app):
     assert "row ← row" in app.locator("#beam-rows").inner_text()
     app.locator("#beam-step").fill(str(steps - 1))
     assert "Cache check passed" in app.locator("#beam-check").inner_text()
+    # Play grows the tree from step 0 to the end, then stops by itself
+    play = app.locator("#beam-play")
+    play.click()
+    assert play.inner_text() == "Pause"
+    app.wait_for_function("n => document.querySelector('#beam-step-out').textContent === n "
+                          "&& document.querySelector('#beam-play').textContent === 'Play'",
+                          arg=str(steps - 1), timeout=60_000)
+    assert nodes.count() == sum(1 for row in reply["tree"]["nodes"] for n in row
+                                if not n.get("blocked"))
+    # the best path joins Compare runs, beside the workbench's runs
+    assert any(label.endswith("seed 3, beam search, 5 beams") for label in kept_runs(app))
     command = app.locator("#beam-command").inner_text()
     assert "--strategy=beam" in command and "--num-beams=5" in command
     assert "--temperature" not in command  # beam search draws nothing
@@ -110,6 +127,7 @@ def test_greedy_speculative_decoding_writes_the_model_s_own_text(app):
     assert app.locator("#spec-text .spec-tok").count() == len(reply["trace"]["ids"])
     app.locator("#spec-round").fill("0")
     assert rounds.count() == 1
+    assert kept_runs(app)[-1].endswith("greedy, bigram draft")
 
 
 def test_the_acceptance_experiment_measures_each_cell_and_stops(app):

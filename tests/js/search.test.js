@@ -9,6 +9,7 @@ import { COL, NODE_H, NODE_W, ROW, fate, layout, short } from "../../web/search/
 import { rowsSentence } from "../../web/search/beam.js";
 import { BEAM_COLUMNS, searchCsv } from "../../web/search/exports.js";
 import { cacheWords, guessWords } from "../../web/search/speculative.js";
+import { createPlayer } from "../../web/search/play.js";
 
 // two beams over two steps; "b" was pruned, "d" finished at step 1 and was returned second
 const TREE = {
@@ -100,4 +101,30 @@ test("the CSV of a speculative run: every guess, then the token that ended the r
     steps: [{ round: 0, source: "accepted", token_id: 1, token_text: "x" }, { round: 0, source: "resampled", token_id: 4, token_text: "z" }] };
   const lines = searchCsv(trace).trimEnd().split("\r\n");
   assert.deepEqual(lines.slice(1), ["0,0,1,x,0.5,0.25,2,0.1,true,draft", "0,1,2,y,0.1,0.4,0.25,0.9,false,draft", "0,2,4,z,,,,,true,resampled"]);
+});
+
+test("Play moves the step from the start to the end, and a second press or the range stops it", (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const listeners = {};
+  const fake = (props) => ({ ...props, setAttribute(k, v) { this[k] = v; }, addEventListener(type, fn) { listeners[`${props.id}:${type}`] = fn; } });
+  const range = fake({ id: "range", value: "3", max: "3" });
+  const button = fake({ id: "button", textContent: "Play", disabled: true });
+  const drawn = [];
+  const player = createPlayer(range, button, (k) => drawn.push(k), 100);
+  player.reset();
+  assert.equal(button.disabled, false);
+  listeners["button:click"](); // at the end: starts again from 0
+  assert.equal(button.textContent, "Pause");
+  const ticks = (n) => { for (let i = 0; i < n; i += 1) t.mock.timers.tick(100); };
+  ticks(3);
+  assert.deepEqual(drawn, [0, 1, 2, 3]);
+  ticks(1); // past the end: it stops by itself
+  assert.equal(button.textContent, "Play");
+  range.value = "0";
+  listeners["button:click"]();
+  ticks(1);
+  listeners["range:input"](); // the learner takes the range
+  ticks(5);
+  assert.deepEqual(drawn, [0, 1, 2, 3, 1]);
+  assert.equal(button["aria-pressed"], "false");
 });

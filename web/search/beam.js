@@ -5,6 +5,7 @@
 // the cache check of every beam.
 
 import { installSearchExports } from "./exports.js";
+import { createPlayer } from "./play.js";
 import { drawTree, fate, score } from "./tree.js";
 import { sci, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
@@ -107,6 +108,7 @@ export function createBeam(app) {
     dom.side.replaceChildren(...reply.side.map((s) => card(s, reply)));
     dom.step.max = String(trace.steps.length - 1);
     dom.step.value = dom.step.max;
+    player.reset();
     drawStep(trace.steps.length - 1);
     dom.list.replaceChildren(...trace.beams.map((b) => {
       const li = el("li", "beam-path");
@@ -129,6 +131,7 @@ export function createBeam(app) {
   dom.step.addEventListener("input", () => {
     if (shown) drawStep(Number(dom.step.value));
   });
+  const player = createPlayer(dom.step, $("beam-play"), (k) => drawStep(k));
 
   async function run() {
     if (busy) return null;
@@ -156,6 +159,11 @@ export function createBeam(app) {
     }
     render(reply);
     exports.show(reply.trace);
+    const best = reply.trace.beams[0];
+    if (best && app.keep) {
+      app.keep({ settings: reply.trace.settings, greedy: false, finish: { finish_reason: best.finish_reason, stop_reason: best.stop_reason },
+        steps: best.ids.map((id, i) => ({ token_id: id, token_text: best.tokens[i], prob: null })) });
+    }
     dom.status.textContent = "Done.";
     dom.section.dataset.state = "done";
     return reply;

@@ -6,6 +6,7 @@
 // samples, intervals, progress and Stop, through lesson/planned.js).
 
 import { installSearchExports } from "./exports.js";
+import { createPlayer } from "./play.js";
 import { createPlanned } from "../lesson/planned.js";
 import { sci, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
@@ -114,6 +115,7 @@ export function createSpeculative(app) {
     dom.summary.textContent = summary(reply);
     dom.round.max = String(Math.max(t.rounds.length - 1, 0));
     dom.round.value = dom.round.max;
+    player.reset();
     drawRounds(t.rounds.length - 1);
     const diffs = t.rounds.filter((x) => x.cache_diff != null);
     dom.check.hidden = !diffs.length;
@@ -128,6 +130,7 @@ export function createSpeculative(app) {
   dom.round.addEventListener("input", () => {
     if (shown) drawRounds(Number(dom.round.value));
   });
+  const player = createPlayer(dom.round, $("spec-play"), (r) => drawRounds(r));
 
   async function run() {
     if (busy) return null;
@@ -155,6 +158,8 @@ export function createSpeculative(app) {
     }
     render(reply);
     exports.show(reply.trace);
+    const t = reply.trace;
+    if (app.keep) app.keep({ settings: t.settings, greedy: reply.greedy, finish: { finish_reason: t.finish_reason, stop_reason: t.stop_reason }, steps: t.steps });
     dom.status.textContent = "Done.";
     dom.section.dataset.state = "done";
     return reply;
