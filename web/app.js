@@ -78,6 +78,10 @@ const app = {
     if (change.type === "settings" && change.source === "form" && change.commit && change.names.includes(name)) fn();
   }),
   kv: () => kv,
+  /** A link to this page with the form's settings and `extra` (a panel's own), and what the
+   * page's address gave for a panel's own settings (state/link.js). */
+  link: (extra) => hooks.share.link(extra),
+  fromLink: (names) => hooks.share.panel(names),
   /** Bring a part of the page into view: its chapter opened first when another is on screen. */
   show(node) {
     const chapter = node.closest(".chapter[data-chapter]");

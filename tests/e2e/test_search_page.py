@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import open_chapter, reveal
+from tests.e2e.conftest import open_chapter, open_page, reveal, wait_ready
 from tests.e2e.test_page import cli_trace, set_fields
 from tests.e2e.test_transformer_page import BASE
 
@@ -162,3 +162,25 @@ def test_the_acceptance_experiment_measures_each_cell_and_stops(app):
     assert rows.count() == 4
     assert json.dumps(result) == json.dumps(
         app.evaluate("() => window.decodelab.search.speculative.lastExperiment()"))
+
+
+def test_a_link_carries_a_search_panel_s_own_settings(chromium, base_url):
+    page = wait_ready(open_page(chromium, base_url, "?model=transformer&dataset=names&prompt=el"
+                                                    "&num_beams=6&num_return_sequences=2#beam"))
+    try:
+        assert page.locator("#link-notice").is_hidden()  # no "unknown setting"
+        assert page.locator("#beam-beams").input_value() == "6"
+        assert page.locator("#beam-return").input_value() == "2"
+        before = last_json(page, "beam")
+        page.get_by_role("button", name="Search", exact=True).click()
+        reply = wait_reply(page, "beam", before)
+        assert reply["ok"] and len(reply["trace"]["beams"]) == 2
+        assert reply["trace"]["settings"]["num_beams"] == 6
+        page.locator("#beam-return").fill("1")
+        page.locator("#beam-link").click()
+        link = page.locator("#beam-link").get_attribute("data-link")
+        assert "num_beams=6" in link and "num_return_sequences=1" in link
+        assert "prompt=el" in link and link.endswith("#beam")
+        assert page.errors == []
+    finally:
+        page.context.close()

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { originOf, parseBool, pyRepr, queryValues, settingsFromQuery, viewFromQuery } from "../../web/state/query.js";
+import { originOf, panelFromQuery, parseBool, pyRepr, queryValues, settingsFromQuery, viewFromQuery } from "../../web/state/query.js";
 import { countChanged, formValue, forPython, settingsQuery, splitLines } from "../../web/state/settings.js";
 
 const SPECS = { seed: { name: "seed", kind: "int", label: "Seed", allowed: "a whole number" }, stop: { name: "stop", kind: "lines", label: "Stop strings" }, greedy: { name: "greedy", kind: "bool" } };
@@ -52,4 +52,13 @@ test("values as the controls hold them, and as Python reads them", () => {
 test("a link to the settings, in the table's order, the page's parameters last", () => {
   const q = settingsQuery({ stop: ["a b", "c"], seed: 3, greedy: false }, ["seed", "greedy", "stop"], { run: "true", theme: null });
   assert.equal(q, "seed=3&greedy=false&stop=a+b&stop=c&run=true");
+});
+
+test("a search panel's own settings in a link are no unknown names, and its panel reads them", () => {
+  const values = queryValues("?seed=3&num_beams=6&num_beams=7&draft=bigram&beams=2");
+  const { raw, errors } = settingsFromQuery(values, ["seed"], SPECS, ["num_beams", "num_return_sequences", "draft"]);
+  assert.deepEqual(raw, { seed: "3" });
+  assert.deepEqual(errors.map((e) => e.field), ["beams"]); // a misspelt one is still named
+  assert.deepEqual(panelFromQuery(values, ["num_beams", "num_return_sequences"]), { num_beams: "7" });
+  assert.deepEqual(panelFromQuery(values, ["draft"]), { draft: "bigram" });
 });

@@ -43,7 +43,8 @@ export function createBeam(app) {
     list: $("beam-list"), check: $("beam-check"), section: $("beam"),
   };
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
-  const exports = installSearchExports("beam", app);
+  const own = () => Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
+  const exports = installSearchExports("beam", app, own, "beam");
   let busy = false;
   let shown = null;
 
@@ -140,7 +141,7 @@ export function createBeam(app) {
     const settings = await formSettings(app, dom.status);
     busy = false;
     if (!settings) return null;
-    const beam = Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
+    const beam = own();
     busy = true;
     dom.section.dataset.state = "running";
     dom.status.textContent = "Searching…";
@@ -177,6 +178,8 @@ export function createBeam(app) {
   return {
     ready() {
       for (const c of dom.form.elements) c.disabled = false;
+      // the panel's own settings a link gave (Python checks them when the search runs)
+      for (const [name, value] of Object.entries(app.fromLink(Object.keys(FIELDS)))) controls[name].value = value;
     },
     run,
   };

@@ -1,9 +1,11 @@
 // Taking a search away from the page: its trace (JSON, as `generate --json` prints it), a CSV
 // (beam search: one row per candidate per step; speculative decoding: one row per token of
-// every round) and the command line that repeats it. Both panels use it.
+// every round), the command line that repeats it, and a link to the page with the workbench's
+// settings and the panel's own. Both panels use it.
 
 import { fate } from "./tree.js";
 import { commandWords, csvTable, download } from "../ui/exports.js";
+import { copyText, flash } from "../ui/copy.js";
 import { $ } from "../ui/dom.js";
 
 export const BEAM_COLUMNS = ["step", "beam", "token_id", "token_text", "score", "finished", "what_happened"];
@@ -27,12 +29,22 @@ export function searchCsv(trace) {
   return csvTable(ROUND_COLUMNS, rows);
 }
 
-/** The buttons and the command line of a panel: ids prefix-export, prefix-export-csv, prefix-command. */
-export function installSearchExports(prefix, app) {
+/**
+ * The buttons and the command line of a panel: ids prefix-export, prefix-export-csv,
+ * prefix-command, prefix-link (a link with the panel's own settings, own(), opening at anchor).
+ */
+export function installSearchExports(prefix, app, own, anchor) {
   let trace = null;
   const json = $(`${prefix}-export`);
   const csv = $(`${prefix}-export-csv`);
   const command = $(`${prefix}-command`);
+  const link = $(`${prefix}-link`);
+  link.addEventListener("click", async () => {
+    const url = `${app.link(own())}#${anchor}`;
+    const copied = await copyText(url);
+    link.dataset.link = url;
+    flash(link, copied ? "Link copied" : "Copying is blocked");
+  });
   json.addEventListener("click", () => trace && download(JSON.stringify(trace), "application/json", `decodelab-${trace.strategy}.json`));
   csv.addEventListener("click", () => trace && download(searchCsv(trace), "text/csv", `decodelab-${trace.strategy}.csv`));
   return {

@@ -56,7 +56,8 @@ export function createSpeculative(app) {
     rounds: $("spec-rounds"), check: $("spec-check"), section: $("speculative"),
   };
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
-  const exports = installSearchExports("spec", app);
+  const own = () => Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
+  const exports = installSearchExports("spec", app, own, "speculative");
   let busy = false;
   let shown = null;
 
@@ -139,7 +140,7 @@ export function createSpeculative(app) {
     const settings = await formSettings(app, dom.status);
     busy = false;
     if (!settings) return null;
-    const draft = Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
+    const draft = own();
     busy = true;
     dom.section.dataset.state = "running";
     dom.status.textContent = "Decoding with the draft…";
@@ -220,6 +221,8 @@ export function createSpeculative(app) {
   return {
     ready() {
       for (const c of [...dom.form.elements, ...xp.form.elements]) c.disabled = false;
+      // the panel's own settings a link gave (Python checks them when the run starts)
+      for (const [name, value] of Object.entries(app.fromLink(Object.keys(FIELDS)))) controls[name].value = value;
       // what Python says the page's experiment starts with
       const d = (app.info() || {}).acceptance_defaults || {};
       if (d.temperatures) xp.inputs.temperatures.value = d.temperatures;

@@ -9,7 +9,7 @@
 
 import { copyText, flash } from "../ui/copy.js";
 import { $ } from "../ui/dom.js";
-import { queryValues, settingsFromQuery, viewFromQuery } from "./query.js";
+import { panelFromQuery, queryValues, settingsFromQuery, viewFromQuery } from "./query.js";
 import { settingsQuery } from "./settings.js";
 
 /** The theme on <html>: light and dark are forced, auto follows the system. */
@@ -46,12 +46,15 @@ export function installUrlState(page) {
     /** The form's settings, as Python reads them (only those that pass its checks). */
     current: () => store.settled().then((c) => ({ ...c.values })),
     link: (extra) => pageLink(store, extra),
+    /** A panel's own settings as the address gave them ({} when it gave none). */
+    panel: (names) => panelFromQuery(values, names),
     copyLink,
   };
   hooks.share = share;
 
   page.beforeReady(async () => {
-    const fromQuery = settingsFromQuery(values, store.state.names, store.state.specs);
+    const panelOwn = Object.values(store.state.info.panel_settings || {}).flat();
+    const fromQuery = settingsFromQuery(values, store.state.names, store.state.specs, panelOwn);
     const checked = await check(store, fromQuery.raw);
     await store.apply(checked.values);
     share.applied = checked.values;

@@ -71,13 +71,14 @@ export function queryValues(search) {
 /**
  * Settings from a query: the raw values (strings; the stop strings as a list) by field name,
  * plus errors for names that are neither a setting nor a page parameter and for settings given
- * twice. `settable` is the list of field names this page has controls for.
+ * twice. `settable` is the list of field names this page has controls for; `panelOwn` the
+ * settings a panel's own form reads from the link (the search panels': panelFromQuery).
  */
-export function settingsFromQuery(values, settable, specs) {
+export function settingsFromQuery(values, settable, specs, panelOwn = []) {
   const raw = {};
   const errors = [];
   for (const [name, list] of values) {
-    if (Object.hasOwn(VIEW_PARAMS, name)) continue;
+    if (Object.hasOwn(VIEW_PARAMS, name) || panelOwn.includes(name)) continue;
     const spec = specs[name];
     if (!spec || !settable.includes(name)) {
       errors.push({
@@ -96,6 +97,17 @@ export function settingsFromQuery(values, settable, specs) {
     }
   }
   return { raw, errors };
+}
+
+/** A panel's own settings in a query: {name: the value as given}, the last of a name given twice
+ * (its panel's form shows it; Python checks it, with the rest, when the panel runs). */
+export function panelFromQuery(values, names) {
+  const out = {};
+  for (const name of names) {
+    const list = values.get(name);
+    if (list && list.length) out[name] = list[list.length - 1];
+  }
+  return out;
 }
 
 /**
