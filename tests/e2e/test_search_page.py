@@ -124,7 +124,13 @@ def test_greedy_speculative_decoding_writes_the_model_s_own_text(app):
         in rounds.first.inner_text()
     assert "Cache check passed" in app.locator("#spec-check").inner_text()
     # the text shown is the model's, token by token
-    assert app.locator("#spec-text .spec-tok").count() == len(reply["trace"]["ids"])
+    assert app.locator("#spec-text .spec-tok:not(.is-rejected)").count() == \
+        len(reply["trace"]["ids"])
+    # the latest round's guess that was turned down shows, struck, where it was tried
+    last = reply["trace"]["rounds"][-1]
+    turned_down = [t for t in last["tokens"] if not t["accepted"]]
+    assert app.locator("#spec-text .spec-tok.is-rejected").count() == \
+        (1 if turned_down and "resampled" in last else 0)
     app.locator("#spec-round").fill("0")
     assert rounds.count() == 1
     assert kept_runs(app)[-1].endswith("greedy, bigram draft")

@@ -78,7 +78,14 @@ export function createSpeculative(app) {
     dom.roundOut.textContent = String(r);
     const steps = trace.steps.filter((s) => s.round <= r);
     const text = [el("span", "prompt-text", trace.prompt)];
+    // the latest round's guess that was turned down stays in view, struck, where it was tried
+    const rejected = (trace.rounds[r] || { tokens: [] }).tokens.find((t) => !t.accepted);
     for (const s of steps) {
+      if (rejected && s.round === r && s.source === "resampled") {
+        const tried = el("span", "spec-tok is-rejected", rejected.token_text === "<eos>" ? "" : rejected.token_text);
+        tried.title = `Round ${r}: the draft’s guess, turned down`;
+        text.push(tried);
+      }
       const span = el("span", `spec-tok is-${s.source}${s.round === r ? " is-latest" : ""}`, s.token_text === "<eos>" ? "" : s.token_text);
       span.title = `Round ${s.round}: ${HOW[s.source]}`;
       text.push(span);
