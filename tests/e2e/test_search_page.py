@@ -190,3 +190,29 @@ def test_a_link_carries_a_search_panel_s_own_settings(chromium, base_url):
         assert page.errors == []
     finally:
         page.context.close()
+
+
+@pytest.mark.parametrize("scheme,width", [("light", 1280), ("dark", 360)])
+def test_the_search_chapter_passes_axe_and_fits_a_phone(chromium, base_url, scheme, width):
+    from tests.e2e.test_a11y import AXE, axe_violations
+
+    page = wait_ready(open_page(chromium, base_url, "?model=transformer&dataset=prose"
+                                                    "&prompt=The+&max_new_tokens=30#search",
+                                color_scheme=scheme, viewport={"width": width, "height": 900}))
+    try:
+        for button, panel in (("Search", "beam"), ("Decode with the draft", "speculate")):
+            before = last_json(page, panel)
+            page.get_by_role("button", name=button, exact=True).click()
+            assert wait_reply(page, panel, before)["ok"]
+        page.locator("#spec-gamma").fill("0")  # an error next to its field
+        before = last_json(page, "speculate")
+        page.get_by_role("button", name="Decode with the draft", exact=True).click()
+        wait_reply(page, "speculate", before)
+        page.wait_for_selector("#spec-gamma-error:not([hidden])")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+        if not AXE.exists():
+            pytest.fail("node_modules/axe-core is missing: run npm ci")
+        violations = axe_violations(page)
+        assert violations == [], json.dumps(violations, indent=1)
+    finally:
+        page.context.close()

@@ -41,8 +41,8 @@ export function installSearchExports(prefix, app, own, anchor) {
   const link = $(`${prefix}-link`);
   link.addEventListener("click", async () => {
     const url = `${app.link(own())}#${anchor}`;
+    link.dataset.link = url; // the last link copied (or offered), for whoever reads the page
     const copied = await copyText(url);
-    link.dataset.link = url;
     flash(link, copied ? "Link copied" : "Copying is blocked");
   });
   json.addEventListener("click", () => trace && download(JSON.stringify(trace), "application/json", `decodelab-${trace.strategy}.json`));
