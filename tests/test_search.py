@@ -308,7 +308,7 @@ def test_the_workbench_refuses_a_search_and_names_where_it_runs(page):
     for settings, field in (({"strategy": "beam"}, "strategy"), ({"draft": "bigram"}, "draft")):
         reply = page("start", dict(settings, model="transformer"))
         assert not reply["ok"] and reply["errors"][0]["field"] == field
-        assert "run in the chapter Search" in reply["errors"][0]["message"]
+        assert "run in the chapter Beam search and drafts" in reply["errors"][0]["message"]
 
 
 def test_the_acceptance_experiment_equals_its_runs_one_by_one(page):

@@ -44,7 +44,7 @@ export function createRuns(app) {
   function label(run) {
     const s = run.settings;
     let rule = run.greedy ? "greedy" : `T = ${Number(s.temperature)}`; // Python's word: greedy, or T = 0
-    if (s.strategy === "beam") rule = `beam search, ${s.num_beams} beams`; // from the chapter Search
+    if (s.strategy === "beam") rule = `beam search, ${s.num_beams} beams`; // from the chapter Beam search and drafts
     else if (s.draft && s.draft !== "off") rule += `, ${s.draft} draft`;
     return `Run ${run.number}: ${s.model}, ${s.dataset}, seed ${s.seed}, ${rule}`;
   }
@@ -108,7 +108,7 @@ export function createRuns(app) {
   dom.b.addEventListener("change", render);
 
   return {
-    /** A finished run of the workbench, or a search of the chapter Search (its best path, or
+    /** A finished run of the workbench, or a search of the chapter Beam search and drafts (its best path, or
      * the text the draft helped write): keep it (the oldest goes past KEEP). */
     add(run) {
       if (!run.finish) return; // a run cut off by a failure is not kept

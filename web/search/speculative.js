@@ -130,7 +130,7 @@ export function createSpeculative(app) {
     if (diffs.length) {
       const ok = diffs.every((x) => x.cache_ok);
       verdict(dom.check, ok, ok ? "Cache check passed" : "Cache check failed",
-        `Every round’s pass read a cache cut back after the round before; its logits equal a full recomputation of the text in all ${plural(diffs.length, "round", "rounds")}: largest difference ${sci(Math.max(...diffs.map((x) => x.cache_diff)))}.`);
+        `Every round’s pass read a cache cut back after the round before; its logits equal a full recomputation of the text in ${diffs.length === 1 ? "its one round" : diffs.length === 2 ? "both rounds" : `all ${diffs.length} rounds`}: largest difference ${sci(Math.max(...diffs.map((x) => x.cache_diff)))}.`);
     }
     dom.out.hidden = false;
   }

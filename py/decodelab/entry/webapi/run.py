@@ -141,8 +141,8 @@ def _start(session: Session, req: dict) -> dict:
     if not isinstance(run, Generation):
         field = "strategy" if run.strategy == "beam" else "draft"
         raise FieldError(field, "The workbench runs one path, a step at a time: beam search "
-                                "and a draft model run in the chapter Search, with the "
-                                "workbench's settings.")
+                                "and a draft model run in the chapter Beam search and drafts, "
+                                "with the workbench's settings.")
     session.run = run
     pieces, healed = run.prompt_pieces()
     return {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
