@@ -1,0 +1,206 @@
+"""A paged KV cache: the keys and values in fixed-size blocks of one pool, as vLLM's
+PagedAttention keeps them, instead of one array per sequence sized for the whole window.
+
+- The pool: per layer, blocks of `block_size` positions, (num_blocks, Hkv, block_size, D) for
+  the keys and the same for the values; a free list; a reference count per block.
+- A sequence's cache (`PagedCache`) is a block table: logical block i (positions
+  i*block_size ..) -> a physical block of the pool. A block is taken from the free list when
+  the sequence first writes into it, and given back when no sequence holds it any more.
+- Attention reads through the table: the sequence's blocks gathered in order are exactly the
+  contiguous cache's first positions, so the logits are the contiguous cache's (the same numbers
+  in the same order; tests hold them equal to 1e-12 in float64 for every model). The gather is a
+  copy here; a serving engine's kernel reads the blocks where they lie.
+- Copy-on-write: `fork` gives a second table holding the same blocks (each block's count goes
+  up), so samples of one prompt share its keys and values. The first write into a shared block
+  copies it (`copies_on_write` counts them): a shared, partly filled last block is copied by
+  each fork that writes after it; full blocks stay shared for good.
+
+`PagedSession` is `inference.Session` on a pool: the same prefill, decode, append, score, fork
+and rewind, and the live check works on it unchanged (it recomputes from the tokens).
+
+Left out: kshift (it rotates keys in place, a session on a pool rereads instead), batches of
+rows in one call (`inference.BatchSession` keeps its contiguous rows), the prefix tree and the
+scheduler (the serving issue's next parts).
+
+Dimension legend: N blocks in the pool, Hkv KV heads, b block size, D head dim, S positions read.
+"""
+
+import numpy as np
+
+from decodelab.core.inference import Session
+from decodelab.core.kvcache import KVCache
+
+
+class PoolFull(MemoryError):
+    """No free block is left in the pool."""
+
+
+class BlockPool:
+    """The blocks of every layer, who holds each, and which are free."""
+
+    def __init__(self, n_layer: int, num_blocks: int, n_kv_head: int, block_size: int,
+                 head_dim: int, dtype=np.float64):
+        if block_size < 1 or num_blocks < 1:
+            raise ValueError(f"a pool needs at least one block of at least one position; got "
+                             f"{num_blocks} blocks of {block_size}")
+        shape = (num_blocks, n_kv_head, block_size, head_dim)  # (N, Hkv, b, D)
+        self.k = [np.zeros(shape, dtype) for _ in range(n_layer)]
+        self.v = [np.zeros(shape, dtype) for _ in range(n_layer)]
+        self.block_size, self.num_blocks = block_size, num_blocks
+        self.refs = np.zeros(num_blocks, np.int64)  # (N,) tables holding each block
+        self.free = list(range(num_blocks - 1, -1, -1))  # popped from the end: lowest id first
+        self.copies_on_write = 0
+
+    @classmethod
+    def for_model(cls, model, num_blocks: int, block_size: int = 16, dtype=np.float64):
+        cfg = model.cfg
+        return cls(cfg.n_layer, num_blocks, cfg.n_kv_head, block_size, cfg.head_dim, dtype)
+
+    @property
+    def used(self) -> int:
+        return self.num_blocks - len(self.free)
+
+    @property
+    def shared(self) -> int:
+        """Blocks held by more than one table."""
+        return int((self.refs > 1).sum())
+
+    def take(self) -> int:
+        if not self.free:
+            raise PoolFull(f"the pool's {self.num_blocks} blocks of {self.block_size} positions "
+                           f"are all in use")
+        block = self.free.pop()
+        self.refs[block] = 1
+        return block
+
+    def hold(self, block: int) -> None:
+        self.refs[block] += 1
+
+    def let_go(self, block: int) -> None:
+        self.refs[block] -= 1
+        if self.refs[block] == 0:
+            self.free.append(block)
+
+    def copy(self, block: int) -> int:
+        """A private copy of a shared block, for the table about to write into it."""
+        fresh = self.take()
+        for arrays in (self.k, self.v):
+            for a in arrays:
+                a[fresh] = a[block]
+        self.let_go(block)
+        self.copies_on_write += 1
+        return fresh
+
+
+class _Gathered:
+    """cache.k or cache.v as the contiguous cache's attention reads it: [layer] -> the table's
+    blocks gathered in order, (1, Hkv, blocks * b, D). A copy: writes into it go nowhere (the
+    new keys and values are written into the blocks first)."""
+
+    def __init__(self, cache, arrays):
+        self.cache, self.arrays = cache, arrays
+
+    def __getitem__(self, layer: int) -> np.ndarray:
+        blocks = self.arrays[layer][self.cache.table]  # (n, Hkv, b, D)
+        n, H, b, D = blocks.shape
+        return blocks.transpose(1, 0, 2, 3).reshape(1, H, n * b, D)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self.arrays)))
+
+
+class PagedCache(KVCache):
+    """One sequence's cache as a block table into a pool; otherwise a KVCache (batch of one)."""
+
+    def __init__(self, pool: BlockPool, max_len: int):
+        self.pool, self.max_len = pool, max_len
+        self.table = []  # logical block -> physical block
+        self._length = 0
+        self.key_bias = None  # one sequence, no padding
+
+    # what KVCache's attention reads: the blocks, gathered
+    k = property(lambda self: _Gathered(self, self.pool.k))
+    v = property(lambda self: _Gathered(self, self.pool.v))
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @length.setter
+    def length(self, n: int) -> None:
+        """Positions filled; cutting back (a rewind) gives the blocks past them back."""
+        keep = -(-n // self.pool.block_size)  # ceil: blocks that still hold a position
+        for block in self.table[keep:]:
+            self.pool.let_go(block)
+        del self.table[keep:]
+        self._length = n
+
+    def reset(self) -> None:
+        self.length = 0
+
+    def copy(self) -> "PagedCache":
+        """Another table over the same blocks (copy-on-write: nothing is copied until one of
+        the two writes into a block they share)."""
+        other = PagedCache(self.pool, self.max_len)
+        other.table, other._length = list(self.table), self._length
+        for block in self.table:
+            self.pool.hold(block)
+        return other
+
+    fork = copy
+
+    def _writable(self, start: int, end: int) -> None:
+        """Blocks of its own for positions start .. end-1: new ones taken, shared ones copied."""
+        b = self.pool.block_size
+        for i in range(start // b, -(-end // b)):
+            if i == len(self.table):
+                self.table.append(self.pool.take())
+            elif self.pool.refs[self.table[i]] > 1:
+                self.table[i] = self.pool.copy(self.table[i])
+
+    def attend(self, layer: int, q, k, v):
+        """Write the new keys and values into the blocks, then attend as KVCache does, over the
+        blocks gathered in order. q: (1, Hkv, G*n, D); k, v: (1, Hkv, n, D)."""
+        n = k.shape[2]
+        t0, S = self._length, self._length + n
+        if S > self.max_len:
+            raise ValueError(f"KV cache full: {S} positions needed, {self.max_len} allowed")
+        if layer == 0:
+            self._writable(t0, S)
+        b = self.pool.block_size
+        K, V = self.pool.k[layer], self.pool.v[layer]  # (N, Hkv, b, D)
+        for i in range(t0 // b, (S - 1) // b + 1):  # the new positions, block by block
+            lo, hi = max(t0, i * b), min(S, (i + 1) * b)
+            K[self.table[i], :, lo - i * b:hi - i * b] = k[0, :, lo - t0:hi - t0]
+            V[self.table[i], :, lo - i * b:hi - i * b] = v[0, :, lo - t0:hi - t0]
+        return KVCache.attend(self, layer, q, k, v)
+
+    def release(self) -> None:
+        """Give every block back (the sequence is done)."""
+        self.length = 0
+
+    @property
+    def bytes_allocated(self) -> int:
+        """The bytes of the blocks this table holds (shared ones counted in full)."""
+        per_block = sum(a[0].nbytes for a in self.pool.k + self.pool.v)
+        return per_block * len(self.table)
+
+
+class PagedSession(Session):
+    """inference.Session with its cache in a pool's blocks (`pool`, a BlockPool)."""
+
+    def __init__(self, model, pool: BlockPool, dtype=np.float64, shift: str = "reread"):
+        if shift != "reread":
+            raise ValueError("a session on a pool rereads a full window (shift reread): kshift "
+                             "turns keys in place, and its blocks may be shared")
+        self.pool = pool
+        super().__init__(model, dtype, shift)
+
+    def cache_class(self, n_layer, batch, n_kv_head, max_len, head_dim, dtype):
+        """The cache Session.__init__ makes: a table into the pool (sized by the window)."""
+        return PagedCache(self.pool, max_len)
+
+    def release(self) -> None:
+        """The run is over: its blocks go back to the pool (those it shares stay held)."""
+        self.cache.release()
+        self.tokens = []

@@ -1,0 +1,113 @@
+"""The paged KV cache: attention read through a block table gives the contiguous cache's logits
+(float64, 1e-12) for every model and block size, through prefill, decode, a tool-style append,
+a speculative score and rewind, and a full window read again; copy-on-write shares a prompt's
+blocks between forks and copies only the shared, partly filled block a fork writes into; the
+pool's accounting (free + used, reference counts, everything back at the end, a full pool
+named); the live check unchanged on it."""
+
+import numpy as np
+import pytest
+
+from decodelab.core.library import Library
+from decodelab.core.livecheck import LiveCheck
+from decodelab.core.paged import BlockPool, PagedSession, PoolFull
+
+from tests.test_hf import ROOT, shipped
+
+MODELS = [("names", "chars"), ("prose", "chars"), ("prose", "bpe"), ("tasks", "bpe")]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    shipped("names", "chars")  # skips when the models are not built
+    return Library(ROOT / "artifacts")
+
+
+def drive(session, model, rng, steps):
+    """Prefill, decode, append three, score four and take two back, decode on: every logits
+    vector handed out, in order."""
+    V = model.tokenizer.vocab_size
+    out = [session.prefill(rng.integers(1, V, 5).tolist())]
+    for i in range(steps):
+        out.append(session.decode(int(rng.integers(1, V))))
+        if i == 3:
+            out.append(session.append(rng.integers(1, V, 3).tolist()))
+        if i == 6 and session.length + 4 <= model.cfg.context_size:
+            out.extend(session.score(rng.integers(1, V, 4).tolist()))
+            session.rewind(session.length - 2)
+    return out
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+@pytest.mark.parametrize("dataset,tokenizer", MODELS)
+def test_paged_logits_equal_the_contiguous_cache(lib, dataset, tokenizer, block_size):
+    model = lib.model("transformer", dataset, tokenizer)
+    steps = model.cfg.context_size + 8  # past the window: the reread shift, on blocks too
+    pool = BlockPool.for_model(model, num_blocks=-(-model.cfg.context_size // block_size),
+                               block_size=block_size)
+    paged = drive(PagedSession(model, pool), model, np.random.default_rng(1), steps)
+    plain = drive(model.session(np.float64), model, np.random.default_rng(1), steps)
+    assert len(paged) == len(plain)
+    for a, b in zip(paged, plain):
+        assert np.abs(a - b).max() <= 1e-12
+
+
+def test_forks_share_the_prompt_and_copy_only_the_block_they_write_into(lib):
+    model = lib.model("transformer", "names", "chars")
+    pool = BlockPool.for_model(model, num_blocks=12, block_size=4)
+    root = PagedSession(model, pool)
+    root.prefill(model.tokenizer.encode("marianne"))  # 1 + 8 = 9 positions: blocks 4, 4, 1
+    assert pool.used == 3 and list(pool.refs[root.cache.table]) == [1, 1, 1]
+    forks = [root.fork() for _ in range(3)]
+    assert pool.used == 3 and list(pool.refs[root.cache.table]) == [4, 4, 4]
+    assert pool.shared == 3 and pool.copies_on_write == 0
+    ref = model.session(np.float64)
+    ref.prefill(model.tokenizer.encode("marianne"))
+    for i, fork in enumerate(forks):
+        alone = ref.fork()
+        token = model.tokenizer.encode("aei"[i])[0]
+        assert np.abs(fork.decode(token) - alone.decode(token)).max() <= 1e-12
+    # each fork wrote into the shared, partly filled third block: a copy each; the full ones
+    # stay shared by all four
+    assert pool.copies_on_write == 3
+    assert [f.cache.table[:2] for f in forks] == [root.cache.table[:2]] * 3
+    assert len({f.cache.table[2] for f in forks} | {root.cache.table[2]}) == 4
+    assert list(pool.refs[root.cache.table]) == [4, 4, 1]
+    # the original is untouched by its forks' writes
+    again = root.decode(model.tokenizer.encode("e")[0])
+    alone = ref.fork()
+    assert np.abs(again - alone.decode(model.tokenizer.encode("e")[0])).max() <= 1e-12
+    for s in forks + [root]:
+        s.release()
+    assert pool.used == 0 and sorted(pool.free) == list(range(12)) and not pool.refs.any()
+
+
+def test_a_full_pool_is_named_and_a_rewind_gives_blocks_back(lib):
+    model = lib.model("transformer", "names", "chars")
+    pool = BlockPool.for_model(model, num_blocks=2, block_size=4)
+    s = PagedSession(model, pool)
+    s.prefill(model.tokenizer.encode("anna"))  # 5 positions: 2 blocks
+    for t in model.tokenizer.encode("bel"):  # 6, 7, 8: still 2 blocks
+        s.decode(t)
+    with pytest.raises(PoolFull, match="the pool's 2 blocks of 4 positions are all in use"):
+        s.decode(model.tokenizer.encode("l")[0])
+    s.rewind(4)
+    assert pool.used == 1 and len(s.cache.table) == 1
+    with pytest.raises(ValueError, match="kshift"):
+        PagedSession(model, pool, shift="kshift")
+
+
+def test_the_live_check_runs_unchanged_on_a_paged_session(lib):
+    model = lib.model("transformer", "prose", "chars")
+    pool = BlockPool.for_model(model, num_blocks=20, block_size=8)
+    s = PagedSession(model, pool)
+    check = LiveCheck(s)
+    records = []
+    logits = s.prefill(model.tokenizer.encode("The cache "))
+    for t in model.tokenizer.encode("holds keys and values"):
+        records.append({"step": len(records)})
+        check.add(records[-1], s)
+        logits = s.decode(t)
+    check.catch_up()
+    assert logits is not None and all(r["cache_ok"] for r in records)
+    assert max(r["cache_diff"] for r in records) <= 1e-12
