@@ -111,3 +111,64 @@ def test_the_live_check_runs_unchanged_on_a_paged_session(lib):
     check.catch_up()
     assert logits is not None and all(r["cache_ok"] for r in records)
     assert max(r["cache_diff"] for r in records) <= 1e-12
+
+
+# --- the prefix tree ---------------------------------------------------------------------------
+
+def test_a_request_reuses_the_blocks_of_the_longest_cached_prefix(lib):
+    from decodelab.core.prefixtree import PrefixTree
+
+    model = lib.model("transformer", "prose", "chars")
+    pool = BlockPool.for_model(model, num_blocks=40, block_size=4)
+    tree = PrefixTree(pool)
+    enc = model.tokenizer.encode
+    first = PagedSession(model, pool, tree=tree)
+    first.prefill_shared(enc("The cache holds keys"))
+    assert first.reused == 0
+    for t in enc(" and"):
+        first.decode(t)
+    added = tree.insert(first.tokens, first.cache.table)
+    assert added == len(first.tokens) // 4 == tree.size  # its full blocks only
+    first.release()
+    assert pool.used == tree.size  # the tree keeps them after the request is done
+    # a second request: the same start, another ending
+    second = PagedSession(model, pool, tree=tree)
+    logits = second.prefill_shared(enc("The cache holds values"))
+    # the window [start] + "The cache holds " is 17 positions: 4 full blocks in common
+    assert second.reused == 16 and tree.found == 16
+    ref = model.session(np.float64)
+    assert np.abs(logits - ref.prefill(enc("The cache holds values"))).max() <= 1e-12
+    for t in enc(" and keys"):
+        assert np.abs(second.decode(t) - ref.decode(t)).max() <= 1e-12
+    assert 0 < tree.hit_rate < 1
+    second.release()
+
+
+def test_eviction_gives_back_least_recently_used_leaves_no_request_holds(lib):
+    from decodelab.core.prefixtree import PrefixTree
+
+    model = lib.model("transformer", "names", "chars")
+    pool = BlockPool.for_model(model, num_blocks=6, block_size=2)
+    tree = PrefixTree(pool)
+    enc = model.tokenizer.encode
+    done = []
+    for name in ("anna", "bob"):  # windows of 5 and 4 positions: 2 full blocks each
+        s = PagedSession(model, pool, tree=tree)
+        s.prefill_shared(enc(name))
+        tree.insert(s.tokens, s.cache.table)
+        s.release()
+        done.append(name)
+    assert tree.size == 4 and pool.used == 4
+    running = PagedSession(model, pool, tree=tree)
+    running.prefill_shared(enc("annabel"))  # reuses anna's 2 blocks, needs 2 more: 2 free
+    assert running.reused == 4 and pool.used == 6
+    running.decode(enc("l")[0])  # a new block: bob's least recently used leaf goes
+    assert tree.evicted == 1 and tree.size == 3
+    # anna's blocks are held by the running request: never evicted
+    assert all(pool.refs[b] == 2 for b in running.cache.table[:2])
+    running.decode(enc("e")[0])
+    running.decode(enc("s")[0])  # bob's other block goes too
+    assert tree.evicted == 2
+    with pytest.raises(PoolFull, match="no block of the prefix tree is free to give back"):
+        for t in enc("abcd"):
+            running.decode(t)

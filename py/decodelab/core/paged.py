@@ -18,9 +18,10 @@ PagedAttention keeps them, instead of one array per sequence sized for the whole
 `PagedSession` is `inference.Session` on a pool: the same prefill, decode, append, score, fork
 and rewind, and the live check works on it unchanged (it recomputes from the tokens).
 
+The prefix tree that keeps finished requests' blocks for later ones is `prefixtree`.
+
 Left out: kshift (it rotates keys in place, a session on a pool rereads instead), batches of
-rows in one call (`inference.BatchSession` keeps its contiguous rows), the prefix tree and the
-scheduler (the serving issue's next parts).
+rows in one call (`inference.BatchSession` keeps its contiguous rows), the scheduler.
 
 Dimension legend: N blocks in the pool, Hkv KV heads, b block size, D head dim, S positions read.
 """
@@ -29,6 +30,7 @@ import numpy as np
 
 from decodelab.core.inference import Session
 from decodelab.core.kvcache import KVCache
+from decodelab.core.tokenizer import EOS
 
 
 class PoolFull(MemoryError):
@@ -81,9 +83,10 @@ class BlockPool:
         if self.refs[block] == 0:
             self.free.append(block)
 
-    def copy(self, block: int) -> int:
-        """A private copy of a shared block, for the table about to write into it."""
-        fresh = self.take()
+    def copy(self, block: int, take=None) -> int:
+        """A private copy of a shared block, for the table about to write into it (take: where
+        the new block comes from, the pool's free list by default)."""
+        fresh = (take or self.take)()
         for arrays in (self.k, self.v):
             for a in arrays:
                 a[fresh] = a[block]
@@ -112,8 +115,9 @@ class _Gathered:
 class PagedCache(KVCache):
     """One sequence's cache as a block table into a pool; otherwise a KVCache (batch of one)."""
 
-    def __init__(self, pool: BlockPool, max_len: int):
+    def __init__(self, pool: BlockPool, max_len: int, take=None):
         self.pool, self.max_len = pool, max_len
+        self.take = take or pool.take  # a new block: the pool's, or a prefix tree's (evicting)
         self.table = []  # logical block -> physical block
         self._length = 0
         self.key_bias = None  # one sequence, no padding
@@ -141,7 +145,7 @@ class PagedCache(KVCache):
     def copy(self) -> "PagedCache":
         """Another table over the same blocks (copy-on-write: nothing is copied until one of
         the two writes into a block they share)."""
-        other = PagedCache(self.pool, self.max_len)
+        other = PagedCache(self.pool, self.max_len, self.take)
         other.table, other._length = list(self.table), self._length
         for block in self.table:
             self.pool.hold(block)
@@ -154,9 +158,9 @@ class PagedCache(KVCache):
         b = self.pool.block_size
         for i in range(start // b, -(-end // b)):
             if i == len(self.table):
-                self.table.append(self.pool.take())
+                self.table.append(self.take())
             elif self.pool.refs[self.table[i]] > 1:
-                self.table[i] = self.pool.copy(self.table[i])
+                self.table[i] = self.pool.copy(self.table[i], self.take)
 
     def attend(self, layer: int, q, k, v):
         """Write the new keys and values into the blocks, then attend as KVCache does, over the
@@ -187,18 +191,39 @@ class PagedCache(KVCache):
 
 
 class PagedSession(Session):
-    """inference.Session with its cache in a pool's blocks (`pool`, a BlockPool)."""
+    """inference.Session with its cache in a pool's blocks (`pool`, a BlockPool); with a
+    prefix tree (`prefixtree.PrefixTree`), new blocks may come from evicting its leaves, and
+    `prefill_shared` starts from the blocks of the longest prefix it holds."""
 
-    def __init__(self, model, pool: BlockPool, dtype=np.float64, shift: str = "reread"):
+    def __init__(self, model, pool: BlockPool, dtype=np.float64, shift: str = "reread",
+                 tree=None):
         if shift != "reread":
             raise ValueError("a session on a pool rereads a full window (shift reread): kshift "
                              "turns keys in place, and its blocks may be shared")
-        self.pool = pool
+        self.pool, self.tree = pool, tree
         super().__init__(model, dtype, shift)
+        self.reused = 0  # positions the last prefill took from the prefix tree
 
     def cache_class(self, n_layer, batch, n_kv_head, max_len, head_dim, dtype):
         """The cache Session.__init__ makes: a table into the pool (sized by the window)."""
-        return PagedCache(self.pool, max_len)
+        return PagedCache(self.pool, max_len, self.tree.take if self.tree else None)
+
+    def prefill_shared(self, ids) -> np.ndarray:
+        """prefill, reusing the prefix tree's blocks for the longest cached prefix of the window
+        (the last token is always computed: its logits are the answer). Returns what prefill
+        returns; `reused` says how many positions were not computed."""
+        window = [EOS] + [int(i) for i in ids]
+        self.reused = 0
+        if self.tree is None or len(window) > self.cache.max_len:
+            return self.prefill(ids)  # a window that shifts at once shares nothing
+        self.cache.reset()
+        blocks = self.tree.match(window[:-1])
+        self.cache.table, n = blocks, len(blocks) * self.pool.block_size
+        self.cache._length, self.tokens = n, window[:n]
+        self.shifts, self.shifted, self.reused = 0, False, n
+        self.logits = self.append(window[n:])
+        self.prefilled = self.cache.length
+        return self.logits
 
     def release(self) -> None:
         """The run is over: its blocks go back to the pool (those it shares stay held)."""
