@@ -123,7 +123,7 @@ def test_a_request_reuses_the_blocks_of_the_longest_cached_prefix(lib):
     tree = PrefixTree(pool)
     enc = model.tokenizer.encode
     first = PagedSession(model, pool, tree=tree)
-    first.prefill_shared(enc("The cache holds keys"))
+    first.prefill(enc("The cache holds keys"))
     assert first.reused == 0
     for t in enc(" and"):
         first.decode(t)
@@ -133,7 +133,7 @@ def test_a_request_reuses_the_blocks_of_the_longest_cached_prefix(lib):
     assert pool.used == tree.size  # the tree keeps them after the request is done
     # a second request: the same start, another ending
     second = PagedSession(model, pool, tree=tree)
-    logits = second.prefill_shared(enc("The cache holds values"))
+    logits = second.prefill(enc("The cache holds values"))
     # the window [start] + "The cache holds " is 17 positions: 4 full blocks in common
     assert second.reused == 16 and tree.found == 16
     ref = model.session(np.float64)
@@ -154,13 +154,13 @@ def test_eviction_gives_back_least_recently_used_leaves_no_request_holds(lib):
     done = []
     for name in ("anna", "bob"):  # windows of 5 and 4 positions: 2 full blocks each
         s = PagedSession(model, pool, tree=tree)
-        s.prefill_shared(enc(name))
+        s.prefill(enc(name))
         tree.insert(s.tokens, s.cache.table)
         s.release()
         done.append(name)
     assert tree.size == 4 and pool.used == 4
     running = PagedSession(model, pool, tree=tree)
-    running.prefill_shared(enc("annabel"))  # reuses anna's 2 blocks, needs 2 more: 2 free
+    running.prefill(enc("annabel"))  # reuses anna's 2 blocks, needs 2 more: 2 free
     assert running.reused == 4 and pool.used == 6
     running.decode(enc("l")[0])  # a new block: bob's least recently used leaf goes
     assert tree.evicted == 1 and tree.size == 3
@@ -172,3 +172,66 @@ def test_eviction_gives_back_least_recently_used_leaves_no_request_holds(lib):
     with pytest.raises(PoolFull, match="no block of the prefix tree is free to give back"):
         for t in enc("abcd"):
             running.decode(t)
+
+
+# --- continuous batching ----------------------------------------------------------------------
+
+def workload(n, seed, dataset="names", budgets=(4, 30),
+             prompts=("marian", "mariann", "mari", "annabel", "anna", "")):
+    import random
+
+    rng = random.Random(seed)
+    from decodelab.core.scheduler import Request
+
+    return [Request(i, {"model": "transformer", "dataset": dataset, "prompt": rng.choice(prompts),
+                        "seed": rng.randrange(1000), "temperature": rng.choice([0.7, 1.0, 1.3]),
+                        "max_new_tokens": rng.randint(*budgets), "cache_check": False,
+                        "ignore_eos": rng.random() < 0.5},
+                    arrival=rng.randint(0, 12)) for i in range(n)]
+
+
+def alone(lib, request):
+    from decodelab.core.generate import start
+
+    return start(lib, request.settings).run().output_ids
+
+
+@pytest.mark.parametrize("num_blocks,block_size,static", [(64, 4, False), (12, 4, False),
+                                                          (9, 8, False), (64, 4, True)])
+def test_every_request_writes_what_it_writes_alone(lib, num_blocks, block_size, static):
+    from decodelab.core.scheduler import Scheduler
+
+    requests = workload(14, seed=num_blocks + block_size)
+    s = Scheduler(lib, requests, num_blocks=num_blocks, block_size=block_size, max_running=6,
+                  static=static).run()
+    assert len(s.done) == 14
+    for r in requests:
+        assert r.run.output_ids == alone(lib, r), r.number
+        assert r.arrival <= r.joined_step <= r.finished_step
+    # everything went back to the pool but what the prefix tree keeps
+    assert s.pool.used == s.tree.size and set(s.pool.refs[s.pool.refs > 0]) <= {1}
+    if num_blocks == 12:
+        assert sum(r.preempted for r in requests) > 0  # a small pool preempts
+    if block_size == 4:  # prompts of 6 and 7 characters fill a block of 4 (with the start)
+        assert s.tree.found > 0  # shared prompts were found in the tree
+
+
+def test_continuous_batching_takes_fewer_steps_than_static(lib):
+    from decodelab.core.scheduler import Scheduler
+
+    steps = {}
+    for static in (False, True):
+        s = Scheduler(lib, workload(16, seed=3), num_blocks=64, block_size=4, max_running=4,
+                      static=static).run()
+        steps[static] = s.step
+    assert steps[False] < steps[True]
+
+
+def test_a_request_that_cannot_fit_is_named_and_nothing_hangs(lib):
+    from decodelab.core.scheduler import Request, Scheduler
+
+    big = Request(0, {"model": "transformer", "dataset": "names", "prompt": "marianne",
+                      "seed": 1, "max_new_tokens": 20, "cache_check": False})
+    with pytest.raises(ValueError, match="request 0 cannot fit: it needs 4 blocks and the pool "
+                                         "has 2"):
+        Scheduler(lib, [big], num_blocks=2, block_size=4).run()

@@ -193,7 +193,7 @@ class PagedCache(KVCache):
 class PagedSession(Session):
     """inference.Session with its cache in a pool's blocks (`pool`, a BlockPool); with a
     prefix tree (`prefixtree.PrefixTree`), new blocks may come from evicting its leaves, and
-    `prefill_shared` starts from the blocks of the longest prefix it holds."""
+    `prefill` starts from the blocks of the longest prefix it holds."""
 
     def __init__(self, model, pool: BlockPool, dtype=np.float64, shift: str = "reread",
                  tree=None):
@@ -208,14 +208,14 @@ class PagedSession(Session):
         """The cache Session.__init__ makes: a table into the pool (sized by the window)."""
         return PagedCache(self.pool, max_len, self.tree.take if self.tree else None)
 
-    def prefill_shared(self, ids) -> np.ndarray:
-        """prefill, reusing the prefix tree's blocks for the longest cached prefix of the window
-        (the last token is always computed: its logits are the answer). Returns what prefill
-        returns; `reused` says how many positions were not computed."""
+    def prefill(self, ids) -> np.ndarray:
+        """Session.prefill, reusing the prefix tree's blocks for the longest cached prefix of
+        the window (the last token is always computed: its logits are the answer); `reused`
+        says how many positions were not computed."""
         window = [EOS] + [int(i) for i in ids]
         self.reused = 0
         if self.tree is None or len(window) > self.cache.max_len:
-            return self.prefill(ids)  # a window that shifts at once shares nothing
+            return super().prefill(ids)  # a window that shifts at once shares nothing
         self.cache.reset()
         blocks = self.tree.match(window[:-1])
         self.cache.table, n = blocks, len(blocks) * self.pool.block_size
@@ -224,6 +224,11 @@ class PagedSession(Session):
         self.logits = self.append(window[n:])
         self.prefilled = self.cache.length
         return self.logits
+
+    def refill(self, tokens) -> None:
+        """Compute the keys and values of this window again, in one pass (after a preemption
+        gave its blocks back: vLLM's recompute). The run goes on from where it was."""
+        self._fill(list(tokens))
 
     def release(self) -> None:
         """The run is over: its blocks go back to the pool (those it shares stay held)."""

@@ -1,0 +1,191 @@
+"""Continuous batching over a paged cache: a queue of requests served step by step, as vLLM's
+scheduler serves them.
+
+Each request is an ordinary run (`generate.Generation`, its own settings and seed) whose session
+keeps its cache in the shared pool's blocks (`paged.PagedSession`), reusing the prefix tree's
+blocks for the start of its window (`prefixtree`). At every step:
+
+  1. Requests that have arrived join the running batch, oldest first, while the pool can hold
+     their windows (the blocks a prefill needs, beyond those the tree already has).
+  2. Before anyone decodes, the scheduler counts the blocks the step needs (a running request
+     whose next position starts a new block, or whose last block is shared, needs one). While
+     the pool cannot give them, even by evicting the tree's unused leaves, the youngest running
+     request is preempted: its blocks go back, and it waits at the head of the queue; when it
+     joins again its window is computed again in one pass (vLLM's recompute), and it goes on
+     from the token it had reached.
+  3. Every running request makes its next step; the ones that finish leave, and their windows'
+     full blocks go into the prefix tree for later requests.
+
+A request's text is the same as the same request run alone: its draws come from its own seed,
+and its cache, however paged, shared or recomputed, gives the same logits (tests hold every
+request's tokens to a run alone). A serving engine runs a step's decodes as one batched call;
+here they run in turn, which changes the time, not the tokens or the schedule.
+
+Static batching, for comparison (`static=True`): a batch of up to `max_running` requests starts
+together and no one joins until every one of them has finished.
+
+Left out: tool calls inside a request (appending a result takes blocks in the middle of a step),
+priorities, chunked prefill.
+
+Dimension legend: b block size.
+"""
+
+from dataclasses import dataclass, field
+
+from decodelab.core import generate, tasks
+from decodelab.core.paged import BlockPool, PagedSession
+from decodelab.core.prefixtree import PrefixTree
+
+
+@dataclass
+class Request:
+    """One request of a workload: its settings (as `generate.prepare` reads them) and when it
+    arrives (a step number)."""
+
+    number: int
+    settings: dict
+    arrival: int = 0
+    run: object = None  # its Generation, while it runs or waits after a preemption
+    joined_step: int | None = None
+    finished_step: int | None = None
+    preempted: int = 0
+    saved: list = field(default_factory=list)  # window tokens to compute again after preemption
+
+
+class _Paged(generate.Generation):
+    """A run whose session keeps its cache in the scheduler's pool."""
+
+    def __init__(self, scheduler, model, settings, prompt):
+        self.scheduler = scheduler
+        super().__init__(model, settings, prompt=prompt)
+
+    session_now = None  # its session, once the first step has made it
+
+    def new_session(self):
+        s = self.scheduler
+        self.session_now = PagedSession(self.model, s.pool, shift="reread", tree=s.tree)
+        return self.session_now
+
+
+class Scheduler:
+    def __init__(self, library, requests, num_blocks: int, block_size: int = 16,
+                 max_running: int = 8, static: bool = False, share_prefixes: bool = True):
+        self.library, self.static, self.max_running = library, static, max_running
+        self.requests = sorted(requests, key=lambda r: (r.arrival, r.number))
+        self.prepared = {r.number: generate.prepare(library, r.settings) for r in self.requests}
+        models = {id(m) for _, m, _ in self.prepared.values()}
+        if len(models) != 1:
+            raise ValueError("one pool serves one model: every request needs the same model, "
+                             "dataset and tokenizer")
+        if any(s.tools != "off" and tasks.marker_ids(m.tokenizer)
+               for s, m, _ in self.prepared.values()):
+            raise ValueError("a request of the tasks model needs tools off here: a tool's "
+                             "result would take blocks in the middle of a step")
+        self.model = next(iter(self.prepared.values()))[1]
+        self.pool = BlockPool.for_model(self.model, num_blocks, block_size)
+        self.tree = PrefixTree(self.pool) if share_prefixes else None
+        self.waiting = list(self.requests)
+        self.running, self.done = [], []
+        self.step = 0
+        self.log = []  # per step: {"step", "joined", "left", "preempted", "running", "blocks"}
+
+    # --- blocks ----------------------------------------------------------------------------
+
+    def _free(self) -> int:
+        """Blocks the pool can give: free ones, and the tree's leaves no request holds."""
+        evictable = 0
+        if self.tree is not None:
+            evictable = sum(1 for n in self.tree.nodes() if self.pool.refs[n.block] == 1)
+        return len(self.pool.free) + evictable
+
+    def _needs_now(self, request) -> int:
+        """Blocks the request's next decode takes: one when its next position opens a block or
+        falls in a shared one."""
+        cache = self._session(request).cache
+        if cache.length % self.pool.block_size == 0:
+            return 1
+        return int(self.pool.refs[cache.table[-1]] > 1)
+
+    def _needs_to_join(self, request) -> int:
+        """Blocks a request takes to join: its window (the start token and the prompt, or what
+        it had reached before a preemption) and one to grow into."""
+        window = len(request.saved) or 1 + len(self.prepared[request.number][2][0])
+        return -(-window // self.pool.block_size) + 1
+
+    @staticmethod
+    def _session(request):
+        return request.run.session_now
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def _join(self, log) -> None:
+        room = self.max_running - len(self.running)
+        if self.static and self.running:
+            return  # a static batch runs to its end before anyone joins
+        while self.waiting and room > 0 and self.waiting[0].arrival <= self.step:
+            request = self.waiting[0]
+            if self._needs_to_join(request) > self._free():
+                break  # the oldest waits for room: no one overtakes it
+            self.waiting.pop(0)
+            if request.saved:  # back after a preemption: its window computed again in one pass
+                request.run.session_now.refill(request.saved)
+                request.saved = []
+            elif request.run is None:
+                settings, model, prompt = self.prepared[request.number]
+                request.run = _Paged(self, model, settings, prompt)
+            if request.joined_step is None:
+                request.joined_step = self.step
+            self.running.append(request)
+            log["joined"].append(request.number)
+            room -= 1
+
+    def _preempt(self, log) -> None:
+        while self.running:
+            fresh = [r for r in self.running if r.run is None or r.run.session_now is None]
+            need = sum(self._needs_now(r) for r in self.running if r not in fresh) + \
+                sum(self._needs_to_join(r) for r in fresh)
+            if need <= self._free():
+                return
+            victim = self.running.pop()  # the youngest: the last to join
+            victim.preempted += 1
+            log["preempted"].append(victim.number)
+            session = victim.run and victim.run.session_now
+            if session is not None:
+                victim.saved = list(session.tokens)
+                session.release()
+            self.waiting.insert(0, victim)
+
+    def advance(self) -> dict:
+        """One step: join, make room, decode, leave. Returns the step's log entry."""
+        log = {"step": self.step, "joined": [], "left": [], "preempted": []}
+        self._join(log)
+        self._preempt(log)
+        for request in list(self.running):
+            run = request.run
+            next(run)
+            if run.done:
+                session = run.session_now
+                if self.tree is not None:
+                    self.tree.insert(session.tokens, session.cache.table)
+                session.release()
+                request.finished_step = self.step
+                self.running.remove(request)
+                self.done.append(request)
+                log["left"].append(request.number)
+        log.update(running=[r.number for r in self.running], blocks_used=self.pool.used,
+                   blocks_shared=self.pool.shared)
+        self.log.append(log)
+        self.step += 1
+        return log
+
+    def run(self, max_steps: int = 100_000) -> "Scheduler":
+        while self.waiting or self.running:
+            if self.step >= max_steps:
+                raise RuntimeError(f"the workload did not finish in {max_steps} steps")
+            if not self.running and self.waiting and self.waiting[0].arrival <= self.step \
+                    and self._needs_to_join(self.waiting[0]) > self._free():
+                raise ValueError(f"request {self.waiting[0].number} cannot fit: it needs "
+                                 f"{self._needs_to_join(self.waiting[0])} blocks and the pool "
+                                 f"has {self.pool.num_blocks}")
+            self.advance()
+        return self
