@@ -235,3 +235,43 @@ def test_a_request_that_cannot_fit_is_named_and_nothing_hangs(lib):
     with pytest.raises(ValueError, match="request 0 cannot fit: it needs 4 blocks and the pool "
                                          "has 2"):
         Scheduler(lib, [big], num_blocks=2, block_size=4).run()
+
+
+# --- the served workload, as the command line prints it --------------------------------------
+
+@pytest.mark.parametrize("dataset,tokenizer,block_size,blocks", [("names", "chars", 4, 30),
+                                                                ("prose", "bpe", 16, None)])
+def test_the_served_workload_equals_every_request_run_alone(lib, dataset, tokenizer,
+                                                            block_size, blocks):
+    from decodelab.core.generate import start
+    from decodelab.lesson.serving import serve
+
+    out = serve(lib, {"dataset": dataset, "tokenizer": tokenizer, "requests": 10,
+                      "block_size": block_size, "seed": 4, "memory_blocks": blocks})
+    assert len(out["requests"]) == 10
+    for r in out["requests"]:
+        run = start(lib, r["settings"]).run()
+        assert r["ids"] == run.output_ids and r["text"] == run.text
+        assert r["arrival"] <= r["joined_step"] <= r["finished_step"] < out["steps"]
+    w = out["waste"]
+    assert 0 <= w["paged"] < w["contiguous_actual"] < w["contiguous_max"] < 1
+    assert out["steps"] <= out["static_steps"]
+    assert 0 <= out["prefix_hit_rate"] <= 1 and out["prefill_tokens_saved"] >= 0
+
+
+def test_the_paged_command_and_its_bad_input():
+    from tests.test_cli import cli, ok
+
+    out = ok("paged", "--model", "transformer", "--dataset", "names", "--requests", "6",
+             "--block-size", "8", "--seed", "2", "--json")
+    assert set(out) >= {"requests", "waste", "blocks_shared", "copies_on_write",
+                        "prefix_hit_rate", "prefill_tokens_saved", "steps"}
+    assert set(out["requests"][0]) >= {"prompt", "settings", "ids", "text", "joined_step",
+                                       "finished_step", "preempted"}
+    for args, words in ((("--block-size", "0"), "--block-size: Block size must be a whole "
+                                                "number from 1 to 64; got 0."),
+                        (("--memory-blocks", "1"), "--memory-blocks: Memory blocks must hold "
+                                                   "one request at least"),
+                        (("--model", "bigram"), "--model: Model must be transformer")):
+        r = cli("paged", "--dataset", "names", "--requests", "4", "--seed", "1", *args)
+        assert r.returncode == 2 and words in r.stderr, r.stderr

@@ -279,6 +279,14 @@ FIELDS = (
       min=4, max=48),
     F("repeats", "Repeats", "int", 5, "Timings per context length (the median is shown).",
       min=1, max=25),
+    # --- serving: a paged cache, a prefix tree, continuous batching (paged) ------------------
+    F("requests", "Requests", "int", 16, "Requests in the seeded workload.", min=1, max=200),
+    F("block_size", "Block size", "int", 16, "Positions per block of the paged cache.", min=1,
+      max=64),
+    F("memory_blocks", "Memory blocks", "int", None,
+      "Blocks in the pool: the cache memory the requests share. Empty: room for 8 requests at "
+      "the full window.", min=1, max=100_000, note="empty means room for 8 full windows",
+      optional=True),
     # --- the memory calculator (kv-memory) ---------------------------------------------------
     F("preset", "Preset", "choice", None, "A published model shape to start from.",
       choices=("seed", "llama2-7b", "llama2-70b", "falcon-7b", "gpt2", "tiny"), optional=True),

@@ -87,7 +87,7 @@ class Scheduler:
         self.waiting = list(self.requests)
         self.running, self.done = [], []
         self.step = 0
-        self.log = []  # per step: {"step", "joined", "left", "preempted", "running", "blocks"}
+        self.log = []  # per step: who joined, left, was preempted, runs; blocks used, shared
 
     # --- blocks ----------------------------------------------------------------------------
 
@@ -160,9 +160,12 @@ class Scheduler:
         log = {"step": self.step, "joined": [], "left": [], "preempted": []}
         self._join(log)
         self._preempt(log)
+        held = []
         for request in list(self.running):
             run = request.run
             next(run)
+            cache = run.session_now.cache
+            held.append((request.number, cache.length, len(cache.table)))
             if run.done:
                 session = run.session_now
                 if self.tree is not None:
@@ -173,7 +176,8 @@ class Scheduler:
                 self.done.append(request)
                 log["left"].append(request.number)
         log.update(running=[r.number for r in self.running], blocks_used=self.pool.used,
-                   blocks_shared=self.pool.shared)
+                   blocks_shared=self.pool.shared,
+                   held=held)  # [(request, positions its cache holds, its blocks)] this step
         self.log.append(log)
         self.step += 1
         return log

@@ -6,6 +6,7 @@
     experiment   the tasks model's accuracy on held-out questions against temperature
     validity     the tasks model's card answers: valid JSON against budget and temperature
     kv-memory    KV-cache bytes for a model shape
+    paged        a workload served from a paged cache: prefix tree, continuous batching
     cache-check  cached against recomputed logits, step by step
     eval         validation negative log-likelihood of a model on its dataset
     export-hf    a transformer as a folder Hugging Face transformers loads (LlamaForCausalLM)
@@ -115,6 +116,15 @@ def cmd_validity(args) -> dict:
     req = given(args, FIELDS)
     req["settings"] = given(args, SETTINGS)
     return ValidityExperiment(library(args), req).run().result()
+
+
+def cmd_paged(args) -> dict:
+    from decodelab.lesson.serving import FIELDS, serve
+
+    values = given(args, ("model",) + FIELDS)
+    if values.pop("model", "transformer") != "transformer":
+        raise FieldError("model", "Model must be transformer: only it has a KV cache to page.")
+    return serve(library(args), values)
 
 
 def cmd_kv_memory(args) -> dict:
@@ -253,6 +263,10 @@ COMMANDS = {
                  ("temperatures", "budgets", "cards", "samples_per_question", "model", "seed",
                   *FILTER_NAMES, "json_max_depth"), (), {}, cmd_validity),
     "kv-memory": ("KV-cache bytes for a model shape", MEMORY, MEMORY[:-1], {}, cmd_kv_memory),
+    "paged": ("a seeded workload served from a paged KV cache with a prefix tree and "
+              "continuous batching: every request, the memory wasted, blocks shared, steps",
+              ("model", "dataset", "tokenizer", "requests", "block_size", "seed",
+               "memory_blocks"), ("dataset",), {"model": "transformer"}, cmd_paged),
     "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
                     ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
     "eval": ("validation NLL (nats per token) of a model", ("model", "dataset", "tokenizer"),
@@ -280,7 +294,7 @@ def build_parser() -> Parser:
             p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
         if name == "ask":
             p.add_argument("--json", action="store_true", help="include the whole trace")
-        if name in ("experiment", "validity"):
+        if name in ("experiment", "validity", "paged"):
             p.add_argument("--json", action="store_true", help="JSON (the only output form)")
         if name == "import-hf":
             p.add_argument("folder", help="the checkpoint folder (config.json and "
@@ -292,7 +306,7 @@ def build_parser() -> Parser:
             p.add_argument("--out", help="the folder to write; it must not exist yet, or be "
                                          "empty")
         if name in ("generate", "ask", "experiment", "validity", "cache-check", "eval",
-                    "tokenize", "detokenize", "export-hf"):
+                    "tokenize", "detokenize", "export-hf", "paged"):
             p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "
                                             "package's own data, or a checkout's artifacts/)")
     return parser
