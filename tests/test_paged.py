@@ -275,3 +275,29 @@ def test_the_paged_command_and_its_bad_input():
                         (("--model", "bigram"), "--model: Model must be transformer")):
         r = cli("paged", "--dataset", "names", "--requests", "4", "--seed", "1", *args)
         assert r.returncode == 2 and words in r.stderr, r.stderr
+
+
+# --- beam search on blocks: copy-on-write instead of copied rows ------------------------------
+
+@pytest.mark.parametrize("dataset,tokenizer,prompt", [("names", "chars", "ma"),
+                                                      ("prose", "chars", "The ")])
+def test_beam_search_on_blocks_finds_the_same_beams_copying_only_last_blocks(lib, dataset,
+                                                                            tokenizer, prompt):
+    from decodelab.core.beam import BeamRules, beam_search
+    from decodelab.core.paged import PagedBeams
+
+    model = lib.model("transformer", dataset, tokenizer)
+    rules = BeamRules(num_beams=4, max_new_tokens=20, num_return_sequences=4)
+    ids = model.tokenizer.encode(prompt)
+    plain = beam_search(model, ids, rules)
+    pool = BlockPool.for_model(model, num_blocks=64, block_size=4)
+    beams = PagedBeams(model, pool, 4)
+    paged = beam_search(model, ids, rules, check=True, session=beams)
+    assert [b["ids"] for b in paged["beams"]] == [b["ids"] for b in plain["beams"]]
+    for a, b in zip(paged["beams"], plain["beams"]):
+        assert a["score"] == pytest.approx(b["score"], abs=1e-9)
+    assert all(st["cache_diff"] <= 1e-12 for st in paged["steps"] if "cache_diff" in st)
+    # a reordering copied no row: writes into shared, partly filled blocks copied one block each
+    assert 0 < pool.copies_on_write <= 4 * len(paged["steps"])
+    beams.release()
+    assert pool.used == 0

@@ -85,7 +85,7 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool = False,
-                eos_blocked=None, ends=None) -> dict:
+                eos_blocked=None, ends=None, session=None) -> dict:
     """One search from one prompt. Returns {"beams": [{"ids", "score", "finish_reason",
     "stop_reason"}], "steps": [one record per step: the candidates, the beams kept with the beam
     each grew from, the bank after it], "stopped": why the search ended}.
@@ -94,7 +94,9 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
     tokens, ignore EOS; as transformers' MinNewTokensLengthLogitsProcessor does). ends(new ids)
     -> (finish_reason, stop_reason) or None: a path that ends by another rule (a stop string, a
     tool call), finished like one that ends with end-of-sequence. check: each step's cached
-    logits of every beam compared with a full recomputation (cache_diff)."""
+    logits of every beam compared with a full recomputation (cache_diff). session: the batch
+    of N rows to search in; by default a BatchSession, one contiguous cache with a row per beam
+    (`paged.PagedBeams` keeps the beams in blocks instead)."""
     N, K = rules.num_beams, 2 * rules.num_beams
     prompt = [eos] + [int(i) for i in prompt_ids]
     P = len(prompt)
@@ -102,7 +104,8 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
     if max_length > model.cfg.context_size:
         raise ValueError(f"the prompt and {rules.max_new_tokens} new tokens need {max_length} "
                          f"positions; the model's window holds {model.cfg.context_size}")
-    session = BatchSession(model, N, np.float64)
+    if session is None:  # one cache, a row per beam (or the caller's: `paged.PagedBeams`)
+        session = BatchSession(model, N, np.float64)
     logits = session.prefill([prompt[1:]] * N)  # (N, V): every row the same prompt
     seqs = [list(prompt) for _ in range(N)]  # running beams, prompt included
     running = np.full(N, BLOCKED)
@@ -178,7 +181,10 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
         if finished.all():
             stopped = "length" if at_budget else "every candidate finished"
             break
-        reorder(session, parents)
+        if hasattr(session, "reorder"):
+            session.reorder(parents)  # a paged cache: tables, not rows, follow the beams
+        else:
+            reorder(session, parents)
         logits = session.decode([s[-1] for s in seqs])
         if check:
             diff = float(np.abs(session.logits - session.recompute_logits()).max())

@@ -234,3 +234,41 @@ class PagedSession(Session):
         """The run is over: its blocks go back to the pool (those it shares stay held)."""
         self.cache.release()
         self.tokens = []
+
+
+class PagedBeams:
+    """Beam search's batch on a pool (`beam.beam_search(..., session=PagedBeams(...))`): a
+    session per beam, the prompt prefilled once and shared by every beam; after each step the
+    surviving beams' tables are forked from the beams they grew from, so a reordering copies no
+    keys or values: only a beam's partly filled last block is copied, by the first write into
+    it that another beam shares (where the contiguous cache copies whole rows)."""
+
+    def __init__(self, model, pool: BlockPool, beams: int):
+        self.model, self.pool, self.n = model, pool, beams
+        self.rows = []
+
+    def prefill(self, prompts) -> np.ndarray:
+        first = PagedSession(self.model, self.pool)
+        logits = first.prefill(prompts[0])
+        self.rows = [first] + [first.fork() for _ in range(self.n - 1)]
+        self.logits = np.stack([logits] * self.n)  # (N, V)
+        return self.logits
+
+    def reorder(self, parents) -> None:
+        """Row i follows beam parents[i]: a fork of its session (its blocks held once more)."""
+        new = [self.rows[int(p)].fork() for p in parents]
+        for row in self.rows:
+            row.release()
+        self.rows = new
+
+    def decode(self, tokens) -> np.ndarray:
+        self.logits = np.stack([row.decode(int(t)) for row, t in zip(self.rows, tokens)])
+        return self.logits  # (N, V)
+
+    def recompute_logits(self) -> np.ndarray:
+        return np.stack([self.model.all_logits(row.tokens, np.float64)[-1] for row in self.rows])
+
+    def release(self) -> None:
+        for row in self.rows:
+            row.release()
+        self.rows = []
