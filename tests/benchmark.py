@@ -224,6 +224,8 @@ def measure(quick: bool = False) -> dict:
             spec_req = {"gammas": [2, 4], "temperatures": [0, 1], "tokens": 24, "seeds": 1} \
                 if quick else {}
             browser_spec = page.evaluate("r => window.decodelab.benchSpeculative(r)", spec_req)
+            paged_req = {"requests": 8 if quick else 24}
+            browser_paged = page.evaluate("r => window.decodelab.benchPaged(r)", paged_req)
             page_seconds = page_run_seconds(page, steps)
             responsiveness = main_thread_during_runs(page, steps)
             page.context.close()
@@ -241,6 +243,7 @@ def measure(quick: bool = False) -> dict:
     native_tools = api("bench_tools", tools_req)
     native_json = api("bench_json", {})
     native_spec = api("bench_speculative", spec_req)
+    native_paged = api("bench_paged", paged_req)
     phases = ("integrity_ms", "runtime_ms", "numpy_ms", "decodelab_ms", "assets_ms", "total_ms", "page_ready_ms",
               "warmup_after_ready_ms")
     return {
@@ -263,6 +266,7 @@ def measure(quick: bool = False) -> dict:
         "tools": {"browser": browser_tools, "native": native_tools},
         "json_mode": {"browser": browser_json, "native": native_json},
         "speculative": {"browser": browser_spec, "native": native_spec},
+        "paged": {"browser": browser_paged, "native": native_paged},
         "transformer_tokens_per_second": {
             name: {"browser": browser_t[name], "native": native_t[name],
                    "native_over_browser": native_t[name] / browser_t[name],
@@ -307,6 +311,7 @@ def table(r: dict) -> str:
     lines += tool_lines(r["tools"])
     lines += json_lines(r["json_mode"])
     lines += speculative_lines(r["speculative"])
+    lines += paged_lines(r["paged"])
     lines += hardening_lines(r)
     from tests import manywidgets
 
@@ -349,6 +354,18 @@ def speculative_lines(sp: dict) -> list:
         lines.append(f"| {t}, gamma {b['gamma']} | {n['acceptance_rate']:.2f} | "
                      f"{n['tokens_per_target_pass']:.2f} | {b['speed_up']:.2f}x | "
                      f"{n['speed_up']:.2f}x |")
+    return lines
+
+
+def paged_lines(p: dict) -> list:
+    """A workload served from the paged cache: continuous against static batching, in one run."""
+    b, n = p["browser"], p["native"]
+    lines = ["", f"| serving {b['requests']} requests ({b['dataset']}, blocks of "
+                 f"{b['block_size']}) | steps | browser, tokens/s | native, tokens/s |",
+             "| --- | ---: | ---: | ---: |"]
+    for name in ("continuous", "static"):
+        lines.append(f"| {name} batching | {n[name]['steps']} | "
+                     f"{b[name]['tokens_per_second']:,.0f} | {n[name]['tokens_per_second']:,.0f} |")
     return lines
 
 

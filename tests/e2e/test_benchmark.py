@@ -21,7 +21,8 @@ def test_quick_benchmark_prints_every_row(site_root):
             "| total |", "| page_ready |", "| warmup_after_ready |", "Page end to end", "Cache on / cache off",
             "| page weight (MB) | raw | gzip |", "| pyodide |", "| page |", "Main thread while streaming",
             "the longest in CPU time", "Stop pressed in a long run",
-            "| speculative decoding |", "| greedy, gamma 2 |", "| T = 1, gamma 4 |"]
+            "| speculative decoding |", "| greedy, gamma 2 |", "| T = 1, gamma 4 |",
+            "| continuous batching |", "| static batching |"]
     rows += [f"| {name} |" for name in benchmark.RUNS]
     rows += [f"| {name} |" for name in result["transformer_tokens_per_second"]]
     for row in rows:

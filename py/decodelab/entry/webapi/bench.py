@@ -281,3 +281,33 @@ def _bench_speculative(session: Session, req: dict) -> dict:
     return {"rows": [time_speculation(target, draft, prompt, float(t), int(g), int(cfg["tokens"]),
                                       int(cfg["seeds"]))
                      for t in cfg["temperatures"] for g in cfg["gammas"]]}
+
+
+def time_serving(library, dataset: str, requests: int, block_size: int, seed: int) -> dict:
+    """A seeded workload (`lesson.serving`) served from the paged cache, continuously and in
+    static batches, with the same blocks: steps, wall time and tokens per second of each, and
+    the waste the serving lesson reports."""
+    from decodelab.core.scheduler import Scheduler
+    from decodelab.lesson.serving import MAX_RUNNING, workload
+
+    model = library.model("transformer", dataset, "chars")
+    blocks = MAX_RUNNING * -(-model.cfg.context_size // block_size)
+    out = {"dataset": dataset, "requests": requests, "block_size": block_size}
+    for name, static in (("continuous", False), ("static", True)):
+        work = workload(library, dataset, "chars", requests, seed)
+        t0 = time.perf_counter()
+        s = Scheduler(library, work, num_blocks=blocks, block_size=block_size,
+                      max_running=MAX_RUNNING, static=static, share_prefixes=not static).run()
+        seconds = time.perf_counter() - t0
+        tokens = sum(len(r.run.output_ids) for r in work)
+        out[name] = {"steps": s.step, "seconds": seconds, "tokens": tokens,
+                     "tokens_per_second": tokens / seconds}
+    return out
+
+
+@endpoint
+def _bench_paged(session: Session, req: dict) -> dict:
+    """{"dataset", "requests", "block_size", "seed"} -> time_serving: the same function
+    natively and here."""
+    return time_serving(session.library, req.get("dataset", "prose"), int(req.get("requests", 24)),
+                        int(req.get("block_size", 16)), int(req.get("seed", 1)))
