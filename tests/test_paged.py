@@ -301,3 +301,24 @@ def test_beam_search_on_blocks_finds_the_same_beams_copying_only_last_blocks(lib
     assert 0 < pool.copies_on_write <= 4 * len(paged["steps"])
     beams.release()
     assert pool.used == 0
+
+
+def test_a_request_that_outgrows_the_pool_ends_with_a_reason(lib):
+    from decodelab.core.scheduler import Request, Scheduler
+    from decodelab.errors import FieldError
+    from decodelab.lesson.serving import serve
+
+    grows = Request(0, {"model": "transformer", "dataset": "names", "prompt": "anna", "seed": 1,
+                        "max_new_tokens": 30, "ignore_eos": True, "cache_check": False})
+    s = Scheduler(lib, [grows], num_blocks=3, block_size=4)
+    with pytest.raises(ValueError, match="request 0 cannot fit: it needs 4 blocks and the pool "
+                                         "has 3"):
+        s.run()
+    assert grows.preempted == 1  # it was preempted once it needed a fourth block
+    with pytest.raises(FieldError) as e:
+        # room for the longest prompt (7 blocks of 16), not for it to grow to its budget
+        serve(lib, {"dataset": "prose", "requests": 8, "block_size": 16, "seed": 1,
+                    "memory_blocks": 7})
+    assert e.value.field == "memory_blocks"
+    assert "the workload cannot finish: request 1 cannot fit: it needs 8 blocks and the pool " \
+        "has 7. Give more blocks (room for one full window is 8)." in e.value.message

@@ -90,8 +90,13 @@ def serve(library, req: dict) -> dict:
     if blocks < biggest:
         raise FieldError("memory_blocks", f"Memory blocks must hold one request at least: "
                                           f"{biggest} blocks of {b} here; got {blocks}.")
-    s = Scheduler(library, requests, num_blocks=blocks, block_size=b,
-                  max_running=MAX_RUNNING).run()
+    s = Scheduler(library, requests, num_blocks=blocks, block_size=b, max_running=MAX_RUNNING)
+    try:
+        s.run()
+    except ValueError as e:  # a request that outgrew the pool: said, never a hang
+        raise FieldError("memory_blocks", f"Memory blocks: the workload cannot finish: {e}. "
+                                          f"Give more blocks (room for one full window is "
+                                          f"{per_request}).") from None
     static = Scheduler(library, workload(library, dataset, tokenizer, values["requests"],
                                          values["seed"]),
                        num_blocks=blocks, block_size=b, max_running=MAX_RUNNING,
