@@ -122,6 +122,14 @@ def test_the_experiment_equals_a_recomputation_of_every_run(library):
         assert (row["runs"], row["correct"]) == (len(runs), right)
         assert (row["low"], row["high"]) == wilson(right, len(runs))
         assert row["length_share"] == sum(r["finish_reason"] == "length" for r in runs) / len(runs)
+    # the samples forked each question's prefill in blocks of 16: a contiguous copy per run
+    # would copy the whole window (start token + question); paged, a run copies one block when
+    # the window's last block has room (its first token goes there), none when it is full
+    tok = library.model("transformer", "tasks", "bpe").tokenizer
+    windows = [1 + len(tasks.question_ids(tok, q)) for q in questions]
+    runs = [w for w in windows for _ in range(1 + 2)]  # once at T = 0, twice at T = 1.5
+    assert result["prefill_copies"] == {"contiguous": sum(runs),
+                                        "paged": 16 * sum(1 for w in runs if w % 16)}
 
 
 def test_the_page_endpoints_reuse_check_and_accuracy(artifacts):

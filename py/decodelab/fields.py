@@ -287,6 +287,15 @@ FIELDS = (
       "Blocks in the pool: the cache memory the requests share. Empty: room for 8 requests at "
       "the full window.", min=1, max=100_000, note="empty means room for 8 full windows",
       optional=True),
+    F("max_running", "Running at once", "int", 8,
+      "Requests that decode together at a step; the others wait in the queue.", min=1, max=32),
+    F("parallel_samples", "Samples per request", "int", 1,
+      "Samples drawn for each request, each with its own seed: they share the prompt's blocks, "
+      "and the first write into a shared block copies it (copy-on-write).", min=1, max=8),
+    F("workload", "Your workload", "lines", (),
+      "One request per line: its arrival step, its new tokens, then its prompt, like "
+      "“0 20 The ship”. Empty: the seeded workload of Requests requests.",
+      min_chars=0, max_chars=120, max_items=64, rows=5),
     # --- the memory calculator (kv-memory) ---------------------------------------------------
     F("preset", "Preset", "choice", None, "A published model shape to start from.",
       choices=("seed", "llama2-7b", "llama2-70b", "falcon-7b", "gpt2", "tiny"), optional=True),

@@ -81,6 +81,7 @@ class Generation:
         self.made = 0  # tokens the model chose (the budget counts these)
         self.last = None  # (step, Decision) of the latest model step, for the page's step view
         self.checks = None  # the live cache check, behind the text (`livecheck.LiveCheck`)
+        self.session = None  # the model's session, once the first step has made it
         self.check_every = CHECK_EVERY  # unchecked steps it lets pass before it catches up
         self._steps = self._run()
 
@@ -122,6 +123,10 @@ class Generation:
     def new_session(self):
         """The model's session for this run's settings (the run's and its replay's)."""
         return self.model.session(shift=self.settings.context_shift)
+
+    def fork_prefix(self):
+        """This run's session, forked from the prefilled prefix's."""
+        return self.prefix.session.fork()
 
     def run(self) -> "Generation":
         for _ in self:
@@ -226,10 +231,10 @@ class Generation:
         s = self.settings
         if self.prefix is not None and self.prefix.ids == list(self.prompt_ids) \
                 and self.prefix.shift == s.context_shift:
-            session = self.prefix.session.fork()  # prefilled once, shared by many runs
+            session = self.session = self.fork_prefix()  # prefilled once, shared by many runs
             logits = self.prefix.logits
         else:
-            session = self.new_session()
+            session = self.session = self.new_session()
             logits = session.prefill(self.prompt_ids)  # (V,)
         self.feeds.append(("prefill", list(self.prompt_ids)))
         seen = self.seen_at(0)  # kept up to date below: the penalty's mask

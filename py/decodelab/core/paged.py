@@ -18,6 +18,7 @@ PagedAttention keeps them, instead of one array per sequence sized for the whole
 `PagedSession` is `inference.Session` on a pool: the same prefill, decode, append, score, fork
 and rewind, and the live check works on it unchanged (it recomputes from the tokens).
 
+`PagedPrefix` is a prompt prefilled once for many runs (samples of one question) that fork it.
 The prefix tree that keeps finished requests' blocks for later ones is `prefixtree`.
 
 Left out: kshift (it rotates keys in place, a session on a pool rereads instead), batches of
@@ -52,6 +53,7 @@ class BlockPool:
         self.refs = np.zeros(num_blocks, np.int64)  # (N,) tables holding each block
         self.free = list(range(num_blocks - 1, -1, -1))  # popped from the end: lowest id first
         self.copies_on_write = 0
+        self.copied = []  # (shared block, its private copy), every copy-on-write in order
 
     @classmethod
     def for_model(cls, model, num_blocks: int, block_size: int = 16, dtype=np.float64):
@@ -92,6 +94,7 @@ class BlockPool:
                 a[fresh] = a[block]
         self.let_go(block)
         self.copies_on_write += 1
+        self.copied.append((block, fresh))
         return fresh
 
 
@@ -234,6 +237,23 @@ class PagedSession(Session):
         """The run is over: its blocks go back to the pool (those it shares stay held)."""
         self.cache.release()
         self.tokens = []
+
+
+class PagedPrefix:
+    """A prompt prefilled once in a pool, for several runs of it (`generate.Generation(...,
+    prefix=...)` forks it, as it forks `generate.Prefix`): the runs hold the prompt's blocks
+    together, and each copies only the shared last block it writes into while it has room.
+    `release` gives the prefix's own hold back once no more runs will fork it."""
+
+    shift = "reread"
+
+    def __init__(self, model, pool: BlockPool, prompt_ids, tree=None):
+        self.ids = [int(i) for i in prompt_ids]
+        self.session = PagedSession(model, pool, tree=tree)
+        self.logits = self.session.prefill(self.ids).copy()  # (V,) runs only read it
+
+    def release(self) -> None:
+        self.session.release()
 
 
 class PagedBeams:

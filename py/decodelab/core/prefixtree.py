@@ -40,7 +40,7 @@ class PrefixTree:
         self.clock = itertools.count(1)  # when a node was last matched or inserted
         self.asked = 0  # window tokens requests asked for
         self.found = 0  # of them, found in the tree (not prefilled again)
-        self.evicted = 0  # blocks given back under the memory limit
+        self.evicted = []  # blocks given back under the memory limit, in order
 
     def _blocks(self, tokens):
         b = self.pool.block_size
@@ -95,8 +95,8 @@ class PrefixTree:
             oldest = min(leaves, key=lambda n: n.used)
             del oldest.parent.children[oldest.key]
             self.pool.let_go(oldest.block)
+            self.evicted.append(oldest.block)
             given += 1
-        self.evicted += given
         return given
 
     def take(self) -> int:

@@ -21,6 +21,12 @@ and its cache, however paged, shared or recomputed, gives the same logits (tests
 request's tokens to a run alone). A serving engine runs a step's decodes as one batched call;
 here they run in turn, which changes the time, not the tokens or the schedule.
 
+Samples of one prompt (requests of one `group`) joining at the same step share its prefill
+(`paged.PagedPrefix`): the prompt is computed once into blocks that every sample's table holds,
+and a sample's first write into the shared last block, while it has room, copies that block
+(copy-on-write). A sample that joins later prefills on its own (the prefix tree may still give
+it the prompt's full blocks).
+
 Static batching, for comparison (`static=True`): a batch of up to `max_running` requests starts
 together and no one joins until every one of them has finished.
 
@@ -33,7 +39,7 @@ Dimension legend: b block size.
 from dataclasses import dataclass, field
 
 from decodelab.core import generate, tasks
-from decodelab.core.paged import BlockPool, PagedSession
+from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession
 from decodelab.core.prefixtree import PrefixTree
 
 
@@ -50,21 +56,21 @@ class Request:
     finished_step: int | None = None
     preempted: int = 0
     saved: list = field(default_factory=list)  # window tokens to compute again after preemption
+    group: int | None = None  # parallel samples of one prompt: the first sample's number
+    reused: int = 0  # window positions its first prefill found in the prefix tree
+    forked: bool = False  # its window came from its group's prefill (copy-on-write), not its own
 
 
 class _Paged(generate.Generation):
     """A run whose session keeps its cache in the scheduler's pool."""
 
-    def __init__(self, scheduler, model, settings, prompt):
+    def __init__(self, scheduler, model, settings, prompt, prefix=None):
         self.scheduler = scheduler
-        super().__init__(model, settings, prompt=prompt)
-
-    session_now = None  # its session, once the first step has made it
+        super().__init__(model, settings, prefix=prefix, prompt=prompt)
 
     def new_session(self):
         s = self.scheduler
-        self.session_now = PagedSession(self.model, s.pool, shift="reread", tree=s.tree)
-        return self.session_now
+        return PagedSession(self.model, s.pool, shift="reread", tree=s.tree)
 
 
 class Scheduler:
@@ -86,6 +92,7 @@ class Scheduler:
         self.tree = PrefixTree(self.pool) if share_prefixes else None
         self.waiting = list(self.requests)
         self.running, self.done = [], []
+        self.prefixes = {}  # group -> its prompt prefilled at this step, for its samples
         self.step = 0
         self.log = []  # per step: who joined, left, was preempted, runs; blocks used, shared
 
@@ -108,13 +115,16 @@ class Scheduler:
 
     def _needs_to_join(self, request) -> int:
         """Blocks a request takes to join: its window (the start token and the prompt, or what
-        it had reached before a preemption) and one to grow into."""
+        it had reached before a preemption) and one to grow into; a sample whose prompt its
+        group prefilled at this step holds those blocks already, and needs the one."""
+        if not request.saved and request.group in self.prefixes:
+            return 1
         window = len(request.saved) or 1 + len(self.prepared[request.number][2][0])
         return -(-window // self.pool.block_size) + 1
 
     @staticmethod
     def _session(request):
-        return request.run.session_now
+        return request.run.session
 
     # --- the steps ---------------------------------------------------------------------------
 
@@ -122,17 +132,32 @@ class Scheduler:
         room = self.max_running - len(self.running)
         if self.static and self.running:
             return  # a static batch runs to its end before anyone joins
+        promised = 0  # blocks the requests joined at this step will take when they decode
         while self.waiting and room > 0 and self.waiting[0].arrival <= self.step:
             request = self.waiting[0]
-            if self._needs_to_join(request) > self._free():
+            need = self._needs_to_join(request)
+            if need > self._free() - promised:
                 break  # the oldest waits for room: no one overtakes it
             self.waiting.pop(0)
             if request.saved:  # back after a preemption: its window computed again in one pass
-                request.run.session_now.refill(request.saved)
+                request.run.session.refill(request.saved)
                 request.saved = []
-            elif request.run is None:
+                log["recomputed"].append(request.number)
+                need = 1  # the window's blocks are taken: one to grow into
+            else:
                 settings, model, prompt = self.prepared[request.number]
-                request.run = _Paged(self, model, settings, prompt)
+                prefix = None
+                if request.group is not None:  # samples of one prompt: prefilled once
+                    prefix = self.prefixes.get(request.group)
+                    if prefix is None:
+                        prefix = self.prefixes[request.group] = PagedPrefix(
+                            model, self.pool, prompt[0], self.tree)
+                        request.reused = prefix.session.reused
+                        need = 1  # the prompt's blocks are taken: one to grow into
+                    else:
+                        request.forked = True
+                request.run = _Paged(self, model, settings, prompt, prefix)
+            promised += need
             if request.joined_step is None:
                 request.joined_step = self.step
             self.running.append(request)
@@ -141,7 +166,7 @@ class Scheduler:
 
     def _preempt(self, log) -> None:
         while self.running:
-            fresh = [r for r in self.running if r.run is None or r.run.session_now is None]
+            fresh = [r for r in self.running if r.run is None or r.run.session is None]
             need = sum(self._needs_now(r) for r in self.running if r not in fresh) + \
                 sum(self._needs_to_join(r) for r in fresh)
             if need <= self._free():
@@ -149,25 +174,31 @@ class Scheduler:
             victim = self.running.pop()  # the youngest: the last to join
             victim.preempted += 1
             log["preempted"].append(victim.number)
-            session = victim.run and victim.run.session_now
+            session = victim.run and victim.run.session
             if session is not None:
                 victim.saved = list(session.tokens)
                 session.release()
+            else:  # it had not started: it starts afresh when it joins again
+                victim.run, victim.forked = None, False
             self.waiting.insert(0, victim)
 
     def advance(self) -> dict:
         """One step: join, make room, decode, leave. Returns the step's log entry."""
-        log = {"step": self.step, "joined": [], "left": [], "preempted": []}
+        log = {"step": self.step, "joined": [], "left": [], "preempted": [], "recomputed": []}
+        copied, evicted = len(self.pool.copied), len(self.tree.evicted) if self.tree else 0
         self._join(log)
         self._preempt(log)
         held = []
         for request in list(self.running):
             run = request.run
+            fresh = run.session is None
             next(run)
-            cache = run.session_now.cache
-            held.append((request.number, cache.length, len(cache.table)))
+            cache = run.session.cache
+            if fresh and not request.forked and request.group is None:
+                request.reused = run.session.reused
+            held.append((request.number, cache.length, list(cache.table)))
             if run.done:
-                session = run.session_now
+                session = run.session
                 if self.tree is not None:
                     self.tree.insert(session.tokens, session.cache.table)
                 session.release()
@@ -175,9 +206,14 @@ class Scheduler:
                 self.running.remove(request)
                 self.done.append(request)
                 log["left"].append(request.number)
+        for prefix in self.prefixes.values():  # its samples have forked it: its hold ends
+            prefix.release()
+        self.prefixes = {}
         log.update(running=[r.number for r in self.running], blocks_used=self.pool.used,
                    blocks_shared=self.pool.shared,
-                   held=held)  # [(request, positions its cache holds, its blocks)] this step
+                   copied=self.pool.copied[copied:],  # (shared block, its copy) this step
+                   evicted=self.tree.evicted[evicted:] if self.tree else [],
+                   held=held)  # [(request, positions its cache holds, its block table)]
         self.log.append(log)
         self.step += 1
         return log

@@ -263,10 +263,12 @@ COMMANDS = {
                  ("temperatures", "budgets", "cards", "samples_per_question", "model", "seed",
                   *FILTER_NAMES, "json_max_depth"), (), {}, cmd_validity),
     "kv-memory": ("KV-cache bytes for a model shape", MEMORY, MEMORY[:-1], {}, cmd_kv_memory),
-    "paged": ("a seeded workload served from a paged KV cache with a prefix tree and "
-              "continuous batching: every request, the memory wasted, blocks shared, steps",
+    "paged": ("a workload (seeded, or --workload lines) served from a paged KV cache with a "
+              "prefix tree and continuous batching: every request, the memory wasted, blocks "
+              "shared, steps",
               ("model", "dataset", "tokenizer", "requests", "block_size", "seed",
-               "memory_blocks"), ("dataset",), {"model": "transformer"}, cmd_paged),
+               "memory_blocks", "max_running", "parallel_samples", "workload"), ("dataset",),
+              {"model": "transformer"}, cmd_paged),
     "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
                     ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
     "eval": ("validation NLL (nats per token) of a model", ("model", "dataset", "tokenizer"),

@@ -6,8 +6,11 @@ runs that ran out of budget (finish_reason "length"), and the share whose tool c
 parse. At T = 0 decoding is greedy and draws nothing, so every seed gives the same run: each
 question is asked once there, and its interval is over questions alone.
 
-Repeated samples of one question share its prefill (`generate.Prefix`): the question is run
-through the model once and each sample starts from a copy of that cache.
+Repeated samples of one question share its prefill (`paged.PagedPrefix`): the question is run
+through the model once into blocks of a paged cache, and each sample holds those blocks too;
+the first write into the shared last block, while it has room, copies that block alone
+(copy-on-write), where a contiguous cache would copy the whole prompt for every sample. The
+result counts both.
 
 The page runs it a few runs at a time (advance, with progress and Stop); the CLI's
 `experiment` runs it whole. Both give the same numbers for the same request.
@@ -17,7 +20,8 @@ import dataclasses
 import math
 
 from decodelab.core import tasks
-from decodelab.core.generate import Generation, Prefix
+from decodelab.core.generate import Generation
+from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession
 from decodelab.core.sampling import FILTER_NAMES
 from decodelab.core.settings import validate
 from decodelab.errors import FieldError, FieldErrors
@@ -32,6 +36,7 @@ FIELDS = ("temperatures", "questions", "samples_per_question")
 SETTINGS = ("model", "seed", *FILTER_NAMES, "tools", "max_new_tokens")
 DEFAULTS = {"temperatures": "0, 0.5, 1, 1.5", "max_new_tokens": 40}
 EXAMPLES = 6  # wrong answers kept per temperature to show
+BLOCK_SIZE = 16  # positions per block of the samples' paged cache
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple:
@@ -97,7 +102,11 @@ class AccuracyExperiment(Planned):
         self.samples = values["samples_per_question"]
         self.questions = held_out_questions(library, values["questions"])
         self.truths = [tasks.true_result(q) for q in self.questions]
-        self.prefixes = {}  # question index -> Prefix (the shared prefill)
+        self.prefixes = {}  # question index -> PagedPrefix (the shared prefill)
+        # room for a question's prefill and one sample growing to the full window
+        per_window = -(-self.model.cfg.context_size // BLOCK_SIZE)
+        self.pool = BlockPool.for_model(self.model, 2 * per_window + 1, BLOCK_SIZE)
+        self.forked = 0  # window positions the samples share instead of copying
         # the order runs are made in: by question, so a question's prefix is reused at once
         self.plan = [(q, t, j) for q in range(len(self.questions))
                      for t, T in enumerate(self.temperatures)
@@ -111,9 +120,14 @@ class AccuracyExperiment(Planned):
         s = dataclasses.replace(self.settings, prompt=self.questions[q], temperature=T,
                                 greedy=T == 0, seed=(self.settings.seed + j) % (MAX_SEED + 1))
         if q not in self.prefixes:
-            self.prefixes = {q: Prefix(self.model, tasks.question_ids(self.model.tokenizer,
-                                                                      self.questions[q]))}
+            for old in self.prefixes.values():  # the last question's: no sample forks it again
+                old.release()
+            self.prefixes = {q: PagedPrefix(self.model, self.pool, tasks.question_ids(
+                self.model.tokenizer, self.questions[q]))}
         run = Generation(self.model, s, prefix=self.prefixes[q]).run()
+        if isinstance(run.session, PagedSession):  # it forked the question's prefill
+            self.forked += len(self.prefixes[q].session.tokens)
+            run.session.release()  # its own blocks back to the pool
         self.steps += len(run.records)
         stated = tasks.stated_number(run.text)
         return {"question": q, "seed": s.seed, "answer": run.text, "stated": stated,
@@ -145,7 +159,11 @@ class AccuracyExperiment(Planned):
         out = {"questions": len(self.questions), "samples": self.samples,
                "temperatures": self.temperatures, "budget": s.max_new_tokens,
                "tools": s.tools, "model": s.model, "seed": s.seed, "rows": rows,
-               "runs": self.total - len(self.plan), "steps": self.steps}
+               "runs": self.total - len(self.plan), "steps": self.steps,
+               # the prompts' keys and values: positions a contiguous copy per sample would
+               # copy, and positions the paged samples copied (whole blocks, on write)
+               "prefill_copies": {"contiguous": self.forked,
+                                  "paged": self.pool.copies_on_write * BLOCK_SIZE}}
         out["findings"] = findings(out)
         return out
 

@@ -46,7 +46,7 @@ PRESETS = (
 PRESET_IDS = tuple(p["id"] for p in PRESETS) + ("tiny",)
 
 MEMORY_FIELDS = ("layers", "heads", "kv_heads", "head_dim", "bytes_per_element", "tokens",
-                 "sequences")
+                 "sequences", "block_size")
 
 
 def tiny_preset(model, dtype=np.float64) -> dict:
@@ -66,7 +66,8 @@ def memory(request: dict, tiny: dict | None = None) -> dict:
     """The kv-memory calculation for a preset and/or explicit fields (explicit ones win).
 
     Returns bytes per token and in total, and what the same shape would need with one KV head
-    per query head (MHA), so the GQA/MQA saving shows as a number.
+    per query head (MHA), so the GQA/MQA saving shows as a number; and a paged cache's whole
+    blocks of `block_size` per sequence, their bytes and the share of them left empty.
     """
     presets = {p["id"]: p for p in PRESETS}
     if tiny is not None:
@@ -81,9 +82,16 @@ def memory(request: dict, tiny: dict | None = None) -> dict:
                          values["bytes_per_element"], values["tokens"], values["sequences"])
     mha = kv_cache_bytes(values["layers"], values["heads"], values["head_dim"],
                          values["bytes_per_element"], values["tokens"], values["sequences"])
+    # in a paged cache, each sequence holds whole blocks: its last one may be partly empty
+    b = values["block_size"]
+    blocks = -(-values["tokens"] // b)
+    paged = kv_cache_bytes(values["layers"], values["kv_heads"], values["head_dim"],
+                           values["bytes_per_element"], blocks * b, values["sequences"])
     return {**out, "inputs": values, "mha_bytes_per_token": mha["bytes_per_token"],
             "mha_total_bytes": mha["total_bytes"],
-            "saving": values["heads"] // values["kv_heads"], "preset": preset}
+            "saving": values["heads"] // values["kv_heads"], "preset": preset,
+            "blocks_per_sequence": blocks, "paged_total_bytes": paged["total_bytes"],
+            "paged_waste": 1 - values["tokens"] / (blocks * b)}
 
 
 # ---------------------------------------------------------------------------------------------

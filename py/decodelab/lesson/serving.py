@@ -1,10 +1,13 @@
-"""Serving many requests from one paged cache: a seeded workload, the scheduler run over it
+"""Serving many requests from one paged cache: a workload, the scheduler run over it
 (`core.scheduler`), and what the vLLM paper measured, at this page's scale.
 
-The workload: `requests` requests, each a prompt cut from a held-out text of the dataset (a few
-base texts, so that requests share their starts as requests of one application do), a budget of
-8 to 40 new tokens, a temperature of 0.7, 1 or 1.3, its own seed, and an arrival step (gaps of
-0 to 3 steps). The same seed gives the same workload.
+The workload is seeded, or the learner's own. Seeded: `requests` requests, each a prompt cut
+from a held-out text of the dataset (a few base texts, so that requests share their starts as
+requests of one application do), a budget of 8 to 40 new tokens, a temperature of 0.7, 1 or
+1.3, its own seed, and an arrival step (gaps of 0 to 3 steps). The same seed gives the same
+workload. Own: one line per request, "arrival new-tokens prompt" (temperature 1, seeds seed,
+seed + 1, ...). With `parallel_samples` k > 1, each request is k samples of its prompt (seeds
+s, s + 1, ...), prefilled once and forked: their blocks are shared, copied on write.
 
 Waste, over the whole run: at every step, for every running request, the positions its cache
 holds (used) against the positions reserved for it, summed over steps:
@@ -16,28 +19,54 @@ holds (used) against the positions reserved for it, summed over steps:
 waste = 1 - used / reserved. Blocks shared (peak), copies on write, the prefix tree's hit rate
 and the prefill tokens it saved, and the steps of continuous against static batching.
 
-Left out: wall time (the benchmark measures it), a learner's own workload (the page's next part).
+For the page, `Serving` makes the run a few steps at a time (progress, Stop) and keeps a frame
+per step: who joined, left and was preempted, every block's state, each request's block table,
+the prefix tree and the memory bar.
+
+Left out: wall time (the benchmark measures it).
 """
 
+import codecs
 import random
+import re
+import shlex
 
 from decodelab.core.scheduler import Request, Scheduler
+from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
-from decodelab.fields import read
+from decodelab.fields import FIELD_BY_NAME, encode, label_of, read
+from decodelab.lesson.planned import Planned
 
-FIELDS = ("dataset", "tokenizer", "requests", "block_size", "seed", "memory_blocks")
-MAX_RUNNING = 8  # requests decoding at once
+FIELDS = ("dataset", "tokenizer", "requests", "block_size", "seed", "memory_blocks",
+          "max_running", "parallel_samples", "workload")
+MAX_RUNNING = FIELD_BY_NAME["max_running"].default  # requests decoding at once, unless set
+# the panel's own settings a link may carry (?block_size=4#serving)
+LINK_FIELDS = ("requests", "block_size", "memory_blocks", "max_running", "parallel_samples")
+MAX_SEQUENCES = 400  # requests x samples in one run
+GRID_LIMIT = 1024  # frames carry every block's state up to this many blocks
+LINE = "arrival step, new tokens, prompt (like “0 20 The ship”)"
 
 
-def workload(library, dataset: str, tokenizer: str, n: int, seed: int) -> list:
-    """n seeded requests on the dataset's transformer."""
+def _expand(base: list, samples: int) -> list:
+    """[(settings, arrival)] -> Requests numbered in order, each base request k samples."""
+    out = []
+    for settings, arrival in base:
+        first = len(out)
+        for j in range(samples):
+            out.append(Request(len(out), {**settings, "seed": settings["seed"] + j}, arrival,
+                               group=first if samples > 1 else None))
+    return out
+
+
+def workload(library, dataset: str, tokenizer: str, n: int, seed: int, samples: int = 1) -> list:
+    """n seeded requests on the dataset's transformer (each `samples` samples)."""
     rng = random.Random(seed)
     model = library.model("transformer", dataset, tokenizer)
     texts = [t for t in library.corpus(dataset).val if len(t) >= 4]
     bases = [rng.choice(texts) for _ in range(max(2, n // 4))]
     window = model.cfg.context_size
-    out, at = [], 0
-    for i in range(n):
+    base, at = [], 0
+    for _ in range(n):
         text = rng.choice(bases)
         cut = rng.randint(max(1, len(text) // 3), max(1, len(text) * 2 // 3))
         prompt = text[:cut]
@@ -49,12 +78,259 @@ def workload(library, dataset: str, tokenizer: str, n: int, seed: int) -> list:
                     "temperature": rng.choice([0.7, 1.0, 1.3]),
                     "max_new_tokens": min(rng.randint(8, 40), room), "cache_check": False,
                     "tools": "off"}
-        out.append(Request(i, settings, arrival=at))
+        base.append((settings, at))
         at += rng.randint(0, 3)
-    return out
+    return _expand(base, samples)
 
 
-def _waste(scheduler, requests, window: int) -> dict:
+def own_workload(model, lines, dataset: str, tokenizer: str, seed: int, samples: int = 1) -> list:
+    """The learner's lines, "arrival new-tokens prompt", as Requests; a FieldError naming the
+    workload and the line for anything else."""
+    window = model.cfg.context_size
+    base = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        parts = line.split(None, 2)  # spaces or tabs between the fields; the prompt as it is
+        where = f"Your workload, line {i}"
+        if len(parts) < 2:
+            raise FieldError("workload", f"{where}: write {LINE}; got {line.strip()!r}.")
+        arrival, budget = parts[0], parts[1]
+        prompt = parts[2] if len(parts) == 3 else ""
+        if not re.fullmatch(r"[0-9]{1,5}", arrival) or int(arrival) > 10_000:
+            raise FieldError("workload", f"{where}: the arrival step must be a whole number "
+                                         f"from 0 to 10000; got {arrival!r}. Each line is {LINE}.")
+        if not re.fullmatch(r"[0-9]{1,5}", budget) or int(budget) < 1:
+            raise FieldError("workload", f"{where}: the new tokens must be a whole number of at "
+                                         f"least 1; got {budget!r}. Each line is {LINE}.")
+        try:
+            ids = encode(model.tokenizer, "workload", prompt)
+        except FieldError as e:  # "Your workload has characters ...": which line, said
+            raise FieldError("workload", e.message.replace(label_of("workload"),
+                                                           f"{where}: the prompt", 1)) from None
+        room = window - 1 - len(ids)
+        if room < 1 or int(budget) > room:
+            raise FieldError("workload", f"{where}: {budget} new tokens after a prompt of "
+                                         f"{len(ids)} tokens do not fit the model's window of "
+                                         f"{window} positions; at most {max(room, 0)} fit.")
+        settings = {"model": "transformer", "dataset": dataset, "tokenizer": tokenizer,
+                    "prompt": prompt, "seed": (seed + len(base) * samples) % 2**32,
+                    "temperature": 1.0, "max_new_tokens": int(budget), "cache_check": False,
+                    "tools": "off"}
+        base.append((settings, int(arrival)))
+    return _expand(base, samples)
+
+
+def _label(request, samples: int) -> str:
+    """"3", or "3b" for the second sample of the fourth request."""
+    if samples == 1:
+        return str(request.number)
+    return f"{request.number // samples}{'abcdefgh'[request.number % samples]}"
+
+
+class Serving(Planned):
+    """One serving run: the workload through the scheduler, continuous then static, a few
+    steps at a time (`advance`, from Planned), a frame per continuous step."""
+
+    def __init__(self, library, req: dict):
+        values = read(req, FIELDS, {"dataset": {"choices": tuple(library.datasets())},
+                                    "tokenizer": {"choices": ("chars", "bpe")}})
+        dataset, tokenizer = values["dataset"], values["tokenizer"]
+        if not library.has_model("transformer", dataset, tokenizer):
+            raise FieldError("tokenizer", f"There is no transformer of the {dataset} data read "
+                                          f"as {tokenizer}; the site has "
+                                          f"{', '.join(library.tokenizers(dataset))}.")
+        self.library, self.values = library, values
+        self.model = model = library.model("transformer", dataset, tokenizer)
+        self.samples = k = values["parallel_samples"]
+        own = [line for line in values["workload"] if line.strip()]
+        make = (lambda: own_workload(model, values["workload"], dataset, tokenizer, values["seed"],
+                                     k)) if own \
+            else (lambda: workload(library, dataset, tokenizer, values["requests"],
+                                   values["seed"], k))
+        self.requests = make()
+        if len(self.requests) > MAX_SEQUENCES:
+            raise FieldError("parallel_samples", f"Samples per request: {len(self.requests) // k} "
+                                                 f"requests of {k} samples make "
+                                                 f"{len(self.requests)} sequences; at most "
+                                                 f"{MAX_SEQUENCES} are served in one run.")
+        b = self.block_size = values["block_size"]
+        self.per_request = -(-model.cfg.context_size // b)
+        running = values["max_running"]
+        self.blocks = values["memory_blocks"] or running * self.per_request
+        # a request's window to join with (the start token and its prompt's tokens), and a
+        # block to grow into: as the scheduler counts it
+        biggest = max(-(-(1 + len(model.tokenizer.encode(r.settings["prompt"]))) // b) + 1
+                      for r in self.requests)
+        if self.blocks < biggest:
+            raise FieldError("memory_blocks", f"Memory blocks must hold one request at least: "
+                                              f"{biggest} blocks of {b} here; got {self.blocks}.")
+        self.continuous = Scheduler(library, self.requests, num_blocks=self.blocks,
+                                    block_size=b, max_running=running)
+        self.static = Scheduler(library, make(), num_blocks=self.blocks, block_size=b,
+                                max_running=running, static=True, share_prefixes=False)
+        self.frames = []
+        self.total = 2 * len(self.requests)
+        self.plan = [None]  # not done until both schedulers are (see done)
+        self.steps = 0
+        self.idle = 0  # steps in a row at which nobody decoded
+
+    # --- made a few steps at a time ------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return not (self._busy(self.continuous) or self._busy(self.static))
+
+    @staticmethod
+    def _busy(s) -> bool:
+        return bool(s.waiting or s.running)
+
+    def _make(self, _) -> None:
+        s = self.continuous if self._busy(self.continuous) else self.static
+        if s.step >= 100_000:
+            raise RuntimeError("the workload did not finish in 100000 steps")
+        if not s.running and s.waiting and s.waiting[0].arrival <= s.step \
+                and s._needs_to_join(s.waiting[0]) > s._free():
+            first = s.waiting[0]
+            raise FieldError("memory_blocks", f"Memory blocks: the workload cannot finish: "
+                                              f"request {first.number} cannot fit: it needs "
+                                              f"{s._needs_to_join(first)} blocks and the pool "
+                                              f"has {s.pool.num_blocks}. Give more blocks (room "
+                                              f"for one full window is {self.per_request}).")
+        log = s.advance()
+        self.steps += 1
+        # nobody decoded although requests have arrived: a guard against a schedule that
+        # cannot go on, said instead of spinning
+        stuck = not log["held"] and any(r.arrival <= s.step for r in s.waiting)
+        self.idle = self.idle + 1 if stuck else 0
+        if self.idle > 50:
+            raise FieldError("memory_blocks", f"Memory blocks: the workload cannot go on: no "
+                                              f"request could decode for 50 steps with "
+                                              f"{s.pool.num_blocks} blocks. Give more blocks.")
+        if s is self.continuous:
+            self.frames.append(self._frame(log))
+        if not self.done:
+            self.plan.append(None)
+
+    def progress(self) -> dict:
+        finished = len(self.continuous.done) + len(self.static.done)
+        return {"done": finished, "total": self.total, "steps": self.steps}
+
+    # --- what a step looked like -----------------------------------------------------------------
+
+    def _frame(self, log) -> dict:
+        s, b = self.continuous, self.block_size
+        pool, tree = s.pool, s.tree
+        nodes = list(tree.nodes())
+        in_tree = {n.block for n in nodes}
+        fill = {}  # block -> positions filled, over the running requests' tables
+        for r in s.running:
+            cache = r.run.session.cache
+            for i, block in enumerate(cache.table):
+                fill[block] = max(fill.get(block, 0), min(b, cache.length - i * b))
+        refs = pool.refs.tolist()
+        state = "".join("F" if not n else "S" if n > 1 else "C" if i in in_tree else "U"
+                        for i, n in enumerate(refs))
+        cached = sum(1 for i, n in enumerate(refs) if n == 1 and i in in_tree and i not in fill)
+        used = sum(fill.values())
+        arrived = {r.number for r in s.waiting if r.arrival <= log["step"]}
+        requests = {r.number: r for r in self.requests}
+        frame = {
+            "step": log["step"], "joined": log["joined"], "left": log["left"],
+            "preempted": log["preempted"], "running": log["running"],
+            "waiting": sorted(arrived),
+            # [request, positions, block table] of every request that decoded at this step
+            "tables": [[n, length, table] for n, length, table in log["held"]],
+            "copied": [list(c) for c in log["copied"]], "evicted": log["evicted"],
+            "reused": [[n, requests[n].reused] for n in log["joined"]
+                       if requests[n].reused and requests[n].preempted == 0],
+            "forked": [n for n in log["joined"] if requests[n].forked],
+            "recomputed": log["recomputed"],
+            "memory": {"used": used, "reserved": len(fill) * b - used, "cached": cached * b,
+                       "free": len(pool.free) * b},
+            "blocks_shared": log["blocks_shared"],
+        }
+        if pool.num_blocks <= GRID_LIMIT:
+            frame["state"], frame["refs"] = state, refs
+            parent = {id(n): n.parent.block for n in nodes}
+            frame["tree"] = [[n.block, -1 if parent[id(n)] is None else parent[id(n)],
+                              self._pieces(n.key)] for n in nodes]
+            frame["tree"].sort(key=lambda node: node[0])
+        return frame
+
+    def _pieces(self, ids) -> list:
+        """Each token's text (the start token as None)."""
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        tok = self.model.tokenizer
+        return [None if i == EOS else utf8.decode(tok.token_bytes(i)) for i in ids]
+
+    # --- the result --------------------------------------------------------------------------------
+
+    def result(self, frames: bool = True) -> dict:
+        s, window = self.continuous, self.model.cfg.context_size
+        spans = {r.number: [] for r in self.requests}
+        for log in s.log:
+            for n, _, _ in log["held"]:
+                run = spans[n]
+                if run and run[-1][1] == log["step"] - 1:
+                    run[-1][1] = log["step"]
+                else:
+                    run.append([log["step"], log["step"]])
+        out = {
+            "requests": [{"number": r.number, "label": _label(r, self.samples),
+                          "prompt": r.settings["prompt"], "settings": r.settings,
+                          "ids": r.run.output_ids, "text": r.run.text,
+                          "arrival": r.arrival, "joined_step": r.joined_step,
+                          "finished_step": r.finished_step, "preempted": r.preempted,
+                          "spans": spans[r.number], "group": r.group}
+                         for r in sorted(self.requests, key=lambda r: r.number)],
+            "waste": _waste(s, window),
+            "blocks_shared": max((log["blocks_shared"] for log in s.log), default=0),
+            "copies_on_write": s.pool.copies_on_write,
+            "prefix_hit_rate": s.tree.hit_rate,
+            "prefill_tokens_saved": s.tree.found,
+            "evicted": len(s.tree.evicted),
+            "preemptions": sum(r.preempted for r in self.requests),
+            "steps": s.step, "static_steps": self.static.step,
+            "block_size": self.block_size, "memory_blocks": self.blocks,
+            "max_running": self.values["max_running"], "parallel_samples": self.samples,
+            "window": window, "blocks_per_window": self.per_request,
+            "dataset": self.values["dataset"], "tokenizer": self.values["tokenizer"],
+            "seed": self.values["seed"], "own_workload": bool(
+                [line for line in self.values["workload"] if line.strip()]),
+            "workload_lines": [f"{r.arrival} {r.settings['max_new_tokens']} "
+                               f"{r.settings['prompt']}" for r in self.requests
+                               if r.group is None or r.group == r.number],
+            "schedule": [{k: v for k, v in log.items() if k != "held"} for log in s.log],
+            "runs": len(self.requests), "command": self.command(),
+        }
+        if frames:
+            out["frames"] = self.frames
+            out["grid"] = self.blocks <= GRID_LIMIT
+        return out
+
+
+    def command(self) -> str:
+        """The command line that serves this workload again and prints it as JSON."""
+        v = self.values
+        args = ["python", "-m", "decodelab", "paged", "--model", "transformer",
+                "--dataset", v["dataset"], "--tokenizer", v["tokenizer"],
+                "--block-size", str(v["block_size"]), "--seed", str(v["seed"])]
+        own = [line for line in v["workload"] if line.strip()]
+        if own:
+            for line in own:
+                args += ["--workload", line.strip()]
+        else:
+            args += ["--requests", str(v["requests"])]
+        if v["memory_blocks"] is not None:
+            args += ["--memory-blocks", str(v["memory_blocks"])]
+        for name in ("max_running", "parallel_samples"):
+            if v[name] != FIELD_BY_NAME[name].default:
+                args += ["--" + name.replace("_", "-"), str(v[name])]
+        return shlex.join(args + ["--json"])
+
+
+def _waste(scheduler, window: int) -> dict:
     final = {}  # the length each request ended with
     for log in scheduler.log:
         for number, length, _ in log["held"]:
@@ -62,57 +338,17 @@ def _waste(scheduler, requests, window: int) -> dict:
     used = reserved_max = reserved_actual = reserved_paged = 0
     b = scheduler.pool.block_size
     for log in scheduler.log:
-        for number, length, blocks in log["held"]:
+        for number, length, table in log["held"]:
             used += length
             reserved_max += window
             reserved_actual += final[number]
-            reserved_paged += blocks * b
+            reserved_paged += len(table) * b
     waste = lambda reserved: 1 - used / reserved if reserved else None  # noqa: E731
     return {"contiguous_max": waste(reserved_max), "contiguous_actual": waste(reserved_actual),
             "paged": waste(reserved_paged)}
 
 
 def serve(library, req: dict) -> dict:
-    """The CLI's `paged` and the page's serving panel: the workload run by the scheduler,
-    continuous and static, with the measures."""
-    values = read(req, FIELDS, {"dataset": {"choices": tuple(library.datasets())},
-                                "tokenizer": {"choices": ("chars", "bpe")}})
-    dataset, tokenizer = values["dataset"], values["tokenizer"]
-    if not library.has_model("transformer", dataset, tokenizer):
-        raise FieldError("tokenizer", f"There is no transformer of the {dataset} data read as "
-                                      f"{tokenizer}; the site has {', '.join(library.tokenizers(dataset))}.")
-    model = library.model("transformer", dataset, tokenizer)
-    b = values["block_size"]
-    per_request = -(-model.cfg.context_size // b)
-    blocks = values["memory_blocks"] or MAX_RUNNING * per_request
-    requests = workload(library, dataset, tokenizer, values["requests"], values["seed"])
-    biggest = max(-(-(2 + len(r.settings["prompt"])) // b) + 1 for r in requests)
-    if blocks < biggest:
-        raise FieldError("memory_blocks", f"Memory blocks must hold one request at least: "
-                                          f"{biggest} blocks of {b} here; got {blocks}.")
-    s = Scheduler(library, requests, num_blocks=blocks, block_size=b, max_running=MAX_RUNNING)
-    try:
-        s.run()
-    except ValueError as e:  # a request that outgrew the pool: said, never a hang
-        raise FieldError("memory_blocks", f"Memory blocks: the workload cannot finish: {e}. "
-                                          f"Give more blocks (room for one full window is "
-                                          f"{per_request}).") from None
-    static = Scheduler(library, workload(library, dataset, tokenizer, values["requests"],
-                                         values["seed"]),
-                       num_blocks=blocks, block_size=b, max_running=MAX_RUNNING,
-                       static=True, share_prefixes=False).run()
-    return {
-        "requests": [{"prompt": r.settings["prompt"], "settings": r.settings,
-                      "ids": r.run.output_ids, "text": r.run.text,
-                      "arrival": r.arrival, "joined_step": r.joined_step,
-                      "finished_step": r.finished_step, "preempted": r.preempted}
-                     for r in sorted(requests, key=lambda r: r.number)],
-        "waste": _waste(s, requests, model.cfg.context_size),
-        "blocks_shared": max((log["blocks_shared"] for log in s.log), default=0),
-        "copies_on_write": s.pool.copies_on_write,
-        "prefix_hit_rate": s.tree.hit_rate,
-        "prefill_tokens_saved": s.tree.found,
-        "steps": s.step, "static_steps": static.step,
-        "block_size": b, "memory_blocks": blocks,
-        "schedule": [{k: v for k, v in log.items() if k != "held"} for log in s.log],
-    }
+    """The CLI's `paged`: the workload run by the scheduler, continuous and static, with the
+    measures (no frames)."""
+    return Serving(library, req).run().result(frames=False)
