@@ -7,7 +7,8 @@
 //             inspector, training on your own text, the share card, accessibility, the hooks
 //   course/   the chapters: the map, the address of each, the trip of a Try this and back
 //   lesson/   the panels of the lesson, kv/ those of the KV cache, search/ beam search and
-//             speculative decoding, embed/ the page as a widget
+//             speculative decoding, serving/ a paged cache serving many requests, embed/ the
+//             page as a widget
 //
 // docs/architecture.md has the map and the data flow.
 
@@ -17,6 +18,7 @@ import { installEmbedder } from "./embed/embedder.js";
 import { createKvLab } from "./kv/kv.js";
 import { createLesson } from "./lesson/lesson.js";
 import { createSearch } from "./search/search.js";
+import { createServing } from "./serving/serving.js";
 import { createClient } from "./runtime/client.js";
 import { createOffline } from "./runtime/offline.js";
 import { unsupported } from "./runtime/support.js";
@@ -78,6 +80,7 @@ const app = {
     if (change.type === "settings" && change.source === "form" && change.commit && change.names.includes(name)) fn();
   }),
   kv: () => kv,
+  serving: () => serving,
   /** A link to this page with the form's settings and `extra` (a panel's own), and what the
    * page's address gave for a panel's own settings (state/link.js). */
   link: (extra) => hooks.share.link(extra),
@@ -98,6 +101,8 @@ const searchLab = createSearch({ ...app, last: {}, keep: (run) => lesson.runs.ad
 hooks.lesson = lesson;
 hooks.kv = kv;
 hooks.search = searchLab;
+const serving = createServing({ ...app, last: {} });
+hooks.serving = serving;
 
 // Offline after the first visit (offline.js, sw.js): started once the page is ready.
 const offline = createOffline($("offline"));
@@ -126,6 +131,7 @@ client.on("ready", async ({ info, timings }) => {
     lesson.ready();
     kv.ready();
     searchLab.ready();
+    serving.ready();
     for (const fn of before) await fn();
   } catch (err) {
     return bootError(`The page could not be set up: ${err.message}`);

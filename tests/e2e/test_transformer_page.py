@@ -252,6 +252,20 @@ def test_the_memory_calculator_presets_and_the_live_tiny_model(app):
     reveal(app, app.get_by_label("Sequences", exact=True)).fill("8")
     app.wait_for_function("() => document.querySelector('#mem-total').textContent === '4 GiB'")
     assert "saves 4×" in text_of(app, "#mem-saving")
+    # paged in blocks of 16: 4096 tokens fill 256 blocks; 4100 take a 257th, 12 positions empty
+    assert "256 blocks per sequence" in text_of(app, "#mem-paged")
+    assert "nothing reserved and empty" in text_of(app, "#mem-paged")
+    app.locator("#mem-tokens").fill("4100")
+    app.wait_for_function("() => document.querySelector('#mem-paged').textContent"
+                          ".includes('257 blocks')")
+    assert "12 positions of the last block reserved and empty, 0.3%" in text_of(app, "#mem-paged")
+    app.locator("#mem-block-size").fill("0")
+    app.wait_for_selector("#mem-block-size-error:not([hidden])")
+    assert "Block size must be a whole number from 1 to 64" in \
+        text_of(app, "#mem-block-size-error")
+    app.locator("#mem-block-size").fill("16")
+    app.locator("#mem-tokens").fill("4096")
+    app.wait_for_selector("#mem-block-size-error", state="hidden")
     for preset, per_token in (("llama2-7b", "512 KiB"), ("llama2-70b", "320 KiB"),
                               ("falcon-7b", "8 KiB"), ("gpt2", "36 KiB")):
         reveal(app, app.get_by_label("Model shape", exact=True)).select_option(preset)

@@ -4,7 +4,7 @@
 // context length, with the cache and without it (webapi.cost_sweep -> costs.step_costs).
 
 import { bytes, drawResponsive, lineChart } from "../ui/plot.js";
-import { ask, el } from "../ui/render.js";
+import { ask, el, pct } from "../ui/render.js";
 import { $ } from "../ui/dom.js";
 
 /** The tiny transformer's cache shape for a dataset, from the info Python sent at boot. */
@@ -19,6 +19,16 @@ function ms(x) {
   return x >= 10 ? `${x.toFixed(0)} ms` : x >= 1 ? `${x.toFixed(1)} ms` : `${x.toFixed(2)} ms`;
 }
 
+/** A paged cache of the calculator's shape: whole blocks per sequence, and the room left empty. */
+export function pagedWords(r) {
+  const v = r.inputs;
+  const empty = r.blocks_per_sequence * v.block_size - v.tokens;
+  const room = empty
+    ? `${empty.toLocaleString("en")} ${empty === 1 ? "position" : "positions"} of the last block reserved and empty, ${pct(r.paged_waste)}`
+    : "nothing reserved and empty: the tokens fill whole blocks";
+  return `Paged in blocks of ${v.block_size} positions (as vLLM keeps it): ${r.blocks_per_sequence.toLocaleString("en")} blocks per sequence, ${bytes(r.paged_total_bytes)} in total; ${room}. A cache reserved for a longer window than the text would hold that room from the start.`;
+}
+
 export function createMemoryView(app, live) {
   const dom = {
     form: $("mem-form"),
@@ -28,6 +38,7 @@ export function createMemoryView(app, live) {
     total: $("mem-total"),
     formula: $("mem-formula"),
     saving: $("mem-saving"),
+    paged: $("mem-paged"),
     live: $("mem-live"),
     rows: $("mem-rows"),
     costRun: $("cost-run"),
@@ -113,6 +124,7 @@ export function createMemoryView(app, live) {
     dom.saving.textContent = r.saving > 1
       ? `With one KV head per query head (multi-head attention, ${v.heads} KV heads) it would be ${bytes(r.mha_bytes_per_token)} per token and ${bytes(r.mha_total_bytes)} in total: sharing KV heads saves ${r.saving}×.`
       : "Every query head has its own KV head (multi-head attention): nothing is shared.";
+    dom.paged.textContent = pagedWords(r);
     const p = presets.find((x) => x.id === dom.preset.value);
     dom.note.textContent = p ? p.note : "Your own numbers.";
     updateLive();

@@ -226,6 +226,42 @@ export const QUESTIONS = [
     ],
     link: { href: "#speculative", text: "Decode with the draft" },
   },
+  {
+    id: "paged_room",
+    ask: "A request’s cache holds 70 positions, in blocks of 16 positions. How many positions has it reserved that are still empty?",
+    answer: 10,
+    tolerance: 0,
+    unit: "positions",
+    hint: "A whole number.",
+    right: "70 positions need 5 blocks (4 full ones hold 64, the fifth holds 6), and 5 blocks hold 80: 10 are reserved and empty. That is the only waste of a paged cache, at most one block less one position per request; a cache sized for a 128-position window would leave 58 empty.",
+    wrongs: {
+      6: "6 is how many positions the last block holds. The question is how many it still has room for.",
+      58: "58 is what a cache reserved for the whole 128-position window leaves empty. A paged cache only holds the blocks it has filled or is filling.",
+      0: "Blocks are taken whole: the fifth block is taken at position 65 and is only partly filled.",
+    },
+    wrong: "Count the blocks first: 70 positions fill 4 blocks of 16 and part of a fifth.",
+    link: { href: "#serving", text: "See the block tables step by step" },
+  },
+  {
+    id: "paged_cow",
+    ask: "Four samples of one prompt share its 40 positions, in blocks of 16. The first sample writes its first new token. What is copied?",
+    choices: [
+      { text: "One block: the third, which holds positions 32 to 39 and has room left. The two full blocks stay shared.", right: true, why: "The new token goes to position 40, in the third block, which the other samples still hold: writing there would change their cache, so the writer gets its own copy first. Full blocks are never written again, so all four samples read them for good." },
+      { text: "Nothing: all four samples keep writing into the shared blocks.", why: "Their next tokens differ, so they cannot share the block the new tokens go into. A shared block is copied before anyone writes into it." },
+      { text: "All three blocks: a sample needs its own cache.", why: "That is what a cache of one array per sequence does. Copy-on-write copies only the block about to be written into." },
+    ],
+    link: { href: "#serving", text: "Serve samples and watch the copies" },
+  },
+  {
+    id: "paged_preempt",
+    ask: "The pool runs out of blocks in the middle of a step, and the scheduler preempts the youngest request. What happens to the text that request writes?",
+    choices: [
+      { text: "Nothing: it keeps the tokens it has, waits, and its window is computed again in one pass when it joins again. It costs time, not words.", right: true, why: "Its draws come from its own seed and its tokens are kept, and computing the window again gives the same keys and values. The page’s run checks every request against the same request run alone." },
+      { text: "It starts again from its prompt and writes a different text.", why: "It keeps the tokens it had made; only its keys and values are given back. When it joins again they are computed again from those tokens." },
+      { text: "It goes on with a shorter cache, so its text degrades.", why: "A preempted request does not decode at all until it joins again with its whole window computed." },
+    ],
+    link: { href: "#serving", text: "Give the pool less memory" },
+  },
 ];
 
 export function createQuestions({ playground }) {

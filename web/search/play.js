@@ -1,9 +1,11 @@
 // Step through a search as it happened: a range (the step or round shown) and a Play button
 // that moves it from the start to the end, one position every `ms`, and stops at the end, on a
-// second press, or when the learner takes the range.
+// second press, or when the learner takes the range. `ms` is a number, or a function read at
+// every move (a speed the learner can change while it plays).
 
 export function createPlayer(range, button, draw, ms = 650) {
   let timer = null;
+  const wait = () => (typeof ms === "function" ? ms() : ms);
 
   function stop() {
     if (timer == null) return;
@@ -21,7 +23,7 @@ export function createPlayer(range, button, draw, ms = 650) {
     }
     range.value = String(next);
     draw(next);
-    timer = setTimeout(tick, ms); // the next, once this one is drawn
+    timer = setTimeout(tick, wait()); // the next, once this one is drawn
   }
 
   button.addEventListener("click", () => {
@@ -35,7 +37,7 @@ export function createPlayer(range, button, draw, ms = 650) {
     }
     button.textContent = "Pause";
     button.setAttribute("aria-pressed", "true");
-    timer = setTimeout(tick, ms);
+    timer = setTimeout(tick, wait());
   });
   range.addEventListener("input", stop);
 

@@ -24,6 +24,7 @@ panel's script in web/ is:
     costs       the memory calculator and the measured cost of a step
     compare     both models side by side
     search      beam search and speculative decoding, the acceptance experiment
+    serving     a workload served from a paged cache, a frame per scheduler step
     bench       the benchmark's rows, the same functions natively and in the page
 
 Generation is driven from JavaScript in short time-budgeted batches (`advance`), so the worker
@@ -52,6 +53,7 @@ from decodelab.entry.webapi import (  # noqa: F401
     reuse,
     run,
     search,
+    serving,
     shapes,
 )
 from decodelab.entry.webapi.registry import ENDPOINTS, SESSIONS, Session

@@ -19,6 +19,7 @@ from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS
 from decodelab.lesson.accuracy import DEFAULTS as ACCURACY_DEFAULTS
 from decodelab.lesson.experiment import PAGE_DEFAULTS as EXPERIMENT_DEFAULTS
 from decodelab.lesson.search import ACCEPTANCE_DEFAULTS, BEAM_FIELDS, DRAFT_FIELDS
+from decodelab.lesson.serving import LINK_FIELDS as SERVING_LINK_FIELDS
 from decodelab.lesson.shapes import DEFAULTS as VALIDITY_DEFAULTS
 
 # the models' words, as the form's choices say them
@@ -117,7 +118,8 @@ def _setup(session: Session, req: dict) -> dict:
             "experiment_defaults": EXPERIMENT_DEFAULTS,  # what the temperature experiment starts with
             "acceptance_defaults": ACCEPTANCE_DEFAULTS,  # and the draft's acceptance experiment
             # the settings a search panel owns (its own form; a link may carry them)
-            "panel_settings": {"beam": list(BEAM_FIELDS), "speculative": list(DRAFT_FIELDS)},
+            "panel_settings": {"beam": list(BEAM_FIELDS), "speculative": list(DRAFT_FIELDS),
+                               "serving": list(SERVING_LINK_FIELDS)},
             # a held-out card question, for the lesson's three answers
             "sample_card": sample_card(library),
             # what the live cache check of a run is judged against (the page draws it)

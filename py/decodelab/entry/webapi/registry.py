@@ -31,6 +31,7 @@ class Session:
         self.accuracy = None  # the accuracy experiment in progress (lesson.accuracy)
         self.validity = None  # the JSON validity experiment in progress (lesson.shapes)
         self.acceptance = None  # the draft's acceptance experiment in progress (lesson.search)
+        self.serving = None  # the serving run in progress (lesson.serving.Serving)
         self.prompt_logits = None  # (key, logits): the preview's last prefill
 
     def datasets(self) -> dict:
