@@ -82,6 +82,45 @@ def test_forks_share_the_prompt_and_copy_only_the_block_they_write_into(lib):
     assert pool.used == 0 and sorted(pool.free) == list(range(12)) and not pool.refs.any()
 
 
+@pytest.mark.parametrize("dataset,tokenizer", MODELS)
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+def test_decodes_in_one_call_equal_each_sequence_decoding_alone(lib, dataset, tokenizer,
+                                                                 block_size):
+    """decode_together: rows of different lengths, one a fork sharing another's blocks, each
+    reading its own blocks through a padded table; every row's logits equal a contiguous
+    session decoding the same tokens alone (float64, 1e-12), step after step."""
+    from decodelab.core.paged import decode_together
+
+    model = lib.model("transformer", dataset, tokenizer)
+    V, T = model.tokenizer.vocab_size, model.cfg.context_size
+    rng = np.random.default_rng(block_size)
+    pool = BlockPool.for_model(model, num_blocks=4 * (-(-T // block_size)) + 4,
+                               block_size=block_size)
+    prompts = [rng.integers(1, V, n).tolist() for n in (2, 7, 12)]
+    paged, alone = [], []
+    for ids in prompts:
+        p, c = PagedSession(model, pool), model.session(dtype=np.float64)
+        p.prefill(ids)
+        c.prefill(ids)
+        paged.append(p)
+        alone.append(c)
+    paged.append(paged[1].fork())  # shares the 7-token prompt's blocks, copies on write
+    alone.append(alone[1].fork())
+    for _ in range(10):
+        tokens = rng.integers(1, V, len(paged)).tolist()
+        decode_together(paged, tokens)
+        for p, c, t in zip(paged, alone, tokens):
+            want = c.decode(t)
+            np.testing.assert_allclose(p.decode(t), want, rtol=0, atol=1e-12)
+            assert p.cache.length == c.cache.length
+    # the fork's first write copied the shared last block (when the prompt's window left it
+    # partly filled); the full blocks stay shared
+    assert pool.copies_on_write == (1 if (1 + 7) % block_size else 0)
+    for p in paged:
+        p.release()
+    assert pool.used == 0
+
+
 def test_a_full_pool_is_named_and_a_rewind_gives_blocks_back(lib):
     model = lib.model("transformer", "names", "chars")
     pool = BlockPool.for_model(model, num_blocks=2, block_size=4)
@@ -196,14 +235,15 @@ def alone(lib, request):
     return start(lib, request.settings).run().output_ids
 
 
-@pytest.mark.parametrize("num_blocks,block_size,static", [(64, 4, False), (12, 4, False),
-                                                          (9, 8, False), (64, 4, True)])
-def test_every_request_writes_what_it_writes_alone(lib, num_blocks, block_size, static):
+@pytest.mark.parametrize("num_blocks,block_size,static,batched", [
+    (64, 4, False, True), (12, 4, False, True), (9, 8, False, True), (64, 4, True, True),
+    (12, 4, False, False)])  # a step's decodes in one call, and (last) one by one
+def test_every_request_writes_what_it_writes_alone(lib, num_blocks, block_size, static, batched):
     from decodelab.core.scheduler import Scheduler
 
     requests = workload(14, seed=num_blocks + block_size)
     s = Scheduler(lib, requests, num_blocks=num_blocks, block_size=block_size, max_running=6,
-                  static=static).run()
+                  static=static, batched=batched).run()
     assert len(s.done) == 14
     for r in requests:
         assert r.run.output_ids == alone(lib, r), r.number

@@ -21,16 +21,20 @@ and rewind, and the live check works on it unchanged (it recomputes from the tok
 `PagedPrefix` is a prompt prefilled once for many runs (samples of one question) that fork it.
 The prefix tree that keeps finished requests' blocks for later ones is `prefixtree`.
 
-Left out: kshift (it rotates keys in place, a session on a pool rereads instead), batches of
-rows in one call (`inference.BatchSession` keeps its contiguous rows), the scheduler.
+`decode_together` is a serving engine's step: the next decode of several sessions in one call
+of the model, each row writing into its own block and reading its own blocks through a table of
+block ids padded to the longest row (the padding hidden); the logits equal each decoding alone.
+
+Left out: kshift (it rotates keys in place, a session on a pool rereads instead), a prefill in
+the same call as the decodes (chunked prefill), the scheduler (`scheduler`).
 
 Dimension legend: N blocks in the pool, Hkv KV heads, b block size, D head dim, S positions read.
 """
 
 import numpy as np
 
-from decodelab.core.inference import Session
-from decodelab.core.kvcache import KVCache
+from decodelab.core.inference import Session, cached_forward
+from decodelab.core.kvcache import NEG, KVCache
 from decodelab.core.tokenizer import EOS
 
 
@@ -193,6 +197,66 @@ class PagedCache(KVCache):
         return per_block * len(self.table)
 
 
+class _StepBatch:
+    """Several sequences' caches as one batch for a decode step (one new position each), as a
+    serving engine runs a step: each row writes its key and value into its own block, then
+    attends over its blocks, gathered for all rows at once through a table of block ids padded
+    to the longest row (the padding hidden by KVCache's key bias). What `cached_forward` reads
+    and writes."""
+
+    def __init__(self, caches):
+        self.caches, self.length = caches, 0  # each cache's own length moves after the step
+        pool = self.pool = caches[0].pool
+        b = pool.block_size
+        lengths = np.array([c.length for c in caches])  # (B,) positions before the new one
+        for c in caches:
+            c._writable(c.length, c.length + 1)  # the new position's block: taken, or copied
+        n = int(lengths.max()) // b + 1  # blocks of the longest row, its new position included
+        self.tables = np.zeros((len(caches), n), np.int64)  # (B, n); padding reads block 0
+        for i, c in enumerate(caches):
+            self.tables[i, :len(c.table)] = c.table
+        rows = np.arange(len(caches))
+        self.where = self.tables[rows, lengths // b], lengths % b  # each new position's slot
+        self.bias = np.where(np.arange(n * b)[None] <= lengths[:, None], 0.0, NEG)[:, None, None]
+
+    def _gather(self, arrays) -> np.ndarray:
+        blocks = arrays[self.tables]  # (B, n, Hkv, b, D)
+        B, n, H, b, D = blocks.shape
+        return blocks.transpose(0, 2, 1, 3, 4).reshape(B, H, n * b, D)
+
+    def attend(self, layer: int, q, k, v):
+        """q: (B, Hkv, G, D); k, v: (B, Hkv, 1, D) -> (B, Hkv, G, D)."""
+        K, V = self.pool.k[layer], self.pool.v[layer]  # (N, Hkv, b, D)
+        block, slot = self.where
+        K[block, :, slot] = k[:, :, 0]  # (B, Hkv, D) into each row's own block
+        V[block, :, slot] = v[:, :, 0]
+        s = q @ self._gather(K).swapaxes(-1, -2)  # (B, Hkv, G, D) @ (B, Hkv, D, S)
+        s += self.bias  # (B, 1, 1, S): a row's own positions only
+        s -= s.max(axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(axis=-1, keepdims=True)
+        return s @ self._gather(V)  # (B, Hkv, G, S) @ (B, Hkv, S, D) -> (B, Hkv, G, D)
+
+
+def decode_together(sessions, tokens) -> None:
+    """One decode step of several PagedSessions (one model, one pool) in one call of the model:
+    each session's next `decode` of its token returns the logits computed here, and its cache
+    holds the token's key and value already. A session whose window is full decodes alone
+    (its context shifts), so it is left out."""
+    rows = [(s, int(t)) for s, t in zip(sessions, tokens) if s.cache.length < s.cache.max_len]
+    if not rows:
+        return
+    first = rows[0][0]
+    idx = np.array([[t] for _, t in rows], np.int64)  # (B, 1)
+    pos = np.array([[s.cache.length] for s, _ in rows], np.int64)  # (B, 1)
+    weights = first.weights_now()
+    batch = _StepBatch([s.cache for s, _ in rows])
+    logits = cached_forward(weights, batch, idx, pos)  # (B, V)
+    for i, (s, t) in enumerate(rows):
+        s.cache._length += 1
+        s.ready = (t, logits[i])
+
+
 class PagedSession(Session):
     """inference.Session with its cache in a pool's blocks (`pool`, a BlockPool); with a
     prefix tree (`prefixtree.PrefixTree`), new blocks may come from evicting its leaves, and
@@ -227,6 +291,20 @@ class PagedSession(Session):
         self.logits = self.append(window[n:])
         self.prefilled = self.cache.length
         return self.logits
+
+    ready = None  # (token, logits): its next decode, already computed by decode_together
+
+    def decode(self, token_id: int) -> np.ndarray:
+        if self.ready is not None:
+            token, logits = self.ready
+            self.ready = None
+            if token != int(token_id):
+                raise ValueError(f"decode_together computed token {token}; asked for {token_id}")
+            self.shifted = False
+            self.tokens.append(token)
+            self.logits = logits
+            return logits
+        return super().decode(token_id)
 
     def refill(self, tokens) -> None:
         """Compute the keys and values of this window again, in one pass (after a preemption

@@ -19,7 +19,9 @@ blocks for the start of its window (`prefixtree`). At every step:
 A request's text is the same as the same request run alone: its draws come from its own seed,
 and its cache, however paged, shared or recomputed, gives the same logits (tests hold every
 request's tokens to a run alone). A serving engine runs a step's decodes as one batched call;
-here they run in turn, which changes the time, not the tokens or the schedule.
+so does this one (`paged.decode_together`: the requests under way, each reading its own blocks,
+right-padded to the longest; `batched=False` runs them in turn). A request's prefill, when it
+joins, is its own call.
 
 Samples of one prompt (requests of one `group`) joining at the same step share its prefill
 (`paged.PagedPrefix`): the prompt is computed once into blocks that every sample's table holds,
@@ -39,7 +41,7 @@ Dimension legend: b block size.
 from dataclasses import dataclass, field
 
 from decodelab.core import generate, tasks
-from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession
+from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession, decode_together
 from decodelab.core.prefixtree import PrefixTree
 
 
@@ -75,8 +77,10 @@ class _Paged(generate.Generation):
 
 class Scheduler:
     def __init__(self, library, requests, num_blocks: int, block_size: int = 16,
-                 max_running: int = 8, static: bool = False, share_prefixes: bool = True):
+                 max_running: int = 8, static: bool = False, share_prefixes: bool = True,
+                 batched: bool = True):
         self.library, self.static, self.max_running = library, static, max_running
+        self.batched = batched  # a step's decodes in one call (paged.decode_together)
         self.requests = sorted(requests, key=lambda r: (r.arrival, r.number))
         self.prepared = {r.number: generate.prepare(library, r.settings) for r in self.requests}
         models = {id(m) for _, m, _ in self.prepared.values()}
@@ -188,6 +192,12 @@ class Scheduler:
         copied, evicted = len(self.pool.copied), len(self.tree.evicted) if self.tree else 0
         self._join(log)
         self._preempt(log)
+        if self.batched:  # the decodes of requests under way, in one call of the model
+            going = [r.run for r in self.running if r.run is not None and r.run.session is not None
+                     and r.run.finish_reason is None]
+            if going:
+                decode_together([run.session for run in going],
+                                [run.output_ids[-1] for run in going])
         held = []
         for request in list(self.running):
             run = request.run

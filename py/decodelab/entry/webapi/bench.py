@@ -6,6 +6,7 @@ speculative decoding against decoding alone.
 """
 
 import dataclasses
+import statistics
 import time
 
 import numpy as np
@@ -283,25 +284,30 @@ def _bench_speculative(session: Session, req: dict) -> dict:
                      for t in cfg["temperatures"] for g in cfg["gammas"]]}
 
 
-def time_serving(library, dataset: str, requests: int, block_size: int, seed: int) -> dict:
+def time_serving(library, dataset: str, requests: int, block_size: int, seed: int,
+                 repeats: int = 5) -> dict:
     """A seeded workload (`lesson.serving`) served from the paged cache, continuously and in
-    static batches, with the same blocks: steps, wall time and tokens per second of each, and
-    the waste the serving lesson reports."""
+    static batches, with the same blocks, each step's decodes in one call: steps, wall time
+    (the median of `repeats`, the two kinds taking turns) and tokens per second of each."""
     from decodelab.core.scheduler import Scheduler
     from decodelab.lesson.serving import MAX_RUNNING, workload
 
     model = library.model("transformer", dataset, "chars")
     blocks = MAX_RUNNING * -(-model.cfg.context_size // block_size)
     out = {"dataset": dataset, "requests": requests, "block_size": block_size}
-    for name, static in (("continuous", False), ("static", True)):
-        work = workload(library, dataset, "chars", requests, seed)
-        t0 = time.perf_counter()
-        s = Scheduler(library, work, num_blocks=blocks, block_size=block_size,
-                      max_running=MAX_RUNNING, static=static, share_prefixes=not static).run()
-        seconds = time.perf_counter() - t0
-        tokens = sum(len(r.run.output_ids) for r in work)
-        out[name] = {"steps": s.step, "seconds": seconds, "tokens": tokens,
-                     "tokens_per_second": tokens / seconds}
+    times = {"continuous": [], "static": []}
+    for _ in range(repeats):
+        for name, static in (("continuous", False), ("static", True)):
+            work = workload(library, dataset, "chars", requests, seed)
+            t0 = time.perf_counter()
+            s = Scheduler(library, work, num_blocks=blocks, block_size=block_size,
+                          max_running=MAX_RUNNING, static=static, share_prefixes=not static).run()
+            times[name].append(time.perf_counter() - t0)
+            tokens = sum(len(r.run.output_ids) for r in work)
+            out[name] = {"steps": s.step, "tokens": tokens}
+    for name, seconds in times.items():
+        median = statistics.median(seconds)
+        out[name].update(seconds=median, tokens_per_second=out[name]["tokens"] / median)
     return out
 
 
