@@ -6,8 +6,9 @@ filters at work, selects a step, and saves docs/screenshot*.png: the top of the 
 of the embedding tests (tests/e2e/hosts/course.html) on 127.0.0.1 with the widget on localhost,
 as a course site would embed it, and saves docs/screenshot-embed.png; the same with three one-idea
 widgets, one picture of each, light and dark, 1280 and 360 px wide (docs/screenshot-idea-*.png); the
-Embed this dialog (docs/screenshot-embed-dialog.png); and the course: its map and two chapters,
-1280 px light and 360 px dark (docs/screenshot-map-*.png, docs/screenshot-chapter-*.png).
+Embed this dialog (docs/screenshot-embed-dialog.png); and the course: its map and four chapters
+(sampling, the cache, beam search and drafts, paging), 1280 px light and 360 px dark
+(docs/screenshot-map-*.png, docs/screenshot-chapter-*.png).
 """
 
 import sys
@@ -122,6 +123,52 @@ def shoot_course(browser, url, out: Path, width: int, scheme: str) -> None:
     page.context.close()
 
 
+def clip_from(page, selector: str, width: int, height: int) -> dict:
+    """A picture's clip: from just above `selector`, `height` down, on the whole page."""
+    box = page.locator(selector).bounding_box()
+    top = max(page.evaluate("() => window.scrollY") + box["y"] - 24, 0)
+    return {"x": 0, "y": top, "width": width, "height": height}
+
+
+def shoot_search(browser, url, out: Path, width: int, scheme: str) -> None:
+    """Chapter 6: at 1280 px, beam search on the names transformer (prompt "an", 4 beams) with
+    its tree; on a phone, speculative decoding round by round
+    (docs/screenshot-chapter-search-*.png)."""
+    page = open_page(browser, url, "?model=transformer&dataset=names&prompt=an&num_beams=4#search",
+                     viewport={"width": width, "height": 900}, color_scheme=scheme)
+    wait_ready(page)
+    if width > 800:
+        page.get_by_role("button", name="Search", exact=True).click()
+        page.wait_for_function("() => window.decodelab.search.last.beam", timeout=120_000)
+        clip = clip_from(page, "#beam-summary", width, 1300)  # the three texts and the tree
+    else:
+        page.get_by_role("button", name="Decode with the draft", exact=True).click()
+        page.wait_for_function("() => window.decodelab.search.last.speculate", timeout=120_000)
+        clip = clip_from(page, "#speculative", width, 1500)
+    page.wait_for_timeout(400)
+    page.screenshot(path=str(out / f"screenshot-chapter-search-{width}-{scheme}.png"),
+                    full_page=True, clip=clip)
+    page.context.close()
+
+
+def shoot_paging(browser, url, out: Path, width: int, scheme: str) -> None:
+    """Chapter 7: a workload of 10 prose prompts, 2 samples each, in 40 blocks of 8 (tight
+    enough to preempt), shown at step 12 (docs/screenshot-chapter-paging-*.png)."""
+    page = open_page(browser, url, "?block_size=8&parallel_samples=2&memory_blocks=40#paging",
+                     viewport={"width": width, "height": 900}, color_scheme=scheme)
+    wait_ready(page)
+    page.locator("#serving-requests").fill("10")
+    page.get_by_role("button", name="Serve the workload", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#serving-form').dataset.state "
+                           "=== 'done'", timeout=120_000)
+    page.locator("#serving-step").fill("12")
+    page.wait_for_timeout(400)
+    page.screenshot(path=str(out / f"screenshot-chapter-paging-{width}-{scheme}.png"),
+                    full_page=True, clip=clip_from(page, "#serving-out", width,
+                                                   1300 if width > 800 else 1500))
+    page.context.close()
+
+
 def shoot_ideas(browser, host_url: str, out: Path, width: int, scheme: str) -> None:
     """Three one-idea widgets on one course page: a control, a step taken apart, the experiment;
     one picture of each (the tall ones cut at 1150 px, 1500 px on a phone)."""
@@ -188,6 +235,8 @@ def main() -> int:
             shoot_dialog(browser, url, docs / "screenshot-embed-dialog.png")
             for width, scheme in ((1280, "light"), (360, "dark")):
                 shoot_course(browser, url, docs, width, scheme)
+                shoot_search(browser, url, docs, width, scheme)
+                shoot_paging(browser, url, docs, width, scheme)
             widget, widget_url = serve(ROOT / "static", host="localhost")
             host, host_url = serve(course_pages(widget_url), host="127.0.0.1")
             try:
