@@ -123,6 +123,10 @@ def test_greedy_speculative_decoding_writes_the_model_s_own_text(app):
     assert f"Cache: {first['cache'][0]} positions, {first['cache'][1]} while the model checks" \
         in rounds.first.inner_text()
     assert "Cache check passed" in app.locator("#spec-check").inner_text()
+    # a round whose draft was turned down early says how many guesses were never checked
+    for i, x in enumerate(reply["trace"]["rounds"]):
+        said = f"The draft proposed {x['proposed']} guesses: the last"
+        assert (said in rounds.nth(i).inner_text()) == (len(x["tokens"]) < x["proposed"]), i
     # the text shown is the model's, token by token
     assert app.locator("#spec-text .spec-tok:not(.is-rejected)").count() == \
         len(reply["trace"]["ids"])

@@ -9,7 +9,8 @@ import { createPlayer } from "./play.js";
 import { drawTree, fate, score } from "./tree.js";
 import { sci, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
-import { ask, el, finishSentence, formSettings, pct, plural, readable } from "../ui/render.js";
+import { createSearchAsk } from "./ask.js";
+import { el, finishSentence, pct, plural, readable } from "../ui/render.js";
 
 const FIELDS = {
   num_beams: "beam-beams",
@@ -45,17 +46,9 @@ export function createBeam(app) {
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
   const own = () => Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
   const exports = installSearchExports("beam", app, own, "beam");
-  let busy = false;
+  const searchAsk = createSearchAsk({ app, controls, section: dom.section, status: dom.status, button: dom.run,
+    endpoint: "beam", key: "beam", field: "num_beams", working: "Searching…" });
   let shown = null;
-
-  function showError(name, message) {
-    const control = controls[name];
-    const box = $(`${control.id}-error`);
-    box.textContent = message || "";
-    box.hidden = !message;
-    if (message) control.setAttribute("aria-invalid", "true");
-    else control.removeAttribute("aria-invalid");
-  }
 
   function card(side, reply) {
     const box = el("article", `card search-card search-${side.name}`);
@@ -135,29 +128,8 @@ export function createBeam(app) {
   const player = createPlayer(dom.step, $("beam-play"), (k) => drawStep(k));
 
   async function run() {
-    if (busy) return null;
-    for (const name of Object.keys(FIELDS)) showError(name, null);
-    busy = true;
-    const settings = await formSettings(app, dom.status);
-    busy = false;
-    if (!settings) return null;
-    const beam = own();
-    busy = true;
-    dom.section.dataset.state = "running";
-    dom.status.textContent = "Searching…";
-    const reply = await ask(app, "beam", { settings, beam }, dom.run, "num_beams");
-    busy = false;
-    app.last.beam = reply;
-    if (!reply.ok) {
-      const other = [];
-      for (const e of reply.errors || []) {
-        if (controls[e.field]) showError(e.field, e.message);
-        else other.push(e.message);
-      }
-      dom.status.textContent = other.length ? other.join(" ") : "Fix the field marked above.";
-      dom.section.dataset.state = "invalid";
-      return reply;
-    }
+    const reply = await searchAsk();
+    if (!reply || !reply.ok) return reply;
     render(reply);
     exports.show(reply.trace);
     const best = reply.trace.beams[0];

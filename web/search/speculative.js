@@ -10,18 +10,11 @@ import { createPlayer } from "./play.js";
 import { createPlanned } from "../lesson/planned.js";
 import { sci, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
-import { ask, el, finishSentence, fixed, formSettings, pct, plural, readable, tableHead } from "../ui/render.js";
+import { createSearchAsk } from "./ask.js";
+import { el, finishSentence, fixed, pct, plural, readable, tableHead } from "../ui/render.js";
 
 const FIELDS = { draft: "spec-draft", num_draft_tokens: "spec-gamma" };
 const HOW = { accepted: "a guess the model kept", resampled: "drawn from max(0, p − q)", bonus: "the model’s extra token" };
-
-function showError(control, message) {
-  const box = $(`${control.id}-error`);
-  box.textContent = message || "";
-  box.hidden = !message;
-  if (message) control.setAttribute("aria-invalid", "true");
-  else control.removeAttribute("aria-invalid");
-}
 
 /** One guess as a chip: its token, p and q, and what the draw decided. */
 export function guessWords(t, greedy) {
@@ -58,7 +51,8 @@ export function createSpeculative(app) {
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
   const own = () => Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
   const exports = installSearchExports("spec", app, own, "speculative");
-  let busy = false;
+  const searchAsk = createSearchAsk({ app, controls, section: dom.section, status: dom.status, button: dom.run,
+    endpoint: "speculate", key: "draft", field: "num_draft_tokens", working: "Decoding with the draft…" });
   let shown = null;
 
   function summary(reply) {
@@ -107,6 +101,8 @@ export function createSpeculative(app) {
       li.append(chips);
       const words = el("ul", "spec-words");
       for (const t of x.tokens) words.append(el("li", null, `${readable(t.token_text)}: ${guessWords(t, shown.greedy)}`));
+      const untried = x.proposed - x.tokens.length;
+      if (untried > 0) words.append(el("li", null, `The draft proposed ${plural(x.proposed, "guess", "guesses")}: the ${untried === 1 ? "last was" : `last ${untried} were`} never checked, because the model stops at the first it turns down. The share of guesses kept counts ${untried === 1 ? "it" : "them"} as not kept.`));
       if (last) words.append(el("li", null, `${readable(last.token_text)}: ${HOW[extra]}.`));
       if (x.kept < x.accepted + (last ? 1 : 0)) words.append(el("li", null, `The text ended inside this round: ${plural(x.kept, "token", "tokens")} of it kept.`));
       li.append(words);
@@ -141,29 +137,8 @@ export function createSpeculative(app) {
   const player = createPlayer(dom.round, $("spec-play"), (r) => drawRounds(r));
 
   async function run() {
-    if (busy) return null;
-    for (const c of Object.values(controls)) showError(c, null);
-    busy = true;
-    const settings = await formSettings(app, dom.status);
-    busy = false;
-    if (!settings) return null;
-    const draft = own();
-    busy = true;
-    dom.section.dataset.state = "running";
-    dom.status.textContent = "Decoding with the draft…";
-    const reply = await ask(app, "speculate", { settings, draft }, dom.run, "num_draft_tokens");
-    busy = false;
-    app.last.speculate = reply;
-    if (!reply.ok) {
-      const other = [];
-      for (const e of reply.errors || []) {
-        if (controls[e.field]) showError(controls[e.field], e.message);
-        else other.push(e.message);
-      }
-      dom.status.textContent = other.length ? other.join(" ") : "Fix the field marked above.";
-      dom.section.dataset.state = "invalid";
-      return reply;
-    }
+    const reply = await searchAsk();
+    if (!reply || !reply.ok) return reply;
     render(reply);
     exports.show(reply.trace);
     const t = reply.trace;
