@@ -29,7 +29,6 @@ Left out: wall time (the benchmark measures it).
 import codecs
 import random
 import re
-import shlex
 
 from decodelab.core.scheduler import Request, Scheduler
 from decodelab.core.tokenizer import EOS
@@ -312,6 +311,8 @@ class Serving(Planned):
 
     def command(self) -> str:
         """The command line that serves this workload again and prints it as JSON."""
+        import shlex  # here, not at the page's start (its Python is snapshotted before)
+
         v = self.values
         args = ["python", "-m", "decodelab", "paged", "--model", "transformer",
                 "--dataset", v["dataset"], "--tokenizer", v["tokenizer"],

@@ -6,7 +6,6 @@ speculative decoding against decoding alone.
 """
 
 import dataclasses
-import statistics
 import time
 
 import numpy as np
@@ -289,6 +288,8 @@ def time_serving(library, dataset: str, requests: int, block_size: int, seed: in
     """A seeded workload (`lesson.serving`) served from the paged cache, continuously and in
     static batches, with the same blocks, each step's decodes in one call: steps, wall time
     (the median of `repeats`, the two kinds taking turns) and tokens per second of each."""
+    import statistics  # here: the page's start does not import it
+
     from decodelab.core.scheduler import Scheduler
     from decodelab.lesson.serving import MAX_RUNNING, workload
 
