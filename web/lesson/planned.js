@@ -3,7 +3,7 @@
 // bar moves and Stop works between two batches. Field errors are shown next to their inputs; a
 // stopped or failed experiment keeps the last results on screen.
 
-import { plural } from "../ui/render.js";
+import { fieldError, plural } from "../ui/render.js";
 
 const BATCH_MS = 80;
 
@@ -17,15 +17,6 @@ export function createPlanned({ call, endpoints, box, inputs, runButton, stop, p
   let stopped = false;
   let last = null;
 
-  function fieldError(name, message) {
-    const control = inputs[name];
-    const errorBox = document.getElementById(`${control.id}-error`);
-    errorBox.textContent = message || "";
-    errorBox.hidden = !message;
-    if (message) control.setAttribute("aria-invalid", "true");
-    else control.removeAttribute("aria-invalid");
-  }
-
   function setRunning(on) {
     running = on;
     runButton.disabled = on;
@@ -38,7 +29,7 @@ export function createPlanned({ call, endpoints, box, inputs, runButton, stop, p
   function refused(errors) {
     const other = [];
     for (const e of errors || []) {
-      if (inputs[e.field]) fieldError(e.field, e.message);
+      if (inputs[e.field]) fieldError(inputs[e.field], e.message);
       else other.push(e.message);
     }
     status.textContent = other.length ? other.join(" ") : "Fix the field marked above.";
@@ -49,7 +40,7 @@ export function createPlanned({ call, endpoints, box, inputs, runButton, stop, p
 
   async function start() {
     if (running) return null;
-    for (const name of Object.keys(inputs)) fieldError(name, null);
+    for (const name of Object.keys(inputs)) fieldError(inputs[name], null);
     stopped = false;
     setRunning(true);
     box.dataset.state = "checking"; // at once: the last answer on show is not this run's

@@ -3,15 +3,7 @@
 // Python's field errors next to its control (the others in the status line). The panel's
 // data-state says running, then invalid; the caller draws a good reply and says done.
 
-import { ask, formSettings } from "../ui/render.js";
-
-export function fieldError(control, message) {
-  const box = document.getElementById(`${control.id}-error`);
-  box.textContent = message || "";
-  box.hidden = !message;
-  if (message) control.setAttribute("aria-invalid", "true");
-  else control.removeAttribute("aria-invalid");
-}
+import { ask, fieldError, formSettings } from "../ui/render.js";
 
 /**
  * app: the page; controls: {field name: control}; section, status, button: the panel's;

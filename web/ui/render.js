@@ -83,6 +83,16 @@ export async function formSettings(app, status) {
  * Ask Python from a panel's button: the button is off while the request runs, and a worker that
  * failed comes back as an answer with one error on `field`, so a panel handles one shape.
  */
+/** A message next to its control (in the control's -error box), or none; the control says
+ * it is invalid while the message shows. */
+export function fieldError(control, message) {
+  const box = document.getElementById(`${control.id}-error`);
+  box.textContent = message || "";
+  box.hidden = !message;
+  if (message) control.setAttribute("aria-invalid", "true");
+  else control.removeAttribute("aria-invalid");
+}
+
 export async function ask(app, endpoint, request, button, field) {
   button.disabled = true;
   try {
