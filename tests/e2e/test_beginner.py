@@ -317,6 +317,8 @@ def test_a_short_text_box_says_where_the_rest_of_the_text_is(chromium, base_url)
     reveal(page, "#generate").click()
     page.evaluate("() => window.decodelab.lastRun")
     page.wait_for_selector("html[data-state=ready]")
-    page.wait_for_timeout(100)
+    # the box works out its cue in the frame after the run's end: two frames later it has
+    page.evaluate("() => new Promise(ok => requestAnimationFrame(() => requestAnimationFrame(ok)))")
+    assert page.locator("#text").get_attribute("data-more") == ""
     assert not page.locator("#text-more").is_visible()
     page.context.close()

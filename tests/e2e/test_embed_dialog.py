@@ -95,6 +95,13 @@ def test_the_widget_offers_no_embed_dialog_of_its_own(chromium, base_url):
     page.context.close()
 
 
+# the dialog's last word on the preview's height is the widget's height as it is now
+TOLD_AS_IT_IS = """() => {
+    const frame = document.querySelector('#embed-preview-box iframe');
+    const height = Math.ceil(frame.contentDocument.body.getBoundingClientRect().height);
+    return document.querySelector('#embed-height-measured').textContent.includes(` ${height} pixels at `); }"""
+
+
 def test_the_snippets_height_is_the_previews_measured_height(chromium, base_url):
     page = open_page(chromium, base_url, "?dataset=names&prompt=ma&seed=4")
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
@@ -117,7 +124,8 @@ def test_the_snippets_height_is_the_previews_measured_height(chromium, base_url)
     widget = next(f for f in page.frames if "embed.html" in f.url or "embed=true" in f.url)
     widget.wait_for_function("() => window.decodelab && window.decodelab.lastRun", timeout=60_000)
     widget.evaluate("() => window.decodelab.lastRun")
-    page.wait_for_timeout(500)  # the height message after the run's last layout
+    # the dialog has been told the widget's height as it is now, after the run's last layout
+    page.wait_for_function(TOLD_AS_IT_IS)
     measured = widget.evaluate("() => Math.ceil(document.body.getBoundingClientRect().height)")
     # one idea, the text and the next token: short (under 900 pixels at 760 wide)
     assert measured < 900, measured
@@ -130,6 +138,18 @@ def test_the_snippets_height_is_the_previews_measured_height(chromium, base_url)
                            arg=expected)
     # a height the author types is theirs: the preview's news no longer moves it
     dialog.get_by_label("Height", exact=True).fill("500")
-    page.wait_for_timeout(300)
+    page.wait_for_function("() => document.querySelector('#embed-preview-box iframe').height === '500'")
+    page.wait_for_function(TOLD_AS_IT_IS)
+    # the widget grows, and the dialog is told its new height
+    told = dialog.locator("#embed-height-measured").inner_text()
+    grown = widget.evaluate("""() => {
+        const more = document.createElement('div');
+        more.style.height = '40px';
+        document.body.append(more);
+        return Math.ceil(document.body.getBoundingClientRect().height); }""")
+    assert f" {grown} pixels at " not in told
+    page.wait_for_function(TOLD_AS_IT_IS)
+    assert f"{grown} pixels at 760 wide" in dialog.locator("#embed-height-measured").inner_text()
     assert 'height="500"' in iframe.input_value()
+    assert dialog.get_by_label("Height", exact=True).input_value() == "500"
     page.context.close()

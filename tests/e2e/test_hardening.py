@@ -49,6 +49,8 @@ TIMED_RUN = """async (s) => {
 }"""
 
 WALL_LONG_TASKS = """() => {
+    // the entries the observer holds but has not handed over yet
+    window.__long.push(...window.__longObserver.takeRecords().map(e => [e.startTime, e.duration]));
     const [starts, ends] = ['soak:run-start', 'soak:run-end'].map(
         (n) => performance.getEntriesByName(n).map((e) => e.startTime));
     return window.__long.filter(([t, d]) => starts.some((a, i) => t < ends[i] && t + d > a))
@@ -174,7 +176,6 @@ def soak(page, runs):
             heaps.append(js_heap(page))
             memory.append(page.evaluate("() => window.decodelab.memory()"))
     tasks = main_thread_during_runs(trace, len(runs))
-    page.wait_for_timeout(200)  # long-task entries reach the observer a little later
     longest = max(tasks, key=lambda t: t.cpu_ms)
     print(f"soak: JS heap after GC {heaps}, wasm {[m['wasm_bytes'] for m in memory]}; "
           f"{len(tasks)} main-thread tasks, the longest {longest.cpu_ms:.1f} ms of CPU "
