@@ -21,7 +21,7 @@ from tools import corpora, fetch as fetching, site as sitelib, wheel as wheels
 from tools.cache import UserCache
 from tools.common import (ARTIFACTS_DIR, PACKAGE_DIR, PY_DIR, ROOT, BuildError, human, rel, run,
                           say, sha256_file)
-from tools.keys import Artifact, Stamps, module_files, restore, source_digests, store
+from tools.keys import Artifact, Stamps, module_files, restore, source_digests, store, syntax_digests
 
 WEB_DIR = ROOT / "web"
 STATIC_DIR = ROOT / "static"
@@ -145,7 +145,7 @@ def generated_artifact(name: str) -> Artifact:
     return Artifact(f"corpus {name}", [DATA_DIR / f"{name}.txt", DATA_DIR / f"{name}.json"],
                     {"recipe": "generated corpus", "args": ["-m", module, "corpus"],
                      "names": sha256_file(DATA_DIR / f"{source}.txt"),
-                     "code": source_digests(module_files(PACKAGE_DIR, (module, "decodelab.core.corpus",
+                     "code": syntax_digests(module_files(PACKAGE_DIR, (module, "decodelab.core.corpus",
                                                                        "decodelab.core.records")))})
 
 
@@ -185,11 +185,14 @@ def build_corpora(cache: UserCache, stamps: Stamps) -> dict[str, Path]:
 
 
 # The modules a training loads: decodelab.core.train (its main() reads the corpus, and imports the
-# bigram model when asked for one) and what they import (tools/keys.py, module_files).
+# bigram model when asked for one) and what they import at import time (tools/keys.py,
+# module_files; inference, sampling and fields load only when a model generates, so they are not
+# here). The recipes are data: a model's key holds its own recipe, not the file.
 TRAIN_MODULES = {
     "bigram": ("decodelab.core.train", "decodelab.core.corpus", "decodelab.core.bigram"),
     "transformer": ("decodelab.core.train", "decodelab.core.corpus"),
 }
+RECIPES = PACKAGE_DIR / "core" / "recipes.py"
 # (kind, dataset, tokenizer): "chars", or "bpe" for a model on the tokens of TOKENIZERS'
 # merges. Longest first, so two cores finish soonest.
 MODELS = (("transformer", "tasks", "bpe"), ("transformer", "prose", "bpe"),
@@ -202,13 +205,41 @@ def model_name(kind: str, dataset: str, tokenizer: str) -> str:
     return f"{kind}-{dataset}" + ("" if tokenizer == "chars" else f"-{tokenizer}")
 
 
+def training_recipe(dataset: str, tokenizer: str) -> dict:
+    """A transformer's recipe (decodelab.core.recipes): its shape and training settings."""
+    import dataclasses
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("decodelab_build_recipes", RECIPES)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up while it is made
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    model, train = module.recipe(dataset, tokenizer)
+    return {"model": model, "train": dataclasses.asdict(train)}
+
+
+def numpy_version() -> str:
+    """The numpy that trains (the build's own interpreter): another release can round a step
+    differently, and a model trained with it comes out a little different."""
+    from importlib import metadata
+
+    return metadata.version("numpy")
+
+
 def model_artifact(kind: str, dataset: str, tokenizer: str, data: Path) -> Artifact:
-    """A trained model: the key covers the training command, the data (and tokenizer) and
-    every source file of the package that the training runs."""
+    """A trained model: the key covers what decides its weights and nothing else: the training
+    command, the data (and tokenizer), the model's recipe, the numpy version, and the syntax of
+    the code the training runs (tools/keys.py, syntax_digests: a comment, a docstring or an
+    error message edited there trains nothing)."""
     modules = TRAIN_MODULES[kind] + (() if tokenizer == "chars" else ("decodelab.core.bpe",))
-    code = module_files(PACKAGE_DIR, modules)
-    inputs = {"recipe": "model", "args": train_args(kind, dataset),
-              "data": sha256_file(data), "code": source_digests(code)}
+    code = [p for p in module_files(PACKAGE_DIR, modules) if p != RECIPES]
+    inputs = {"recipe": "model", "args": train_args(kind, dataset), "numpy": numpy_version(),
+              "data": sha256_file(data), "code": syntax_digests(code, PACKAGE_DIR.parents[1])}
+    if kind == "transformer":
+        inputs["settings"] = training_recipe(dataset, tokenizer)
     if tokenizer != "chars":
         inputs["tokenizer"] = sha256_file(MODELS_DIR / f"{tokenizer}-{dataset}.npz")
     name = model_name(kind, dataset, tokenizer)
@@ -278,7 +309,7 @@ def tokenizer_artifact(dataset: str, data: Path) -> Artifact:
                   "args": ["-m", "decodelab.core.tasks", "tokenizer"],
                   "base": sha256_file(MODELS_DIR / f"bpe-{base}.npz")}
     return Artifact(f"tokenizer bpe-{dataset}", [MODELS_DIR / f"bpe-{dataset}.npz"],
-                    {**inputs, "code": source_digests(code)})
+                    {**inputs, "code": syntax_digests(code)})
 
 
 def train_tokenizers(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps) -> list[Path]:
@@ -605,9 +636,10 @@ COMMANDS = {
                          "dependencies (pyproject.toml) and Debian's chromium when missing"),
     "fetch": (cmd_fetch, "the Pyodide runtime (npm) and the numpy, micropip and packaging "
                          "wheels, verified by sha256, into the download cache"),
-    "artifacts": (cmd_artifacts, "the two corpora (artifacts/data/), the prose's BPE "
-                                 "tokenizer, the six models (artifacts/models/) and their copy "
-                                 "in py/decodelab/bundled/"),
+    "artifacts": (cmd_artifacts, "the corpora (artifacts/data/: names and prose downloaded, "
+                                 "tasks generated), the BPE tokenizers of prose and tasks, the "
+                                 "eight models (artifacts/models/) and their copy in "
+                                 "py/decodelab/bundled/"),
     "wheel": (cmd_wheel, "artifacts, then the two wheels: the page's, code only "
                          "(artifacts/pyodide/), and pip's, with the corpora and models (dist/)"),
     "site": (cmd_site, "fetch, artifacts, wheel, then static/: the page, the runtime, the "

@@ -444,8 +444,8 @@ def test_module_files_follow_import_time_imports_only(tmp_path):
 # shrunk to two steps) and list the package modules that were loaded by the end.
 LOADED_BY_TRAINING = """
 import json, sys
-from decodelab.core import train
-train.FALLBACK = ({"context_size": 16}, train.TrainConfig(steps=2, batch_size=2, eval_every=1))
+from decodelab.core import recipes, train
+recipes.FALLBACK = ({"context_size": 16}, recipes.TrainConfig(steps=2, batch_size=2, eval_every=1))
 train.main(sys.argv[1:])
 print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()
                         if n.split(".")[0] == "decodelab" and getattr(m, "__file__", None))))
@@ -467,7 +467,78 @@ def test_a_models_key_covers_every_module_its_training_loads(kind, tmp_path):
     covered = set(keys.module_files(build.PACKAGE_DIR, build.TRAIN_MODULES[kind]))
     assert build.PACKAGE_DIR / "core" / "train.py" in loaded
     assert loaded <= covered, f"loaded but not in the key: {sorted(loaded - covered)}"
+    # generating is not training: its modules stay out of the process, and so out of the key
+    assert not {build.PACKAGE_DIR / "core" / f"{m}.py" for m in ("inference", "sampling")} & loaded
+    assert build.PACKAGE_DIR / "fields.py" not in loaded
     assert (tmp_path / "m.npz").exists()
+
+
+def test_syntax_digests_skip_words_and_keep_statements(tmp_path):
+    source = tmp_path / "m.py"
+
+    def digest(text):
+        source.write_text(text)
+        return keys.syntax_digests([source], tmp_path)["m.py"]
+
+    first = digest('"""Doc."""\n\ndef f(x):\n    """Doc."""\n    assert x, "x must be set"\n'
+                   '    if x < 0:\n        raise ValueError(f"{x} is negative")\n    return x * 2\n')
+    assert digest('"""Another doc."""\n# a comment\n\ndef f(x):\n    """Other."""\n'
+                  '    assert x, "x is needed"\n    if x < 0:  # never\n'
+                  '        raise ValueError("negative: " + str(x))\n\n    return x * 2\n') == first
+    assert digest('def f(x):\n    assert x\n    if x < 0:\n        raise ValueError()\n'
+                  '    return x * 2\n') == first
+    assert digest('def f(x):\n    assert x\n    if x < 0:\n        raise TypeError()\n'
+                  '    return x * 2\n') != first  # another exception is another program
+    assert digest('def f(x):\n    assert x\n    if x < 0:\n        raise ValueError()\n'
+                  '    return x * 3\n') != first
+
+
+def model_keys(data: dict) -> dict:
+    return {build.model_name(*m): build.model_artifact(*m, data[m[1]]).key for m in build.MODELS}
+
+
+def test_only_what_training_reads_changes_a_models_key(tmp_path, monkeypatch):
+    """A sentence edited anywhere trains nothing; a recipe's setting retrains its model alone;
+    the training's code, or another numpy, retrains every model that runs it."""
+    import shutil
+
+    package = tmp_path / "py" / "decodelab"
+    shutil.copytree(build.PACKAGE_DIR, package,
+                    ignore=shutil.ignore_patterns("__pycache__", "bundled"))
+    monkeypatch.setattr(build, "PACKAGE_DIR", package)
+    monkeypatch.setattr(build, "RECIPES", package / "core" / "recipes.py")
+    monkeypatch.setattr(build, "MODELS_DIR", tmp_path)
+    data = {}
+    for dataset in {m[1] for m in build.MODELS}:
+        (tmp_path / f"bpe-{dataset}.npz").write_bytes(f"merges of {dataset}".encode())
+        data[dataset] = tmp_path / f"{dataset}.txt"
+        data[dataset].write_text(f"a line of {dataset}\n")
+    before = model_keys(data)
+    assert len(set(before.values())) == len(build.MODELS)
+
+    def edit(path, old, new):
+        text = (package / path).read_text()
+        assert old in text, (path, old)
+        (package / path).write_text(text.replace(old, new, 1))
+
+    edit("fields.py", '"Temperature"', '"How hot"')  # a label and its help
+    edit("core/sampling.py", "\n\n", "\n\n# a comment of no consequence\n")
+    edit("core/train.py", '"""Training the transformer', '"""Training, explained again: the transformer')
+    edit("core/corpus.py", "Training text must be text.", "Please paste text.")  # an error's words
+    edit("core/layers.py", "\n\n", "\n\n# another comment\n")
+    edit("core/inference.py", "\n\n", "\nSOMETHING_NEW = 1\n\n")  # generating, not training
+    assert model_keys(data) == before
+
+    edit("core/recipes.py", "TrainConfig(steps=1500,", "TrainConfig(steps=1400,")  # the names model's
+    after = model_keys(data)
+    assert {m for m in before if after[m] != before[m]} == {"transformer-names"}
+
+    edit("core/layers.py", "EPS = 1e-5", "EPS = 1e-6")
+    changed = model_keys(data)
+    assert {m for m in after if changed[m] != after[m]} == {build.model_name(*m) for m in build.MODELS}
+
+    monkeypatch.setattr(build, "numpy_version", lambda: "0.0.1")
+    assert not set(model_keys(data).values()) & set(changed.values())
 
 
 def test_model_key_changes_with_data_code_and_command(tmp_path, monkeypatch):
@@ -478,6 +549,8 @@ def test_model_key_changes_with_data_code_and_command(tmp_path, monkeypatch):
     assert first.key == build.model_artifact("transformer", "names", "chars", data).key
     assert "py/decodelab/core/train.py" in first.inputs["code"]
     assert "py/decodelab/entry/cli.py" not in first.inputs["code"]  # not part of training
+    assert "py/decodelab/core/recipes.py" not in first.inputs["code"]  # its settings are, below
+    assert first.inputs["settings"]["train"]["steps"] == 1500
     assert build.model_artifact("bigram", "names", "chars", data).key != first.key
     data.write_text("bob\n")
     assert build.model_artifact("transformer", "names", "chars", data).key != first.key

@@ -87,21 +87,22 @@ def test_a_tiny_model_learns_and_records_its_curve(corpus):
     assert model.params["wte"].dtype == np.float32
 
 
-def test_cached_train_reuses_a_matching_artifact_and_retrains_otherwise(tmp_path, corpus,
-                                                                          monkeypatch):
-    out = tmp_path / "models" / "transformer-tiny.npz"
+def test_train_and_save_trains_the_recipe_and_keeps_its_validation_nll(tmp_path, corpus,
+                                                                         monkeypatch):
+    from decodelab.core import recipes
+    from decodelab.core.transformer import TransformerModel
+
     short = replace(TINY_TRAIN, steps=10, eval_every=5)
-    first = train.cached_train(corpus, out, tiny_config(corpus), short)
-    assert out.exists() and first.info["key"] and first.info["val_nll"] > 0
-    calls = []
-    real = train.train_model
-    monkeypatch.setattr(train, "train_model", lambda *a, **k: calls.append(a) or real(*a, **k))
-    again = train.cached_train(corpus, out, tiny_config(corpus), short)
-    assert calls == [] and again.info["key"] == first.info["key"]
-    train.cached_train(corpus, out, tiny_config(corpus), replace(short, steps=11))
-    assert len(calls) == 1  # another config: trained again
-    other = Corpus("tiny", NAMES * 4 + ["zoe"])
-    assert train.artifact_key(other, tiny_config(other), short, 0) != first.info["key"]
+    shape = {"context_size": 16, "n_layer": 1, "n_embd": 16, "n_head": 2, "n_kv_head": 1}
+    monkeypatch.setattr(recipes, "FALLBACK", (shape, short))  # "tiny" has no recipe of its own
+    out = tmp_path / "models" / "transformer-tiny.npz"
+    model = train.train_and_save(corpus, out, seed=5)
+    assert model.info["steps"] == 10 and model.cfg == tiny_config(corpus)
+    assert model.info["val_nll"] == round(model.nll(corpus.val), 4) > 0
+    loaded = TransformerModel.load(out)
+    assert loaded.info == model.info
+    for k, v in model.params.items():
+        np.testing.assert_array_equal(loaded.params[k], v)
 
 
 @pytest.mark.parametrize("dataset,bigram_val,margin", [("names", 2.365, 0.25),

@@ -3,7 +3,8 @@
 An artifact (a file, several files made together, or the site's folder) is up to date exactly
 when the key of its inputs equals the key stored with it, and it is still what was made then.
 The key is the sha256 of a JSON description of every input: the sha256 of each data file, the
-configuration, and the sha256 of each source file of the code that decides the result. Times of
+configuration, and the sha256 of each source file of the code that decides the result (for a
+trained model, of each file's syntax tree without its words: `syntax_digests`). Times of
 modification play no part, so a fresh clone, a `touch` or a checkout of another branch and back
 changes nothing, and any edit of an input, however small, does.
 
@@ -46,6 +47,30 @@ def make_key(inputs: dict) -> str:
 def source_digests(paths, base: Path = ROOT) -> dict:
     """{path relative to base: sha256} for the files that make up some code or data."""
     return {Path(p).relative_to(base).as_posix(): sha256_file(p) for p in sorted(paths)}
+
+
+def syntax_digests(paths, base: Path = ROOT) -> dict:
+    """{path relative to base: sha256 of the module's syntax tree} for Python source files, with
+    what cannot change a result left out: comments and layout (the tree has none), docstrings,
+    and the message of a `raise` or an `assert`. A trained model's key holds these, so a
+    sentence edited in its code trains nothing again, while any change to a statement does."""
+    return {Path(p).relative_to(base).as_posix(): hashlib.sha256(
+        ast.dump(_without_words(ast.parse(Path(p).read_text(encoding="utf-8")))).encode()).hexdigest()
+        for p in sorted(paths)}
+
+
+def _without_words(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+        elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+            node.exc.args, node.exc.keywords = [], []
+        elif isinstance(node, ast.Assert):
+            node.msg = None
+    return tree
 
 
 def module_files(package_dir: Path, entries) -> list[Path]:

@@ -25,7 +25,7 @@ between sequences by reference (`copy` shares one by copying its filled part).
 
 import numpy as np
 
-NEG = -1e9  # added to the scores of hidden keys: exp(NEG - max) is exactly 0, and never NaN
+from decodelab.core.layers import NEG
 
 
 def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, bytes_per_element: float,

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodelab.core.kvcache import NEG
 from decodelab.core.tokenizer import EOS, CharTokenizer
 
+NEG = -1e9  # added to the scores of hidden keys: exp(NEG - max) is exactly 0, and never NaN
 EPS = 1e-5  # inside the RMS norm's square root
 ROPE_THETA = 10000.0  # transformers' default base of the rotation frequencies
 

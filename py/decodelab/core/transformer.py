@@ -12,7 +12,6 @@ from dataclasses import asdict
 
 import numpy as np
 
-from decodelab.core.inference import SESSION_DTYPE, Session
 from decodelab.core.layers import (
     Config,
     causal_bias,
@@ -35,7 +34,7 @@ class TransformerModel:
         self.cfg, self.params, self.tokenizer = cfg, params, tokenizer
         self.context_size = cfg.context_size
         self.curve = curve or {}  # training curve: {"step": [...], "train": [...], "val": [...]}
-        self.info = info or {}  # how it was trained: seconds, steps, seed, hashes
+        self.info = info or {}  # how it was trained: seconds, steps, seed, settings
         self.derived = {}  # the parameters in other forms (dtypes, inference layouts), made once
 
     @property
@@ -85,6 +84,9 @@ class TransformerModel:
         differ by ~1e-6), and the live cache check can hold a tight tolerance. It costs about
         15% per step. shift: how a full window goes on ("reread" or "kshift", inference.Session).
         """
+        from decodelab.core.inference import SESSION_DTYPE, Session  # here: training never generates, so
+        # inference is not part of a trained model's key (build.py, model_artifact)
+
         return Session(self, SESSION_DTYPE if dtype is None else dtype, shift)
 
     def save(self, path) -> None:
