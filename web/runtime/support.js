@@ -1,5 +1,5 @@
 // What the browser must have for the lesson to run, checked before Python is started, so that an
-// old browser is told so in words instead of with a script error. The README's table of browsers
+// old browser is told so in words instead of with a script error. docs/site.md's table of browsers
 // gives each feature's first versions (from MDN's compatibility data).
 //
 // Everything else the page uses degrades: without light-dark() the page keeps its light colours,

@@ -35,7 +35,7 @@ import numpy as np
 
 EOS = 0
 EOS_LABEL = "<eos>"
-VOCAB_SIZE = 1024  # the size trained at build time (README: why this size)
+VOCAB_SIZE = 1024  # the size trained at build time (docs/decoding.md, Tokens: why this size)
 FIRST_BYTE = 1  # byte b is id b + FIRST_BYTE
 FIRST_MERGE = 256 + FIRST_BYTE
 CACHE_LIMIT = 50_000  # pieces kept by encode's cache before it starts again
