@@ -6,6 +6,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
+E2E = ROOT / "tests" / "e2e"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The browser tier is a folder: every test under tests/e2e/ is marked `browser`, so
+    `-m "not browser"` never starts Chromium (pyproject.toml lists the tiers)."""
+    for item in items:
+        if E2E in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.browser)
 
 NAMES = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "harper", "evelyn",
          "abigail", "emily", "ella", "elizabeth", "camila", "luna", "sofia", "avery", "mila",

@@ -86,6 +86,7 @@ def test_the_grader_wants_the_exact_object_and_says_what_is_wrong(value, right, 
     assert what_is_wrong(records.true_record(question), value) == why
 
 
+@pytest.mark.quality
 def test_the_model_writes_valid_right_cards_for_held_out_questions(library):
     """The bars: greedy, on all held-out cards (about 3,000), valid JSON with every value right
     for at least 95% of those asked with quotes and 90% of those asked without."""

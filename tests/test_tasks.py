@@ -58,6 +58,7 @@ def accuracy(library, tools_mode, n):
     return exp.result()["rows"][0]
 
 
+@pytest.mark.quality
 def test_the_model_answers_held_out_questions_with_its_calculator(library):
     """The brief's bar: at least 95% of held-out questions right, greedy, with the tool; and
     far fewer without it (the model must then do the arithmetic in its weights)."""

@@ -12,8 +12,6 @@ from tests.e2e.conftest import ROOT, open_page, wait_ready
 from tests.e2e.test_page import generated_text, reset, set_fields, settle
 from tools.page import stylesheet
 
-pytestmark = pytest.mark.browser
-
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 SETTINGS_IDS = ["model", "dataset", "prompt", "seed", "temperature", "greedy", "top_k", "top_p",
                 "min_p", "repetition_penalty", "order", "max_new_tokens", "min_new_tokens", "stop",

@@ -11,8 +11,6 @@ import pytest
 
 from tests.e2e.test_page import generate, generated_text, reset, settle
 
-pytestmark = pytest.mark.browser
-
 GOOD = dict(Seed=4, Max_new_tokens=12, Ignore_EOS=True)
 
 # (label of the control, what is typed, words the message must hold besides the label)

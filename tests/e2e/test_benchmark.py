@@ -5,11 +5,7 @@ is a sensible number, so a change that breaks the benchmark is caught here, not 
 
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 from tests import benchmark
-
-pytestmark = pytest.mark.browser
 
 
 def test_quick_benchmark_prints_every_row(site_root):

@@ -12,12 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.conftest import BOOT_TIMEOUT_MS, SitesGuard, serve
 from tests.e2e.test_page import cli_trace
-
-pytestmark = pytest.mark.browser
 
 DOCS = (Path(__file__).resolve().parents[2] / "docs" / "embedding.md").read_text()
 PLACEHOLDER = "https://example.org/decodelab/"

@@ -12,8 +12,6 @@ import pytest
 from tests.e2e.conftest import BOOT_TIMEOUT_MS, origin, seen, wait_seen, widget_frame
 from tests.e2e.test_page import cli_trace
 
-pytestmark = pytest.mark.browser
-
 def test_custom_element_embeds_across_origins_and_speaks_the_api(open_host, widget_url, host_url):
     page = open_host("course.html")
     ready = wait_seen(page, "ready")[0]

@@ -11,8 +11,6 @@ import pytest
 
 from tests.e2e.conftest import BOOT_TIMEOUT_MS, ROOT, serve
 
-pytestmark = pytest.mark.browser
-
 WIDTH = 760
 SLACK = 60  # pixels a documented height may exceed the measured one (a round number above it)
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -15,8 +15,6 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_page import cli_trace
 
-pytestmark = pytest.mark.browser
-
 # Words that point at a control or a panel: "the seed above", "Generate above", "the Greedy
 # switch above", "(under More rules)", "beside the model".
 POINTING = re.compile(

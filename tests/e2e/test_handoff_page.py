@@ -6,11 +6,7 @@ import subprocess
 import sys
 import zipfile
 
-import pytest
-
 from tests.e2e.test_page import generate, generated_text, reset
-
-pytestmark = pytest.mark.browser
 
 
 def test_the_zip_repeats_a_greedy_run_in_transformers(app, tmp_path):

@@ -5,8 +5,6 @@ refused by name while the page keeps working."""
 
 import json
 
-import pytest
-
 from tests.e2e.test_page import (
     assert_same_trace,
     cli_trace,
@@ -17,8 +15,6 @@ from tests.e2e.test_page import (
 )
 from tests.e2e.conftest import reveal, wait_ready
 from tests.e2e.test_tools_page import cli_json
-
-pytestmark = pytest.mark.browser
 
 PROSE = dict(Dataset="prose", Tokenizer="bpe", Model="transformer")
 TASKS = dict(Dataset="tasks", Tokenizer="bpe", Model="transformer")

@@ -6,7 +6,6 @@ import json
 import math
 import re
 
-import pytest
 from decodelab.core.library import Library
 from decodelab.lesson import experiment as metrics
 from decodelab.lesson import pipeline
@@ -14,8 +13,6 @@ from decodelab.lesson import pipeline
 from tests.conftest import api, experiment, run_to_end
 from tests.e2e.conftest import ROOT, reveal, wait_ready
 from tests.e2e.test_page import assert_same_trace, generate, reset, set_fields
-
-pytestmark = pytest.mark.browser
 
 ORDERS_DIFFER = dict(Seed=7, Prompt="mar", Temperature=2, Top_k=8, Top_p=0.8)
 

@@ -11,8 +11,6 @@ import pytest
 
 from tests.e2e.conftest import ROOT, record_errors, reveal, wait_ready
 
-pytestmark = pytest.mark.browser
-
 
 def settle(page):
     """Wait for the run started by the last click to finish; return what the page resolved."""

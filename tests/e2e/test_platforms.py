@@ -15,8 +15,6 @@ import pytest
 
 from tests.e2e.conftest import BOOT_TIMEOUT_MS, wait_seen
 
-pytestmark = pytest.mark.browser
-
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "embedding.md"
 
 

@@ -11,8 +11,6 @@ from tests.e2e.conftest import open_chapter, open_page, reveal, wait_ready
 from tests.e2e.test_page import cli_trace, set_fields
 from tests.e2e.test_transformer_page import BASE
 
-pytestmark = pytest.mark.browser
-
 
 def last_json(page, panel):
     return page.evaluate(f"() => JSON.stringify(window.decodelab.search.last.{panel} || null)")

@@ -13,8 +13,6 @@ import pytest
 
 from tests.e2e.conftest import ROOT, open_chapter, open_page, reveal, wait_ready
 
-pytestmark = pytest.mark.browser
-
 
 def cli_paged(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))

@@ -21,8 +21,6 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_page import cli_trace
 
-pytestmark = pytest.mark.browser
-
 FOUR = {  # the widgets of hosts/four.html, as the command line runs their first samples
     "w-temperature": dict(model="bigram", dataset="names", prompt="ma", seed=1),
     "w-top-p": dict(model="bigram", dataset="names", prompt="jo", seed=2, top_p=0.8),

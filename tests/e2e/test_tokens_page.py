@@ -3,8 +3,6 @@ a token, token healing, the prefill's rows, a BPE run's link and its trace again
 
 import json
 
-import pytest
-
 from tests.e2e.conftest import open_page, reveal, wait_ready
 from tests.e2e.test_page import (
     assert_same_trace,
@@ -15,8 +13,6 @@ from tests.e2e.test_page import (
     set_fields,
     settle,
 )
-
-pytestmark = pytest.mark.browser
 
 BPE = dict(Dataset="prose", Tokenizer="bpe", Model="transformer")
 

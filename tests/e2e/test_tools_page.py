@@ -8,8 +8,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from tests.e2e.conftest import ROOT, reveal
 from tests.e2e.test_page import (
     LABELS,
@@ -20,8 +18,6 @@ from tests.e2e.test_page import (
     generate,
     reset,
 )
-
-pytestmark = pytest.mark.browser
 LABELS.setdefault("Tool_calls", "Tool calls")
 
 TASKS = dict(Dataset="tasks", Tokenizer="bpe", Model="transformer")

@@ -19,8 +19,6 @@ from tests.e2e.test_page import (
     settle,
 )
 
-pytestmark = pytest.mark.browser
-
 BASE = dict(Model="transformer", Dataset="names", Prompt="", Seed=1, Temperature=1, Greedy=False,
             Top_k=0, Top_p=1, Min_p=0, Repetition_penalty=1, Order="temperature-first",
             Max_new_tokens=50, Min_new_tokens=0, Stop_strings="", Ignore_EOS=False,

@@ -21,8 +21,6 @@ from tests.e2e.test_page import (
     settle,
 )
 
-pytestmark = pytest.mark.browser
-
 
 def trace_of(page):
     return json.loads(page.evaluate("() => window.decodelab.trace()"))
