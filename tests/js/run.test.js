@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
+import * as replies from "../../web/runtime/replies.js";
 import { createRuns } from "../../web/state/run.js";
 import { createStore } from "../../web/state/store.js";
 
@@ -99,4 +100,34 @@ test("a second Generate while one is on its way is busy, not a second run", asyn
   client.say({ type: "started", id, settings: {}, greedy: false });
   client.say({ type: "done", id, finish_reason: "length", stop_reason: null, text: "" });
   assert.equal((await first).status, "done");
+});
+
+test("a field Python adds to a run's replies reaches the store as Python named it", async () => {
+  const { store, client, runs } = await page();
+  const result = runs.generate();
+  while (!client.posted.length) await new Promise((r) => setTimeout(r, 1));
+  const { id, settings } = client.posted[0];
+  // the worker passes Python's replies on as replies.js makes them
+  const start = { ok: true, settings, prompt_tokens: ["m", "a"], healed: null, greedy: false, vocab_size: 30, novel: { said: [1, 2] } };
+  client.say(replies.started(id, start));
+  const run = store.state.run;
+  assert.deepEqual(run.novel, { said: [1, 2] });
+  assert.deepEqual(run.prompt_tokens, ["m", "a"]);
+  assert.equal(run.vocab_size, 30);
+  assert.equal(run.type, undefined); // the message's own type is not Python's
+  const step = { token_text: "a", extra: "kept" };
+  const going = replies.batch(id, { ok: true, done: false, steps: [step], flow: [[0, "a"]], held: [], checks: [], text: "a" });
+  assert.equal(going.type, "steps");
+  client.say(going);
+  assert.deepEqual(run.steps, [step]);
+  const last = { ok: true, done: true, steps: [], flow: [], held: [], checks: [], text: "a", cut: [], json: null, finish_reason: "length", stop_reason: null, novel: "at the end" };
+  const end = replies.batch(id, last);
+  assert.equal(end.type, "done");
+  client.say(end);
+  const r = await result;
+  assert.equal(r.novel, "at the end");
+  assert.equal(run.finish.novel, "at the end");
+  assert.deepEqual(Object.keys(run.finish).sort(), ["cut", "finish_reason", "json", "novel", "stop_reason", "text"]);
+  assert.equal(r.text, "a");
+  assert.equal(r.steps, 1);
 });

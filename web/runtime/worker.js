@@ -17,6 +17,7 @@
 
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport } from "./health.js";
 import { runtimeProblem } from "./integrity.js";
+import * as replies from "./replies.js";
 import { ASSETS_FS, BOOT_SESSION, afterStart, call, describeError, dropKept, progressNow, python, startPython } from "./python.js";
 
 const BATCH_MS = 12;
@@ -156,24 +157,22 @@ function generate(client, message) {
   const { id, settings = {}, pace_ms: pace } = message;
   const post = client.send;
   const paceMs = Math.min(Math.max(Number(pace) || 0, 0), 2000);
-  const started = call(client.session, "start", settings);
-  if (!started.ok) {
-    post({ type: "invalid", id, errors: started.errors });
+  const reply = call(client.session, "start", settings);
+  if (!reply.ok) {
+    post(replies.invalid(id, reply));
     return;
   }
-  post({ type: "started", id, settings: started.settings, prompt_tokens: started.prompt_tokens, healed: started.healed, greedy: started.greedy, vocab_size: started.vocab_size });
+  post(replies.started(id, reply));
   const run = { id, stopRequested: client.earlyStops.delete(id) };
   client.current = run;
   for (const old of client.earlyStops) if (old < id) client.earlyStops.delete(old); // stops that came too late
   const batch = () => {
     if (client.current !== run) return; // replaced or failed meanwhile
     const out = run.stopRequested ? call(client.session, "cancel") : call(client.session, "advance", paceMs > 0 ? { budget_ms: 0, catch_up: true } : { budget_ms: BATCH_MS });
-    // what the page draws next comes with the steps (flow, held); the end brings the rest
-    const sent = out.steps.length || !run.stopRequested;
-    if (sent) post({ type: "steps", id, steps: out.steps, flow: out.flow, held: out.held, checks: out.checks });
-    else if (out.checks.length) post({ type: "steps", id, steps: [], flow: [], held: [], checks: out.checks }); // the flow goes with "done"
+    // the batch whole: its steps and what the page draws next (flow, held); the last one
+    // ("done") also says how the run ended
+    post(replies.batch(id, out));
     if (out.done) {
-      post({ type: "done", id, finish_reason: out.finish_reason, stop_reason: out.stop_reason, text: out.text, flow: sent ? [] : out.flow, cut: out.cut, json: out.json });
       finishRun(client);
       return;
     }

@@ -39,22 +39,26 @@ export function createRuns(store, client) {
     return promise;
   }
 
+  // Python's reply that came in a message, less the message's own type and the names given
+  function reply(m, ...leave) {
+    const out = { ...m };
+    for (const name of ["type", "ok", ...leave]) delete out[name];
+    return out;
+  }
+
   client.on("started", (m) => {
     if (!pending || pending.id !== m.id) return;
     const asked = pending;
     pending = null;
-    const settings = m.settings || asked.settings;
     // a run asked with settings the form did not hold (window.decodelab.generate): the form
     // shows the settings that ran, as Python completed them
     if (asked.show && m.settings) store.apply(m.settings, { locks: false, fit: false });
     store.runStarted({
-      id: m.id,
+      // start's reply as Python wrote it: the settings as it completed them, prompt_tokens,
+      // healed, greedy (greedy, or temperature 0), vocab_size, ...
+      ...reply(m),
+      settings: m.settings || asked.settings,
       resolve: asked.resolve,
-      settings,
-      greedy: Boolean(m.greedy), // Python's: greedy, or temperature 0
-      vocabSize: m.vocab_size ?? null,
-      promptTokens: m.prompt_tokens,
-      healed: m.healed == null ? null : m.healed,
       steps: [],
       shown: [], // step -> how many of its characters are in the text
       held: [], // [[step, text], ...] held back for a possible stop string
@@ -75,13 +79,14 @@ export function createRuns(store, client) {
   client.on("done", (m) => {
     const run = store.state.run;
     if (!run || run.id !== m.id) return;
-    if (m.flow && m.flow.length) store.runSteps(run, { steps: [], flow: m.flow, held: [] });
-    run.finish = { finish_reason: m.finish_reason, stop_reason: m.stop_reason, text: m.text, cut: m.cut || [], json: m.json || null };
+    store.runSteps(run, m);
+    // the rest of the last batch is how the run ended: finish_reason, stop_reason, text, cut, json, ...
+    const finish = reply(m, "id", "steps", "flow", "held", "checks", "done");
+    run.finish = { ...finish, cut: finish.cut || [], json: finish.json || null };
     run.elapsed = performance.now() - run.startedAt;
     const result = {
-      status: "done", id: run.id, finish_reason: m.finish_reason, stop_reason: m.stop_reason,
-      text: m.text, cut: (m.cut || []).map(([, text]) => text).join(""), steps: run.steps.length,
-      settings: run.settings, json: m.json || null,
+      status: "done", id: run.id, ...run.finish, cut: run.finish.cut.map(([, text]) => text).join(""),
+      steps: run.steps.length, settings: run.settings,
     };
     store.setPhase("ready");
     store.runEnded(run, result);

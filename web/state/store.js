@@ -311,7 +311,8 @@ export function createStore() {
       for (const [step, text] of batch.flow || []) {
         if (text != null) run.shown[step] = (run.shown[step] || 0) + [...text].length;
       }
-      run.steps.push(...batch.steps);
+      const steps = batch.steps || [];
+      run.steps.push(...steps);
       // the live cache check runs behind the text: its verdicts for steps already here
       for (const [step, diff, ok] of batch.checks || []) {
         const s = run.steps[step];
@@ -319,7 +320,7 @@ export function createStore() {
       }
       run.held = batch.held || [];
       if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
-      emit({ type: "steps", run, steps: batch.steps, flow: batch.flow || [], held: run.held });
+      emit({ type: "steps", run, steps, flow: batch.flow || [], held: run.held });
     },
 
     runEnded(run, result) {

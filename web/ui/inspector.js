@@ -91,7 +91,7 @@ export function createInspector(store) {
     if (step.token_text === "<eos>") summary += " That ends the text.";
     dom.summary.textContent = summary;
 
-    const V = run.vocabSize;
+    const V = run.vocab_size;
     stats([
       ["Chosen", readable(step.token_text)],
       greedy ? ["Model’s chance", pct(odds.p)] : ["Chance", pct(step.prob)],

@@ -76,7 +76,7 @@ export function createTextView(store) {
     dom.placeholder.hidden = true;
     dom.text.hidden = false;
     const prompt = run.settings.prompt || "";
-    showPrompt(prompt, run.promptTokens, run.healed);
+    showPrompt(prompt, run.prompt_tokens, run.healed);
     dom.prompt.title = prompt ? "Prompt" : "Start of a sequence (empty prompt)";
     dom.gen.replaceChildren();
     stream.update(run, 0);
