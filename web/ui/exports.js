@@ -79,16 +79,12 @@ function sameValue(a, b) {
 }
 
 /**
- * The CLI command that reproduces a run with these settings (the trace's own settings).
- * Model, dataset, prompt and seed are always written; any other setting only when it differs
- * from its default, which the CLI fills in from the same field table. Values go as
- * --option=value so a prompt that starts with "-" is still read as a value.
+ * The CLI command that reproduces a run with these settings (the trace's own settings), as
+ * shell words (each already quoted where needed). Model, dataset, prompt and seed are always
+ * written; any other setting only when it differs from its default, which the CLI fills in
+ * from the same field table. Values go as --option=value so a prompt that starts with "-" is
+ * still read as a value.
  */
-export function commandLine(settings, fields) {
-  return commandWords(settings, fields).join(" ");
-}
-
-/** The command line as shell words (each already quoted where needed). */
 export function commandWords(settings, fields) {
   const specs = Object.fromEntries((fields || []).map((f) => [f.name, f]));
   const always = ["model", "dataset", "prompt", "seed"];
