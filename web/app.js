@@ -113,7 +113,7 @@ hooks.offline = offline.status;
 const before = [];
 const after = [];
 const page = {
-  store, runs, hooks, call: client.call, generate: runbar.generate,
+  store, runs, hooks, form, call: client.call, generate: runbar.generate,
   beforeReady: (fn) => before.push(fn),
   afterReady: (fn) => after.push(fn),
 };

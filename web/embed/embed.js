@@ -126,7 +126,7 @@ export function reportHeight(channel, node = document.body, also = null) {
 
 /** Turn the page into the widget when the address says embed=true. */
 export function installEmbed(page) {
-  const { store, runs, hooks } = page;
+  const { store, runs, hooks, form } = page;
   const share = hooks.share;
   if (!share || !share.view.embed) return null;
   const root = document.documentElement;
@@ -147,10 +147,8 @@ export function installEmbed(page) {
   }
   const first = document.querySelector("#main > .chapter > [data-panel]:not([data-panel-off]), #main > .chapter > .workbench:not([data-panel-off])");
   if (first) first.dataset.first = "true";
-  const form = $("settings");
-  const allControls = [...form.querySelectorAll(".field[data-field]")].map((n) => n.dataset.field);
-  const chosen = view.controls || allControls;
-  if (view.controls) limitControls(form, chosen);
+  const chosen = view.controls || form.names;
+  if (view.controls) form.only(chosen);
   setOnScreen([...panels, ...(panels.includes("controls") ? chosen : [])]);
   addTitleBar(store, share);
 
@@ -249,7 +247,7 @@ export function installEmbed(page) {
       const shown = JSON.stringify(values[name]);
       refused.push({
         field: name,
-        message: `${labelOf(name)} is fixed in this widget, whose link shows only ${listOf(view.controls.map(labelOf))}; it stays ${shown}.`,
+        message: `${form.label(name)} is fixed in this widget, whose link shows only ${listOf(view.controls.map(form.label))}; it stays ${shown}.`,
       });
     }
     return { free, refused };
@@ -270,26 +268,6 @@ export function installEmbed(page) {
     if (!started && result && result.status === "invalid") channel.post("error", { errors: result.errors || [] });
   }
   return embed;
-}
-
-// Only the chosen controls show: the others, the groups left empty and their explanations are
-// hidden (presence.js hides explanations of controls not shown); a chosen control folded under
-// More rules is unfolded.
-function limitControls(form, chosen) {
-  for (const field of form.querySelectorAll(".field[data-field]")) {
-    if (chosen.includes(field.dataset.field)) delete field.dataset.locked;
-    else field.dataset.locked = "true";
-  }
-  for (const group of form.querySelectorAll(".group")) {
-    const open = group.querySelector(".field[data-field]:not([data-locked])");
-    if (!open) group.dataset.locked = "true";
-    else if (group.tagName === "DETAILS") group.open = true;
-  }
-}
-
-function labelOf(name) {
-  const label = document.querySelector(`#settings label[for="${name}"]`);
-  return label ? label.textContent.trim() : name;
 }
 
 function listOf(items) {

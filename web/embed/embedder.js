@@ -78,7 +78,7 @@ export function snippets(base, { values, names, panels, controls, theme, lazy, h
   return { src, iframe, element };
 }
 
-export function installEmbedder({ store, hooks }) {
+export function installEmbedder({ store, hooks, form: settingsForm }) {
   const dialog = $("embed-dialog");
   const opener = $("embed-open");
   if (!dialog || !opener || hooks.share?.view.embed) return null;
@@ -129,10 +129,8 @@ export function installEmbedder({ store, hooks }) {
       const words = PANEL_WORDS[name] || (heading ? heading.textContent.trim() : name);
       return checkbox("embed-panel", name, words, choices.panels.includes(name), name);
     }));
-    const controlNames = [...document.querySelectorAll("#settings .field[data-field]")].map((n) => n.dataset.field);
-    controlBox.replaceChildren(...controlNames.map((name) => {
-      const label = document.querySelector(`#settings label[for="${name}"]`);
-      const words = label ? label.textContent.trim() : name;
+    controlBox.replaceChildren(...settingsForm.names.map((name) => {
+      const words = settingsForm.label(name);
       const box = checkbox("embed-control", name, words, choices.controls.includes(name));
       // its own name, so "Temperature" still names one control on the page (tests find it so)
       box.querySelector("input").setAttribute("aria-label", `Show the ${words} control`);
@@ -175,9 +173,8 @@ export function installEmbedder({ store, hooks }) {
     }
     const names = store.state.names.filter((n) => n in values && JSON.stringify(values[n]) !== JSON.stringify(defaults[n]));
     const shown = names.map((n) => {
-      const label = document.querySelector(`#settings label[for="${n}"]`)?.textContent.trim() || n;
       const v = values[n];
-      return `${label} ${Array.isArray(v) ? v.map((s) => JSON.stringify(s)).join(" ") : typeof v === "string" ? JSON.stringify(v) : v}`;
+      return `${settingsForm.label(n)} ${Array.isArray(v) ? v.map((s) => JSON.stringify(s)).join(" ") : typeof v === "string" ? JSON.stringify(v) : v}`;
     });
     const words = names.length
       ? `From the workbench: ${shown.join(", ")}. Every other setting is the default.`

@@ -25,15 +25,14 @@ export function applyTheme(theme) {
  * history entries), and let "Copy link" copy a link that reproduces the run.
  */
 export function installUrlState(page) {
-  const { store, hooks } = page;
+  const { store, hooks, form } = page;
   const notice = $("link-notice");
   const copyButton = $("copy-link");
   const linkField = $("share-link");
   const shareStatus = $("share-status");
   const values = queryValues(location.search);
   const panelNames = [...new Set([...document.querySelectorAll("[data-panel]")].map((n) => n.dataset.panel))];
-  const controlNames = [...$("settings").querySelectorAll(".field[data-field]")].map((n) => n.dataset.field);
-  const { view, errors: viewErrors } = viewFromQuery(values, panelNames, controlNames, hooks.lesson?.questions?.ids);
+  const { view, errors: viewErrors } = viewFromQuery(values, panelNames, form.names, hooks.lesson?.questions?.ids);
   applyTheme(view.theme);
 
   const share = {

@@ -256,9 +256,29 @@ export function createForm(store, { generate }) {
     dom.modelHint.textContent = (model && model.description) || MODEL_HINTS[state.raw.model] || "The model that scores each possible next character.";
   }
 
+  // Only the chosen controls show (an embed's controls=): the others, the groups left empty and
+  // their explanations are hidden (presence.js hides explanations of controls not shown); a
+  // chosen control folded under More rules is unfolded.
+  function only(chosen) {
+    for (const name of names) {
+      if (chosen.includes(name)) delete fieldOf(name).dataset.locked;
+      else fieldOf(name).dataset.locked = "true";
+    }
+    for (const group of form.querySelectorAll(".group")) {
+      const open = group.querySelector(".field[data-field]:not([data-locked])");
+      if (!open) group.dataset.locked = "true";
+      else if (group.tagName === "DETAILS") group.open = true;
+    }
+  }
+
   return {
+    /** The settings the form has a control for, in the form's order. */
     names,
-    /** The control of a setting (tests and the embed read labels and fields from it). */
-    control: (name) => controls[name],
+    /** A setting's label, in the form's words ("Temperature"); its name if it has no control. */
+    label(name) {
+      const label = form.querySelector(`label[for="${name}"]`);
+      return label ? label.textContent.trim() : name;
+    },
+    only,
   };
 }
