@@ -7,7 +7,7 @@ What it measures (all timings are medians over repeats):
   - cold boot: a new browser profile, nothing cached; per phase as the worker reports it
     (runtime, numpy, decodelab, assets) and the page's own navigation-to-ready time;
   - warm boot: a reload in the same profile, once the first start has kept its snapshot of
-    Python's memory, its bytecode and the installed packages (web/kept.js) and the service
+    Python's memory, its bytecode and the installed packages (web/runtime/kept.js) and the service
     worker has saved the site
     (the files come from there); later: the reload after that (by then the browser keeps the
     runtime's compiled WebAssembly too), and offline: one more with the site's server gone;
@@ -253,7 +253,7 @@ def measure(quick: bool = False) -> dict:
         "boot_warm_ms": {k: median_of(warm, k) for k in phases},
         "boot_later_ms": {k: median_of(later, k) for k in phases},
         "boot_offline_ms": {k: median_of(offline, k) for k in phases},
-        # what each start used or made (web/kept.js): "restored/kept/kept" on a return
+        # what each start used or made (web/runtime/kept.js): "restored/kept/kept" on a return
         "boot_kept": {kind: [f"{t.get('snapshot')}/{t.get('bytecode')}/{t.get('installed')}" for t in starts]
                       for kind, starts in (("cold", cold), ("warm", warm), ("later", later),
                                            ("offline", offline))},

@@ -64,7 +64,8 @@ STARTUP_FILES = re.compile(r"pyodide\.mjs|pyodide\.asm\.js|pyodide\.asm\.wasm|py
 def write_integrity(folder: Path) -> Path:
     """pyodide/integrity.json: every runtime file with its SHA-256, as hex and as a Subresource
     Integrity value, and whether a start fetches it; the worker checks each file against it
-    before it runs (web/integrity.js) and counts the bytes of a start by it (web/downloads.js)."""
+    before it runs (web/runtime/integrity.js) and counts the bytes of a start by it
+    (web/runtime/downloads.js)."""
     rows = []
     for path in sorted(folder.iterdir()):
         if path.is_file() and path.name != "integrity.json":

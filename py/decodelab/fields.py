@@ -3,9 +3,10 @@ the one checker that turns raw input into a value, or into an error that names t
 
 Inputs come from the page's controls, a link's parameters, a host page's messages, the CLI and
 the Python API. All of them are checked here, against FIELDS, so the rules and the words cannot
-drift apart. The page gets the table at start-up (webapi `setup`) and checks fields as the
-learner types with the same rules and the same words (web/validate.js); the CLI builds its
-options from it (cli.py). A message always names the field and what it allows, e.g.
+drift apart. The page gets the table at start-up (webapi `setup`), and as the learner types
+its store asks Python to check the fields (the endpoint `check`, web/state/store.js), so the
+rules and the words are these; the CLI builds its options from it (entry/cli.py). A message
+always names the field and what it allows, e.g.
 "Top-p must be a number greater than 0 and at most 1 (1 means off); got 1.5."
 
 Some limits depend on what is loaded, and the caller passes them in: which datasets exist, how

@@ -132,7 +132,7 @@ KEPT = """async kinds => {
 
 
 def kept(page, kinds=("runtime-snapshot", "bytecode", "installed")) -> dict:
-    """What the page's starts have kept for the next one (web/kept.js): kind -> its URLs."""
+    """What the page's starts have kept for the next one (web/runtime/kept.js): kind -> its URLs."""
     return page.evaluate(KEPT, list(kinds))
 
 

@@ -1,5 +1,5 @@
-"""Coming back to the lesson: offline after the first visit (web/sw.js, web/offline.js), and a
-slow first start that shows the bytes arriving (web/downloads.js).
+"""Coming back to the lesson: offline after the first visit (web/sw.js, web/runtime/offline.js),
+and a slow first start that shows the bytes arriving (web/runtime/downloads.js).
 
 Each offline test serves its own copy of the site and takes the server away to prove a visit
 needs no network; the other modules' pages have service workers blocked (conftest.open_page),

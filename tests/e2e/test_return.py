@@ -1,7 +1,7 @@
 """A return visit: the first start keeps a snapshot of Python's memory, and numpy's and the
-package's bytecode and installed files (web/kept.js, snapshot.js, bytecode.js, installed.js);
-the next start uses them and answers exactly as before; anything kept that is damaged is
-replaced, never trusted."""
+package's bytecode and installed files (web/runtime/kept.js, snapshot.js, bytecode.js,
+installed.js); the next start uses them and answers exactly as before; anything kept that is
+damaged is replaced, never trusted."""
 
 import json
 import re
