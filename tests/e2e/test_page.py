@@ -1,5 +1,5 @@
 """End to end in headless Chromium: the built site boots offline, generates, and behaves as the
-page contract says (DESIGN.md), with the same traces as the CLI."""
+page contract says (docs/tests.md), with the same traces as the CLI."""
 
 import json
 import os

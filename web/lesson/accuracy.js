@@ -1,6 +1,7 @@
 // Right answers against temperature: the tasks model asked held-out questions at several
-// temperatures (decodelab.accuracy), drawn as accuracy with its 95% interval per temperature, a
-// table with the same numbers, what the numbers allow one to say, and some wrong answers.
+// temperatures (decodelab.lesson.accuracy), drawn as accuracy with its 95% interval per
+// temperature, a table with the same numbers, what the numbers allow one to say, and some wrong
+// answers.
 // Python makes a batch of runs per request, so progress shows and Stop works between batches.
 
 import { createPlanned } from "./planned.js";

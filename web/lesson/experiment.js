@@ -1,7 +1,7 @@
 // The temperature experiment: the settings from the form, run at several temperatures with the
-// same seeds, measured (decodelab.metrics), and shown as sample texts, a chart and a table with
-// the same numbers. Python runs a batch of samples per request, so progress shows and the run
-// can be cancelled between batches.
+// same seeds, measured (decodelab.lesson.experiment), and shown as sample texts, a chart and a
+// table with the same numbers. Python runs a batch of samples per request, so progress shows and
+// the run can be cancelled between batches.
 
 import { svg } from "../ui/plot.js";
 import { el, fixed, pct, plural, readable, tableHead } from "../ui/render.js";

@@ -1,4 +1,4 @@
-// An experiment Python makes in batches (a `Planned` in decodelab.metrics): the request is
+// An experiment Python makes in batches (a `Planned` in decodelab.lesson.planned): the request is
 // checked and planned by one endpoint, then made a batch at a time by another, so the progress
 // bar moves and Stop works between two batches. Field errors are shown next to their inputs; a
 // stopped or failed experiment keeps the last results on screen.

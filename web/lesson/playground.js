@@ -1,12 +1,13 @@
 // The playground: type a few logits or probabilities and see the decoding rules work on them,
-// stage by stage. The numbers go to the same Python as generation (decodelab.pipeline), which
-// checks them and answers with every stage; errors appear next to the field they concern.
+// stage by stage. The numbers go to the same Python as generation (decodelab.lesson.pipeline),
+// which checks them and answers with every stage; errors appear next to the field they concern.
 
 import { el, pct, tableHead } from "../ui/render.js";
 import { PipelineView } from "./stages.js";
 import { $ } from "../ui/dom.js";
 
-// Worked examples (DESIGN.md): each fills the form and shows the result at once.
+// Worked examples (the numbers tests/test_sampling.py checks): each fills the form and shows the
+// result at once.
 export const PRESETS = {
   temperature: { label: "[2, 1] at T = 0.5, 1, 2", kind: "logits", values: "2, 1", temperature: 1, top_k: 0, top_p: 1, min_p: 0, order: "temperature-first", u: "0.8", sweep: "0.5, 1, 2" },
   top_p: { label: "[0.6, 0.25, 0.15] with top-p 0.8", kind: "probs", values: "0.6, 0.25, 0.15", temperature: 1, top_k: 0, top_p: 0.8, min_p: 0, order: "temperature-first", u: "0.75", sweep: "0.5, 1, 2" },

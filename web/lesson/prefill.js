@@ -1,7 +1,7 @@
 // "A forward pass is not yet a complete answer": the prompt's prefill, row by row. One forward
 // pass over T tokens gives T rows of logits (a [B, T, V] tensor); every row but the last scores
 // a token the prompt already has, and only the last one is used to choose the next token.
-// Python computes the rows (decodelab.prefill); this module lays them out.
+// Python computes the rows (decodelab.lesson.prefill); this module lays them out.
 
 import { EOS_LABEL, ask, el, formSettings, pct, plural, readable, tableHead } from "../ui/render.js";
 import { $ } from "../ui/dom.js";

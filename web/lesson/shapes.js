@@ -1,7 +1,7 @@
 // When the answer has a shape: one card question answered four ways side by side (webapi
 // shapes: a generous budget, a tight one, hot sampling without and with JSON mode), each answer
 // classified in words; and the experiment of valid JSON against budget and temperature, with
-// and without JSON mode (decodelab.validity), as a table with intervals and what it shows.
+// and without JSON mode (decodelab.lesson.shapes), as a table with intervals and what it shows.
 
 import { createPlanned } from "./planned.js";
 import { el, finishCode, pct, plural, tableHead } from "../ui/render.js";

@@ -372,7 +372,7 @@ function buildOrders(data, shown, onPick, prefix, used) {
 // --- the view -----------------------------------------------------------------------------------------
 
 /**
- * Draws one explanation (the JSON of decodelab.pipeline.explain) into `root`.
+ * Draws one explanation (the JSON of decodelab.lesson.pipeline.explain) into `root`.
  * options: prefix (unique id prefix), noun ("character" or "candidate"), caption(data) -> text.
  */
 export class PipelineView {
