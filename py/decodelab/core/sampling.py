@@ -45,9 +45,6 @@ import numpy as np
 from decodelab.core.tokenizer import EOS
 from decodelab.fields import ORDERS  # the orders the rules know: one list, the field's choices
 
-# what greedy leaves unused: it takes the argmax of the penalised logits, so no temperature,
-# no filter and no order matters (the repetition penalty and end-of-sequence blocking still do)
-
 # top-p compares a running sum with p; sums of floats land a hair off (0.6 + 0.25 vs 0.85), so
 # a cumulative mass within this much of p counts as having reached it.
 TOP_P_SLACK = 1e-9
