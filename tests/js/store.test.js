@@ -26,11 +26,12 @@ const INFO = {
 const NAMES = FIELDS.map((f) => f.name);
 
 // Python's check, in miniature: a temperature must be a number from 0 to 100, min at most max;
-// a change of dataset to "tasks" adjusts the tokenizer to bpe.
-function python({ delay = 0 } = {}) {
+// a change of dataset to "tasks" adjusts the tokenizer to bpe. more(settings): errors of a
+// test's own.
+function python({ delay = 0, more = () => [] } = {}) {
   const asked = [];
   const check = ({ settings, changed }) => {
-    const errors = [];
+    const errors = [...more(settings)];
     const t = Number(settings.temperature);
     if (!(String(settings.temperature).trim() !== "" && t >= 0 && t <= 100)) {
       errors.push({ field: "temperature", label: "Temperature", message: `Temperature must be a number from 0 to 100 (0 means greedy); got ${settings.temperature || "nothing"}.` });
@@ -51,9 +52,9 @@ function python({ delay = 0 } = {}) {
   return { call, asked };
 }
 
-async function started({ delay = 0 } = {}) {
+async function started({ delay = 0, more } = {}) {
   const store = createStore();
-  const py = python({ delay });
+  const py = python({ delay, more });
   store.connect(py.call);
   const changes = [];
   store.subscribe((change) => changes.push(change));
@@ -101,6 +102,33 @@ test("an edit is checked after a pause; a change at once; only its own message i
   await store.settled();
   assert.equal(store.state.errors.temperature, undefined);
   assert.match(store.state.errors.min_new_tokens, /Min new tokens/);
+});
+
+test("a change shows and clears the messages of the errors Python says are about it too", async () => {
+  // a pair of Python's that the page knows of only from its errors' `also`
+  const more = (s) => (s.greedy === true && String(s.prompt) === "x"
+    ? [{ field: "prompt", label: "Prompt", message: "Prompt x and greedy do not go together.", also: ["greedy"] }] : []);
+  const { store } = await started({ more });
+  store.edit("min_new_tokens", "80", { commit: true });
+  await store.settled();
+  assert.match(store.state.errors.min_new_tokens, /Min new tokens/);
+  // max new tokens raised past it: min's message goes, as Python's error said it was about max
+  store.edit("max_new_tokens", "100", { commit: true });
+  await store.settled();
+  assert.equal(store.state.errors.min_new_tokens, undefined);
+  // and lowered again: it comes back, next to min new tokens
+  store.edit("max_new_tokens", "60", { commit: true });
+  await store.settled();
+  assert.match(store.state.errors.min_new_tokens, /Min new tokens/);
+  store.edit("prompt", "x", { commit: true });
+  await store.settled();
+  assert.equal(store.state.errors.prompt, undefined);
+  store.edit("greedy", true, { commit: true });
+  await store.settled();
+  assert.equal(store.state.errors.prompt, "Prompt x and greedy do not go together.");
+  store.edit("greedy", false, { commit: true });
+  await store.settled();
+  assert.equal(store.state.errors.prompt, undefined);
 });
 
 test("a change of dataset takes Python's adjustment, unless the learner changed that setting meanwhile", async () => {

@@ -27,18 +27,26 @@ import { countChanged, formValue, forPython } from "./settings.js";
 
 const CHECK_MS = 350; // a quiet spell of typing after which the settings are checked
 
-// After a change of one setting, the messages of these settings are looked at again too: the
-// characters a prompt may use depend on the model's data, the budget bounds min new tokens and
-// the stop strings, and JSON mode and token healing exclude each other.
+// After a change of one setting, the messages of the settings an error says it is about too
+// (Python's `also`: min new tokens is about max new tokens) are looked at again. These pairs
+// Python's errors do not name yet: the characters a prompt or a stop string may use and JSON
+// mode depend on the model's data, the budget bounds the stop strings, and JSON mode and token
+// healing exclude each other.
 const RELATED = {
   model: ["prompt", "tokenizer", "stop", "json_mode"],
   dataset: ["prompt", "tokenizer", "stop", "json_mode"],
   tokenizer: ["prompt", "stop", "json_mode"],
-  max_new_tokens: ["min_new_tokens", "stop"],
+  max_new_tokens: ["stop"],
   min_new_tokens: ["max_new_tokens"],
   json_mode: ["token_healing"],
   token_healing: ["json_mode"],
 };
+
+/** The fields whose errors, in these replies of Python's, say they are about `name` too. */
+function about(name, ...replies) {
+  return replies.flatMap((reply) => (reply ? reply.errors : []))
+    .filter((e) => Array.isArray(e.also) && e.also.includes(name)).map((e) => e.field);
+}
 
 export function createStore() {
   const state = {
@@ -79,7 +87,7 @@ export function createStore() {
     return { settings: forPython(state.raw, state.specs), bad_input: [...state.badInput], changed };
   }
 
-  // changed: the setting just changed (its messages, and RELATED ones, are shown); reveal false:
+  // changed: the setting just changed (its messages, and those about it, are shown); reveal false:
   // none is shown that is not already (settings put in by apply are not the learner's doing)
   async function ask(changed, reveal = true, since = epoch) {
     if (asking) {
@@ -112,6 +120,7 @@ export function createStore() {
   // since), then the messages of the setting just changed and of those related to it (the
   // others stay as they are until they are changed, or Generate shows them all).
   function take(reply, sent, at, changed, reveal, current) {
+    const before = state.check;
     const adjusted = [];
     for (const [name, value] of Object.entries(reply.adjust || {})) {
       if (isLocked(name) || (written[name] || 0) > at) continue; // changed since it was asked
@@ -125,7 +134,9 @@ export function createStore() {
     if (reply.said && Object.keys(reply.said).length) state.said = { ...reply.said };
     if (!current) return emit({ type: "checked" }); // a run's refusal came after: its errors stand
     const found = Object.fromEntries(reply.errors.map((e) => [e.field, e.message]));
-    for (const name of changed && reveal ? [changed, ...(RELATED[changed] || [])] : []) setError(name, found[name] || null);
+    // the change's own message, and those of errors about it (shown before, or now)
+    const looked = changed && reveal ? [changed, ...(RELATED[changed] || []), ...about(changed, before, reply)] : [];
+    for (const name of new Set(looked)) setError(name, found[name] || null);
     emit({ type: "checked" });
   }
 
