@@ -135,7 +135,7 @@ export function createStore() {
     if (!current) return emit({ type: "checked" }); // a run's refusal came after: its errors stand
     const found = Object.fromEntries(reply.errors.map((e) => [e.field, e.message]));
     // the change's own message, and those of errors about it (shown before, or now)
-    const looked = changed && reveal ? [changed, ...(RELATED[changed] || []), ...about(changed, before, reply)] : [];
+    const looked = changed && reveal ? [changed, ...(RELATED[changed] || []), ...about(changed, before, reply).filter((name) => state.names.includes(name))] : [];
     for (const name of new Set(looked)) setError(name, found[name] || null);
     emit({ type: "checked" });
   }
