@@ -345,20 +345,20 @@ def test_the_checks_catch_stale_names():
         assert not stale_names(f"see {there}, and more", here), there
 
 
+def web_names(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    return [(n, name) for n, line in pairs for name in re.findall(r"web/\w\.js", line)]
+
+
 def test_python_prose_is_comments_and_docstrings_only():
     source = ('"""Module: web/a.js."""\nx = "web/b.js"  # web/c.js\n'
               'def f():\n    """web/d.js"""\n    return "web/e.js"\n')
-    assert [(n, name) for n, line in python_prose(source)
-            for name in re.findall(r"web/\w\.js", line)] == [(1, "web/a.js"), (2, "web/c.js"),
-                                                               (4, "web/d.js")]
+    assert web_names(python_prose(source)) == [(1, "web/a.js"), (2, "web/c.js"), (4, "web/d.js")]
 
 
 def test_script_comments_pass_over_strings_and_regular_expressions():
     source = ('const a = "http://x//y"; // web/a.js\nconst r = /["\'\\/]/g; /* web/b.js */\n'
               "const t = `// web/c.js`; x = 4 / 2; // web/d.js\n")
-    assert [(n, name) for n, line in script_comments(source)
-            for name in re.findall(r"web/\w\.js", line)] == [(1, "web/a.js"), (2, "web/b.js"),
-                                                               (3, "web/d.js")]
+    assert web_names(script_comments(source)) == [(1, "web/a.js"), (2, "web/b.js"), (3, "web/d.js")]
 
 
 def module_table(package: Path) -> list[str]:
