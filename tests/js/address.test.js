@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { originOf, panelFromQuery, parseBool, pyRepr, queryValues, settingsFromQuery, viewFromQuery } from "../../web/state/query.js";
-import { countChanged, formValue, forPython, settingsQuery, splitLines } from "../../web/state/settings.js";
+import { countChanged, fieldDefaults, formValue, forPython, settingsQuery, splitLines } from "../../web/state/settings.js";
 
 const SPECS = { seed: { name: "seed", kind: "int", label: "Seed", allowed: "a whole number" }, stop: { name: "stop", kind: "lines", label: "Stop strings" }, greedy: { name: "greedy", kind: "bool" } };
 
@@ -47,6 +47,16 @@ test("values as the controls hold them, and as Python reads them", () => {
   assert.deepEqual(splitLines("a\r\n\nb\n"), ["a", "b"]);
   assert.deepEqual(forPython({ seed: "3", stop: "x\n\ny" }, SPECS), { seed: "3", stop: ["x", "y"] });
   assert.equal(countChanged({ seed: " 42 ", stop: "", greedy: true }, { seed: 42, stop: [], greedy: false }, ["seed", "stop", "greedy"], SPECS), 1);
+});
+
+test("a panel's fields at Python's defaults, as its controls show them", () => {
+  const fields = [
+    { name: "requests", kind: "int", default: 16 },
+    { name: "memory_blocks", kind: "int", default: null },
+    { name: "workload", kind: "lines", default: [] },
+    { name: "seed", kind: "int", default: 42 },
+  ];
+  assert.deepEqual(fieldDefaults(fields, ["requests", "memory_blocks", "workload"]), { requests: "16", memory_blocks: "", workload: "" });
 });
 
 test("a link to the settings, in the table's order, the page's parameters last", () => {

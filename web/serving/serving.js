@@ -7,6 +7,7 @@
 import { createPlanned } from "../lesson/planned.js";
 import { createPlayer } from "../search/play.js";
 import { barLabel, drawBar, drawGrid, drawTables, drawTimeline, drawTree, gridLabel, memoryParts, stepWords } from "./pool.js";
+import { fieldDefaults } from "../state/settings.js";
 import { $ } from "../ui/dom.js";
 import { el, pct, plural } from "../ui/render.js";
 
@@ -152,6 +153,8 @@ export function createServing(app) {
       const own = ((app.info() || {}).panel_settings || {}).serving || [];
       for (const [name, value] of Object.entries(app.fromLink(own))) controls[name].value = value;
     },
+    /** The panel's fields at Python's defaults (its field table's, from the catalog), by name. */
+    defaults: () => fieldDefaults(app.info().fields, Object.keys(FIELDS)),
     /** Set some of the panel's fields (by name) and serve; resolves with the result. */
     async serve(values = {}) {
       for (const [name, value] of Object.entries(values)) controls[name].value = Array.isArray(value) ? value.join("\n") : String(value);

@@ -17,6 +17,12 @@ export function formValue(kind, value) {
   return value == null ? "" : String(value);
 }
 
+/** Python's defaults of these fields (rows of its field table), as their controls show them. */
+export function fieldDefaults(fields, names) {
+  const specs = Object.fromEntries((fields || []).map((f) => [f.name, f]));
+  return Object.fromEntries(names.map((name) => [name, formValue(specs[name].kind, specs[name].default)]));
+}
+
 /** The form's values as a request to Python: the stop strings as a list, the rest as held. */
 export function forPython(raw, specs) {
   const out = {};

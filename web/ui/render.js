@@ -28,7 +28,12 @@ export function spoken(tokenText) {
   if (tokenText === EOS_LABEL) return "end-of-sequence";
   const names = { " ": "space", "\n": "newline", "\t": "tab" };
   const name = names[tokenText];
-  return name ? `“${readable(tokenText)}” (${name})` : `“${readable(tokenText)}”`;
+  return name ? `${quoted(tokenText)} (${name})` : quoted(tokenText);
+}
+
+/** A text in quotes, readable as a token is: “ma␣”. */
+export function quoted(text) {
+  return `“${readable(text)}”`;
 }
 
 /** A probability as a percentage with one decimal; tiny but non-zero values say so. */
