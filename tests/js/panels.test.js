@@ -1,13 +1,18 @@
 // What the panels work out for display from Python's numbers, without a document: the CSV and
 // the command line of a run (ui/exports.js), the check chart's envelope (kv/cache.js), two runs
-// compared (lesson/runs.js) and a loop at the end of a text (lesson/tries.js).
+// compared (lesson/runs.js), a loop at the end of a text and the Try this lists (lesson/tries/).
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { envelope } from "../../web/kv/cache.js";
 import { firstDifference, settingsDiff } from "../../web/lesson/runs.js";
-import { findLoop } from "../../web/lesson/tries.js";
+import { TRIES as ANSWERS } from "../../web/lesson/tries/answers.js";
+import { TRIES as CACHE } from "../../web/lesson/tries/cache.js";
+import { TRIES as PAGING } from "../../web/lesson/tries/paging.js";
+import { TRIES as SAMPLING, findLoop } from "../../web/lesson/tries/sampling.js";
+import { TRIES as START } from "../../web/lesson/tries/start.js";
+import { TRIES as STOPPING } from "../../web/lesson/tries/stopping.js";
 import { CSV_COLUMNS, commandWords, shellWord, traceToCsv } from "../../web/ui/exports.js";
 import { fromBase64 } from "../../web/ui/handoff.js";
 
@@ -68,4 +73,14 @@ test("the zip's bytes come back whole from base64, every byte value included", (
   const text = Buffer.from(bytes).toString("base64"); // as Python's base64 writes it
   assert.deepEqual(fromBase64(text), bytes);
   assert.deepEqual(fromBase64(""), new Uint8Array(0));
+});
+
+test("each chapter's Try this suggestions go to that chapter's list, each with an id of its own", () => {
+  const chapters = { sampling: SAMPLING, lesson: START, tokens: STOPPING, tools: ANSWERS, kv: CACHE, serving: PAGING };
+  for (const [where, tries] of Object.entries(chapters)) {
+    assert.ok(tries.length);
+    assert.deepEqual([...new Set(tries.map((t) => t.where))], [where]);
+  }
+  const ids = Object.values(chapters).flat().map((t) => t.id);
+  assert.equal(new Set(ids).size, ids.length);
 });
