@@ -5,6 +5,7 @@
 
 import { bytes, drawResponsive, lineChart } from "../ui/plot.js";
 import { ask, el, pct } from "../ui/render.js";
+import { fieldDefaults } from "../state/settings.js";
 import { $ } from "../ui/dom.js";
 
 /** The tiny transformer's cache shape for a dataset, from the info Python sent at boot. */
@@ -54,7 +55,7 @@ export function createMemoryView(app, live) {
   // the calculator's inputs, by field name (data-field): their checks and defaults are Python's
   const inputs = Object.fromEntries([...dom.form.querySelectorAll("input[data-field]")].map((c) => [c.dataset.field, c]));
   const FIELDS = Object.keys(inputs);
-  const defaultOf = (name) => app.info().fields.find((f) => f.name === name).default;
+  const defaults = () => fieldDefaults(app.info().fields, FIELDS);
   let presets = [];
   let last = null;
   let timer = null;
@@ -75,8 +76,8 @@ export function createMemoryView(app, live) {
     for (const f of FIELDS) {
       if (p[f] != null) inputs[f].value = String(p[f]);
     }
-    if (p.tokens == null) inputs.tokens.value = String(defaultOf("tokens"));
-    if (p.sequences == null) inputs.sequences.value = String(defaultOf("sequences"));
+    if (p.tokens == null) inputs.tokens.value = defaults().tokens;
+    if (p.sequences == null) inputs.sequences.value = defaults().sequences;
   }
 
   async function compute() {
@@ -264,7 +265,7 @@ export function createMemoryView(app, live) {
 
   // Python's defaults for the calculator (the worked example's shape), before any preset.
   function fillPresetFromDefaults() {
-    for (const f of FIELDS) inputs[f].value = String(defaultOf(f));
+    for (const [f, value] of Object.entries(defaults())) inputs[f].value = value;
     compute();
   }
 }
