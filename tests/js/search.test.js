@@ -103,7 +103,7 @@ test("the CSV of a speculative run: every guess, then the token that ended the r
   assert.deepEqual(lines.slice(1), ["0,0,1,x,0.5,0.25,2,0.1,true,draft", "0,1,2,y,0.1,0.4,0.25,0.9,false,draft", "0,2,4,z,,,,,true,resampled"]);
 });
 
-test("Play moves the step from the start to the end, and a second press or the range stops it", (t) => {
+test("Play moves the step from the start to the end, and a second press or the range stops it; the range draws where it is put", (t) => {
   t.mock.timers.enable({ apis: ["setTimeout"] });
   const listeners = {};
   const fake = (props) => ({ ...props, setAttribute(k, v) { this[k] = v; }, addEventListener(type, fn) { listeners[`${props.id}:${type}`] = fn; } });
@@ -123,8 +123,9 @@ test("Play moves the step from the start to the end, and a second press or the r
   range.value = "0";
   listeners["button:click"]();
   ticks(1);
+  range.value = "2";
   listeners["range:input"](); // the learner takes the range
   ticks(5);
-  assert.deepEqual(drawn, [0, 1, 2, 3, 1]);
+  assert.deepEqual(drawn, [0, 1, 2, 3, 1, 2]);
   assert.equal(button["aria-pressed"], "false");
 });

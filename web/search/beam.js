@@ -44,10 +44,9 @@ export function createBeam(app) {
     list: $("beam-list"), check: $("beam-check"), section: $("beam"),
   };
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
-  const own = () => Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
-  const exports = installSearchExports("beam", app, own, "beam");
-  const searchAsk = createSearchAsk({ app, controls, section: dom.section, status: dom.status, button: dom.run,
-    endpoint: "beam", key: "beam", field: "num_beams", working: "Searching…" });
+  const search = createSearchAsk({ app, controls, form: dom.form, section: dom.section, status: dom.status, button: dom.run,
+    endpoint: "beam", key: "beam", field: "num_beams", working: "Searching…", show });
+  const exports = installSearchExports("beam", app, search.own, "beam");
   let shown = null;
 
   function card(side, reply) {
@@ -122,14 +121,10 @@ export function createBeam(app) {
     dom.out.hidden = false;
   }
 
-  dom.step.addEventListener("input", () => {
-    if (shown) drawStep(Number(dom.step.value));
-  });
-  const player = createPlayer(dom.step, $("beam-play"), (k) => drawStep(k));
+  const player = createPlayer(dom.step, $("beam-play"), (k) => shown && drawStep(k));
 
-  async function run() {
-    const reply = await searchAsk();
-    if (!reply || !reply.ok) return reply;
+  // a good reply: drawn, offered for export, and its best path kept for Compare runs
+  function show(reply) {
     render(reply);
     exports.show(reply.trace);
     const best = reply.trace.beams[0];
@@ -137,22 +132,13 @@ export function createBeam(app) {
       app.keep({ settings: reply.trace.settings, greedy: false, finish: { finish_reason: best.finish_reason, stop_reason: best.stop_reason },
         steps: best.ids.map((id, i) => ({ token_id: id, token_text: best.tokens[i], prob: null })) });
     }
-    dom.status.textContent = "Done.";
-    dom.section.dataset.state = "done";
-    return reply;
   }
-
-  dom.form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    run();
-  });
 
   return {
     ready() {
       for (const c of dom.form.elements) c.disabled = false;
-      // the panel's own settings a link gave (Python checks them when the search runs)
-      for (const [name, value] of Object.entries(app.fromLink(Object.keys(FIELDS)))) controls[name].value = value;
+      search.fromLink();
     },
-    run,
+    run: search.run,
   };
 }

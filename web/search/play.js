@@ -1,7 +1,7 @@
 // Step through a search as it happened: a range (the step or round shown) and a Play button
 // that moves it from the start to the end, one position every `ms`, and stops at the end, on a
-// second press, or when the learner takes the range. `ms` is a number, or a function read at
-// every move (a speed the learner can change while it plays).
+// second press, or when the learner takes the range (which then draws where it is put). `ms` is
+// a number, or a function read at every move (a speed the learner can change while it plays).
 
 export function createPlayer(range, button, draw, ms = 650) {
   let timer = null;
@@ -39,7 +39,10 @@ export function createPlayer(range, button, draw, ms = 650) {
     button.setAttribute("aria-pressed", "true");
     timer = setTimeout(tick, wait());
   });
-  range.addEventListener("input", stop);
+  range.addEventListener("input", () => {
+    stop();
+    draw(Number(range.value));
+  });
 
   return {
     stop,

@@ -49,10 +49,9 @@ export function createSpeculative(app) {
     rounds: $("spec-rounds"), check: $("spec-check"), section: $("speculative"),
   };
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
-  const own = () => Object.fromEntries(Object.entries(controls).map(([name, c]) => [name, c.value]));
-  const exports = installSearchExports("spec", app, own, "speculative");
-  const searchAsk = createSearchAsk({ app, controls, section: dom.section, status: dom.status, button: dom.run,
-    endpoint: "speculate", key: "draft", field: "num_draft_tokens", working: "Decoding with the draft…" });
+  const search = createSearchAsk({ app, controls, form: dom.form, section: dom.section, status: dom.status, button: dom.run,
+    endpoint: "speculate", key: "draft", field: "num_draft_tokens", working: "Decoding with the draft…", show });
+  const exports = installSearchExports("spec", app, search.own, "speculative");
   let shown = null;
 
   function summary(reply) {
@@ -131,27 +130,15 @@ export function createSpeculative(app) {
     dom.out.hidden = false;
   }
 
-  dom.round.addEventListener("input", () => {
-    if (shown) drawRounds(Number(dom.round.value));
-  });
-  const player = createPlayer(dom.round, $("spec-play"), (r) => drawRounds(r));
+  const player = createPlayer(dom.round, $("spec-play"), (r) => shown && drawRounds(r));
 
-  async function run() {
-    const reply = await searchAsk();
-    if (!reply || !reply.ok) return reply;
+  // a good reply: drawn, offered for export, and the text the draft helped write kept for Compare runs
+  function show(reply) {
     render(reply);
     exports.show(reply.trace);
     const t = reply.trace;
     if (app.keep) app.keep({ settings: t.settings, greedy: reply.greedy, finish: { finish_reason: t.finish_reason, stop_reason: t.stop_reason }, steps: t.steps });
-    dom.status.textContent = "Done.";
-    dom.section.dataset.state = "done";
-    return reply;
   }
-
-  dom.form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    run();
-  });
 
   // --- the acceptance experiment -------------------------------------------------------------
 
@@ -203,13 +190,12 @@ export function createSpeculative(app) {
   return {
     ready() {
       for (const c of [...dom.form.elements, ...xp.form.elements]) c.disabled = false;
-      // the panel's own settings a link gave (Python checks them when the run starts)
-      for (const [name, value] of Object.entries(app.fromLink(Object.keys(FIELDS)))) controls[name].value = value;
+      search.fromLink();
       // what Python says the page's experiment starts with
       const d = (app.info() || {}).acceptance_defaults || {};
       if (d.temperatures) xp.inputs.temperatures.value = d.temperatures;
     },
-    run,
+    run: search.run,
     experiment: planned.start,
     lastExperiment: planned.last,
   };

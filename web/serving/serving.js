@@ -98,10 +98,7 @@ export function createServing(app) {
     dom.timeline.replaceChildren(drawTimeline(shown, k));
   }
 
-  const player = createPlayer(dom.step, dom.play, (k) => drawStep(k), () => Number(dom.speed.value));
-  dom.step.addEventListener("input", () => {
-    if (shown) drawStep(Number(dom.step.value));
-  });
+  const player = createPlayer(dom.step, dom.play, (k) => shown && drawStep(k), () => Number(dom.speed.value));
 
   function render(result) {
     shown = result;
