@@ -4,7 +4,7 @@
 // settings and the panel's own. Both panels use it.
 
 import { fate } from "./tree.js";
-import { commandWords, csvTable, download } from "../ui/exports.js";
+import { commandWords, csvTable, download, showWords } from "../ui/exports.js";
 import { copyText, flash } from "../ui/copy.js";
 import { $ } from "../ui/dom.js";
 
@@ -51,13 +51,7 @@ export function installSearchExports(prefix, app, own, anchor) {
     show(next) {
       trace = next;
       json.disabled = csv.disabled = false;
-      const words = commandWords(trace.settings, (app.info() || {}).fields);
-      command.replaceChildren(...words.flatMap((word, i) => {
-        const box = document.createElement("span");
-        box.className = "word";
-        box.textContent = word;
-        return i ? [" ", box] : [box];
-      }));
+      showWords(command, commandWords(trace.settings, (app.info() || {}).fields));
     },
   };
 }

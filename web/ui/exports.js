@@ -110,6 +110,15 @@ export function commandWords(settings, fields) {
 
 // --- the page --------------------------------------------------------------------------------
 
+/** A command line in `node`, one box per word, so a narrow screen wraps between options, never inside one. */
+export function showWords(node, words) {
+  node.replaceChildren(...words.flatMap((word, i) => {
+    const box = document.createElement("span");
+    box.className = "word";
+    box.textContent = word;
+    return i ? [" ", box] : [box];
+  }));
+}
 
 export function download(content, type, filename) {
   const url = URL.createObjectURL(new Blob([content], { type }));
@@ -168,13 +177,7 @@ export function installExports({ store, runs, hooks }) {
     }
     const words = commandWords(settings, hooks.info?.fields);
     exports.command = words.join(" ");
-    // One box per word, so a narrow screen wraps between options, never inside one.
-    command.replaceChildren(...words.flatMap((word, i) => {
-      const box = document.createElement("span");
-      box.className = "word";
-      box.textContent = word;
-      return i ? [" ", box] : [box];
-    }));
+    showWords(command, words);
     copyButton.disabled = false;
     commandNote.textContent = "Run it in a decodelab checkout (after pip install -e . or with PYTHONPATH=py): it prints the same trace as Export trace.";
   }
