@@ -84,10 +84,6 @@ export async function formSettings(app, status) {
   return null;
 }
 
-/**
- * Ask Python from a panel's button: the button is off while the request runs, and a worker that
- * failed comes back as an answer with one error on `field`, so a panel handles one shape.
- */
 /** A message next to its control (in the control's -error box), or none; the control says
  * it is invalid while the message shows. */
 export function fieldError(control, message) {
@@ -98,6 +94,10 @@ export function fieldError(control, message) {
   else control.removeAttribute("aria-invalid");
 }
 
+/**
+ * Ask Python from a panel's button: the button is off while the request runs, and a worker that
+ * failed comes back as an answer with one error on `field`, so a panel handles one shape.
+ */
 export async function ask(app, endpoint, request, button, field) {
   button.disabled = true;
   try {
