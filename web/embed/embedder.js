@@ -11,6 +11,7 @@
 import { settingsQuery } from "../state/settings.js";
 import { copyText, flash } from "../ui/copy.js";
 import { $ } from "../ui/dom.js";
+import { fieldError } from "../ui/render.js";
 import { DEFAULT_PANELS, NAMESPACE, VERSION } from "./embed.js";
 
 const TITLE = "decodelab: watch a language model pick text";
@@ -34,13 +35,6 @@ function check(id, input) {
     return { error: `${id === "height" ? "Height" : "Preview width"} must be a whole number of pixels from ${lo} to ${hi}; got ${text === "" ? "nothing" : JSON.stringify(text)}.` };
   }
   return { value: n };
-}
-
-function showError(input, box, message) {
-  box.textContent = message || "";
-  box.hidden = !message;
-  if (message) input?.setAttribute("aria-invalid", "true");
-  else input?.removeAttribute("aria-invalid");
 }
 
 /** The snippets for one choice of settings, panels, controls, size, theme and start. */
@@ -191,9 +185,9 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     for (const c of controlBox.querySelectorAll("input")) c.disabled = !controlsOn || !some.checked;
     const controls = some.checked ? chosen(controlBox) : null;
     const size = { height: check("height", inputs.height), width: check("width", inputs.width) };
-    showError(null, $("embed-panels-error"), panels.length ? null : "Choose at least one panel.");
-    showError(null, $("embed-controls-error"), controlsOn && controls && !controls.length ? "Choose at least one control, or All of them." : null);
-    for (const id of ["height", "width"]) showError(inputs[id], $(`embed-${id}-error`), size[id].error);
+    fieldError(null, panels.length ? null : "Choose at least one panel.", $("embed-panels-error"));
+    fieldError(null, controlsOn && controls && !controls.length ? "Choose at least one control, or All of them." : null, $("embed-controls-error"));
+    for (const id of ["height", "width"]) fieldError(inputs[id], size[id].error, $(`embed-${id}-error`));
     const bad = !panels.length || (controlsOn && controls && !controls.length) || size.height.error || size.width.error;
     const settings = carried(python);
     $("embed-carried").textContent = settings.words;

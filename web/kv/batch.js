@@ -4,7 +4,7 @@
 // (webapi.batch_view -> batch.batch_run); this module draws what comes back. batchGrid is also
 // used by the "Break it on purpose" lab for the padding bug.
 
-import { ask, el, plural, readable, tableHead } from "../ui/render.js";
+import { ask, el, fieldError, plural, readable, tableHead } from "../ui/render.js";
 import { sci, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
 
@@ -102,10 +102,7 @@ export function createBatchView(app) {
     const box = $(`${control.id}-error`);
     const text = message && !box.hidden && box.textContent && name !== "prompts" && name !== "batch_steps"
       ? `${box.textContent} ${message}` : message;
-    box.textContent = text || "";
-    box.hidden = !text;
-    if (text) control.setAttribute("aria-invalid", "true");
-    else control.removeAttribute("aria-invalid");
+    fieldError(control, text, box);
   }
 
   dom.form.addEventListener("submit", async (event) => {

@@ -6,7 +6,7 @@ import { batchGrid } from "./batch.js";
 import { checkChart } from "./cache.js";
 import { drawResponsive, sci, svg, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
-import { ask, el, plural, tableHead } from "../ui/render.js";
+import { ask, el, fieldError, plural, tableHead } from "../ui/render.js";
 
 const BUG_DEFAULT_PROMPTS = { names: "mar", prose: "The cache " };
 
@@ -36,10 +36,7 @@ export function createBugs(app, batch) {
     const box = $(`${control.id}-error`);
     const text = control === dom.bug && message && name !== "bug" && box.textContent && !box.hidden
       ? `${box.textContent} ${message}` : message;
-    box.textContent = text || "";
-    box.hidden = !text;
-    if (text) control.setAttribute("aria-invalid", "true");
-    else control.removeAttribute("aria-invalid");
+    fieldError(control, text, box);
   }
 
   function clearErrors() {

@@ -4,7 +4,7 @@
 // context length, with the cache and without it (webapi.cost_sweep -> costs.step_costs).
 
 import { bytes, drawResponsive, lineChart } from "../ui/plot.js";
-import { ask, el, pct } from "../ui/render.js";
+import { ask, el, fieldError, pct } from "../ui/render.js";
 import { fieldDefaults } from "../state/settings.js";
 import { $ } from "../ui/dom.js";
 
@@ -62,12 +62,7 @@ export function createMemoryView(app, live) {
   let seq = 0;
 
   function showError(name, message) {
-    const control = inputs[name] || dom.preset;
-    const box = $(`${control.id}-error`);
-    box.textContent = message || "";
-    box.hidden = !message;
-    if (message) control.setAttribute("aria-invalid", "true");
-    else control.removeAttribute("aria-invalid");
+    fieldError(inputs[name] || dom.preset, message);
   }
 
   function fillPreset(id) {

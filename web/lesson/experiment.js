@@ -4,7 +4,7 @@
 // the run can be cancelled between batches.
 
 import { svg } from "../ui/plot.js";
-import { el, fixed, pct, plural, readable, tableHead } from "../ui/render.js";
+import { el, fieldError, fixed, pct, plural, readable, tableHead } from "../ui/render.js";
 import { onScreen } from "../embed/presence.js";
 import { $ } from "../ui/dom.js";
 
@@ -182,12 +182,8 @@ export function createExperiment({ call, collect }) {
   let ready = false;
   for (const r of modeRadios) r.addEventListener("change", syncMode);
 
-  function fieldError(control, message) {
-    const box = $(`${control.id}-error`);
-    box.textContent = message || "";
-    box.hidden = !message;
-    if (message) control.setAttribute("aria-invalid", "true");
-    else control.removeAttribute("aria-invalid");
+  function showError(control, message) {
+    fieldError(control, message);
     control.setAttribute("aria-describedby", [`${control.id}-hint`, message ? `${control.id}-error` : null].filter(Boolean).join(" "));
   }
 
@@ -205,8 +201,8 @@ export function createExperiment({ call, collect }) {
     if (running || !ready) return;
     // at once, before Python's check: what the section showed until now is no longer the answer
     section.dataset.state = "checking";
-    fieldError(temps, null);
-    fieldError(samplesInput, null);
+    showError(temps, null);
+    showError(samplesInput, null);
     const checked = await collect();
     if (checked.errors) {
       const labels = Object.keys(checked.errors).map((name) => {
@@ -233,8 +229,8 @@ export function createExperiment({ call, collect }) {
         section.dataset.state = "invalid";
         const other = [];
         for (const e of started.errors || []) {
-          if (e.field === "temperatures") fieldError(temps, e.message);
-          else if (e.field === "samples") fieldError(samplesInput, e.message);
+          if (e.field === "temperatures") showError(temps, e.message);
+          else if (e.field === "samples") showError(samplesInput, e.message);
           else other.push(`${e.label}: ${e.message}`);
         }
         const whose = document.documentElement.dataset.course ? "The workbench’s settings" : onScreen("controls") ? "The settings above" : "This widget's settings";

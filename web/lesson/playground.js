@@ -2,7 +2,7 @@
 // stage by stage. The numbers go to the same Python as generation (decodelab.lesson.pipeline),
 // which checks them and answers with every stage; errors appear next to the field they concern.
 
-import { el, pct, tableHead } from "../ui/render.js";
+import { el, fieldError, pct, tableHead } from "../ui/render.js";
 import { PipelineView } from "./stages.js";
 import { $ } from "../ui/dom.js";
 
@@ -97,12 +97,8 @@ export function createPlayground(app) {
       if (id) (byControl[id] = byControl[id] || []).push(e.message);
     }
     for (const control of Object.values(controls)) {
-      const box = $(`${control.id}-error`);
       const messages = byControl[control.id];
-      box.textContent = messages ? messages.join(" ") : "";
-      box.hidden = !messages;
-      if (messages) control.setAttribute("aria-invalid", "true");
-      else control.removeAttribute("aria-invalid");
+      fieldError(control, messages ? messages.join(" ") : null);
       const ids = [`${control.id}-hint`, messages ? `${control.id}-error` : null].filter((id) => id && $(id));
       control.setAttribute("aria-describedby", ids.join(" "));
     }

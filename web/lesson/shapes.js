@@ -4,7 +4,7 @@
 // and without JSON mode (decodelab.lesson.shapes), as a table with intervals and what it shows.
 
 import { createPlanned } from "./planned.js";
-import { el, finishCode, pct, plural, tableHead } from "../ui/render.js";
+import { el, fieldError, finishCode, pct, plural, tableHead } from "../ui/render.js";
 import { $ } from "../ui/dom.js";
 
 const STATUS_WORDS = { valid: "Valid JSON", incomplete: "Incomplete", malformed: "Malformed" };
@@ -89,12 +89,7 @@ export function createShapes({ call }) {
   const inputs = { temperatures: $("validity-temps"), budgets: $("validity-budgets"), cards: $("validity-cards"), samples_per_question: $("validity-samples") };
   let lastWays = null;
 
-  function questionError(message) {
-    errorBox.textContent = message || "";
-    errorBox.hidden = !message;
-    if (message) question.setAttribute("aria-invalid", "true");
-    else question.removeAttribute("aria-invalid");
-  }
+  const questionError = (message) => fieldError(question, message, errorBox);
 
   async function compare() {
     runButton.disabled = true;

@@ -6,7 +6,7 @@
 // site was built (tools/page.py); every verdict comes from Python's check.
 
 import { $, el } from "./dom.js";
-import { fixed, readable } from "./render.js";
+import { fieldError, fixed, readable } from "./render.js";
 
 // What each kind of model does, in a sentence (Python may send its own description instead).
 const MODEL_HINTS = {
@@ -127,12 +127,8 @@ export function createForm(store, { generate }) {
 
   function showError(name, message) {
     const control = controls[name];
-    const box = $(`${control.id}-error`);
-    if (!box) return;
-    box.textContent = message || "";
-    box.hidden = !message;
-    if (message) control.setAttribute("aria-invalid", "true");
-    else control.removeAttribute("aria-invalid");
+    if (!$(`${control.id}-error`)) return;
+    fieldError(control, message);
     fieldOf(name).classList.toggle("has-error", Boolean(message));
     // an error from a link, a script or a host page for a rule behind More rules: open it, so
     // the message is seen next to its field

@@ -84,14 +84,13 @@ export async function formSettings(app, status) {
   return null;
 }
 
-/** A message next to its control (in the control's -error box), or none; the control says
- * it is invalid while the message shows. */
-export function fieldError(control, message) {
-  const box = document.getElementById(`${control.id}-error`);
+/** A message next to its control (in the control's -error box, or `box`), or none; the
+ * control, when there is one, says it is invalid while the message shows. */
+export function fieldError(control, message, box = document.getElementById(`${control.id}-error`)) {
   box.textContent = message || "";
   box.hidden = !message;
-  if (message) control.setAttribute("aria-invalid", "true");
-  else control.removeAttribute("aria-invalid");
+  if (message) control?.setAttribute("aria-invalid", "true");
+  else control?.removeAttribute("aria-invalid");
 }
 
 /**

@@ -2,7 +2,7 @@
 // the dataset "Your text" (its words and its count come from Python's answer).
 
 import { $ } from "./dom.js";
-import { plural } from "./render.js";
+import { fieldError, plural } from "./render.js";
 
 export function createTraining(store, call) {
   const dom = { form: $("train-form"), text: $("train-text"), button: $("train-button"), result: $("train-result"), error: $("train-text-error") };
@@ -16,10 +16,7 @@ export function createTraining(store, call) {
   });
 
   function showError(message) {
-    dom.error.textContent = message || "";
-    dom.error.hidden = !message;
-    if (message) dom.text.setAttribute("aria-invalid", "true");
-    else dom.text.removeAttribute("aria-invalid");
+    fieldError(dom.text, message, dom.error);
     dom.text.closest(".field").classList.toggle("has-error", Boolean(message));
     dom.text.setAttribute("aria-describedby", message ? "train-text-hint train-text-error" : "train-text-hint");
   }
