@@ -109,26 +109,19 @@ test("a change shows and clears the messages of the errors Python says are about
   const more = (s) => (s.greedy === true && String(s.prompt) === "x"
     ? [{ field: "prompt", label: "Prompt", message: "Prompt x and greedy do not go together.", also: ["greedy"] }] : []);
   const { store } = await started({ more });
-  store.edit("min_new_tokens", "80", { commit: true });
-  await store.settled();
-  assert.match(store.state.errors.min_new_tokens, /Min new tokens/);
+  const change = async (name, value) => {
+    store.edit(name, value, { commit: true });
+    await store.settled();
+    return store.state.errors;
+  };
+  assert.match((await change("min_new_tokens", "80")).min_new_tokens, /Min new tokens/);
   // max new tokens raised past it: min's message goes, as Python's error said it was about max
-  store.edit("max_new_tokens", "100", { commit: true });
-  await store.settled();
-  assert.equal(store.state.errors.min_new_tokens, undefined);
+  assert.equal((await change("max_new_tokens", "100")).min_new_tokens, undefined);
   // and lowered again: it comes back, next to min new tokens
-  store.edit("max_new_tokens", "60", { commit: true });
-  await store.settled();
-  assert.match(store.state.errors.min_new_tokens, /Min new tokens/);
-  store.edit("prompt", "x", { commit: true });
-  await store.settled();
-  assert.equal(store.state.errors.prompt, undefined);
-  store.edit("greedy", true, { commit: true });
-  await store.settled();
-  assert.equal(store.state.errors.prompt, "Prompt x and greedy do not go together.");
-  store.edit("greedy", false, { commit: true });
-  await store.settled();
-  assert.equal(store.state.errors.prompt, undefined);
+  assert.match((await change("max_new_tokens", "60")).min_new_tokens, /Min new tokens/);
+  assert.equal((await change("prompt", "x")).prompt, undefined);
+  assert.equal((await change("greedy", true)).prompt, "Prompt x and greedy do not go together.");
+  assert.equal((await change("greedy", false)).prompt, undefined);
 });
 
 test("a change of dataset takes Python's adjustment, unless the learner changed that setting meanwhile", async () => {
