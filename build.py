@@ -608,11 +608,32 @@ def cmd_serve(args: list[str]) -> int:
     return 0
 
 
+# The inner loop's tier: the node tests and the native tests, without the browser, the installed
+# wheel or the models' held-out bars (pyproject.toml's markers).
+FAST_TIER = "not browser and not install and not quality"
+
+
+def pytest_command(args: list[str]) -> list[str]:
+    """`python3 -m pytest` on every core: each worker takes whole files (`--dist loadfile`), so
+    a module's fixture, a booted page or a loaded model, is made once; the slowest tests are
+    listed at the end. `--fast` (ours, not pytest's) keeps to FAST_TIER."""
+    fast = "--fast" in args
+    rest = [a for a in args if a != "--fast"]
+    cmd = [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "loadfile", "--durations=20"]
+    return cmd + (["-m", FAST_TIER] if fast else []) + rest
+
+
 def cmd_test(args: list[str]) -> int:
-    setup(full=True)
-    build(npm=False)
-    say("test: python3 -m pytest " + " ".join(args))
-    status = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT).returncode
+    if "--fast" in args:  # no browser: no Chromium, no site; the models all the same
+        setup(full=False)
+        setup_pip()
+        artifacts(UserCache(), Stamps())
+    else:
+        setup(full=True)
+        build(npm=False)
+    cmd = pytest_command(args)
+    say("test: " + " ".join(["python3", *cmd[1:]]))
+    status = subprocess.run(cmd, cwd=ROOT).returncode
     if status == 5:
         say("test: no tests were collected; that counts as a failure")
         return 1
@@ -646,7 +667,9 @@ COMMANDS = {
                        "wheels, a trimmed pyodide-lock.json, the assets and their manifest"),
     "build": (cmd_build, "(the default) setup's npm part, then site"),
     "serve": (cmd_serve, "build, then serve static/ over HTTP (--port 8000, --host 127.0.0.1)"),
-    "test": (cmd_test, "setup, build, then `python3 -m pytest [args]`"),
+    "test": (cmd_test, "setup, build, then every test tier in parallel (`python3 -m pytest -n "
+                       "auto [args]`); --fast: node and native tests only, no browser, install or "
+                       "quality tier (a few minutes)"),
     "bench": (cmd_bench, "setup, build, then tests/benchmark.py [--quick] [--json FILE]"),
     "help": (cmd_help, "this text"),
 }
