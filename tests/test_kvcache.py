@@ -267,3 +267,61 @@ def test_the_k_shift_turns_keys_back_and_is_exact_in_the_first_layer_only():
     assert shifted_checks and min(shifted_checks) > kshift.tolerance
     with pytest.raises(ValueError, match="shift must be one of reread, kshift"):
         Session(model, shift="rotate")
+
+
+# --- what a cache does to itself: truncate, reorder, shift (each cache type owns them) ------
+
+def _filled_cache(batch=3, n=5, seed=0):
+    """A KVCache of 2 layers with n positions of random keys and values, and padding bias."""
+    rng = np.random.default_rng(seed)
+    cache = KVCache(2, batch, 2, 8, 4, np.float64)
+    for arrays in (cache.k, cache.v):
+        for a in arrays:
+            a[:] = rng.standard_normal(a.shape)
+    cache.length = n
+    cache.set_padding(np.array([[True] * 2, [False, True], [True] * 2])[:batch])
+    return cache
+
+
+def test_reorder_makes_each_row_a_copy_of_the_row_it_names():
+    cache = _filled_cache()
+    before = [a.copy() for a in cache.k + cache.v]
+    bias = cache.key_bias.copy()
+    cache.reorder(np.array([2, 2, 0]))
+    for old, new in zip(before, cache.k + cache.v):
+        assert np.array_equal(new, np.stack([old[2], old[2], old[0]]))
+    assert np.array_equal(cache.key_bias, bias[[2, 2, 0]])
+    cache.k[0][0, 0, 0, 0] += 1.0  # rows that copied one row grow on their own
+    assert cache.k[0][1, 0, 0, 0] != cache.k[0][0, 0, 0, 0]
+
+
+def test_shift_drops_the_oldest_positions_and_turns_only_the_keys():
+    cache = _filled_cache(batch=1, n=6)
+    k, v = [a.copy() for a in cache.k], [a.copy() for a in cache.v]
+    cache.shift(2, lambda keys: -keys)  # a stand-in turn: the cache applies it to keys alone
+    assert cache.length == 4
+    for old, new in zip(k, cache.k):
+        assert np.array_equal(new[:, :, :4], -old[:, :, 2:6])
+    for old, new in zip(v, cache.v):
+        assert np.array_equal(new[:, :, :4], old[:, :, 2:6])
+
+
+def test_truncate_forgets_the_positions_after_n():
+    cache = _filled_cache(batch=1, n=6)
+    kept = cache.k[0][:, :, :3].copy()
+    cache.truncate(3)
+    assert cache.length == 3 and np.array_equal(cache.k[0][:, :, :3], kept)
+
+
+def test_a_batch_reorders_its_cache_tokens_padding_and_positions_together():
+    """BatchSession.reorder: after it, each row decodes as the row it copied would have, so the
+    cached logits still equal a full recomputation of every row."""
+    model = make_model("gqa", context=16)
+    b = BatchSession(model, 3, np.float64)
+    b.prefill([[1, 2], [3], [4, 5, 6]])
+    b.decode([7, 8, 9])
+    ids, pos = b.ids.copy(), b.next_pos.copy()
+    b.reorder(np.array([2, 0, 0]))
+    assert np.array_equal(b.ids, ids[[2, 0, 0]]) and np.array_equal(b.next_pos, pos[[2, 0, 0]])
+    logits = b.decode([1, 2, 3])
+    assert np.abs(logits - b.recompute_logits()).max() < TOL[np.float64]

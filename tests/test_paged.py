@@ -317,30 +317,29 @@ def test_the_paged_command_and_its_bad_input():
         assert r.returncode == 2 and words in r.stderr, r.stderr
 
 
-# --- beam search on blocks: copy-on-write instead of copied rows ------------------------------
+# --- what a paged cache does to itself: truncate gives blocks back; no reorder, no shift ------
 
-@pytest.mark.parametrize("dataset,tokenizer,prompt", [("names", "chars", "ma"),
-                                                      ("prose", "chars", "The ")])
-def test_beam_search_on_blocks_finds_the_same_beams_copying_only_last_blocks(lib, dataset,
-                                                                            tokenizer, prompt):
-    from decodelab.core.beam import BeamRules, beam_search
-    from decodelab.core.paged import PagedBeams
-
-    model = lib.model("transformer", dataset, tokenizer)
-    rules = BeamRules(num_beams=4, max_new_tokens=20, num_return_sequences=4)
-    ids = model.tokenizer.encode(prompt)
-    plain = beam_search(model, ids, rules)
-    pool = BlockPool.for_model(model, num_blocks=64, block_size=4)
-    beams = PagedBeams(model, pool, 4)
-    paged = beam_search(model, ids, rules, check=True, session=beams)
-    assert [b["ids"] for b in paged["beams"]] == [b["ids"] for b in plain["beams"]]
-    for a, b in zip(paged["beams"], plain["beams"]):
-        assert a["score"] == pytest.approx(b["score"], abs=1e-9)
-    assert all(st["cache_diff"] <= 1e-12 for st in paged["steps"] if "cache_diff" in st)
-    # a reordering copied no row: writes into shared, partly filled blocks copied one block each
-    assert 0 < pool.copies_on_write <= 4 * len(paged["steps"])
-    beams.release()
-    assert pool.used == 0
+def test_a_paged_cache_truncates_into_its_blocks_and_refuses_to_reorder_or_shift(lib):
+    """The cache's operations on a block table: truncate keeps the blocks that still hold a
+    position and gives the rest back (shared ones stay with the tables that hold them); a
+    table is one sequence, so reordering rows is refused, and turning keys in place is refused
+    (its blocks may be shared): each refusal says why."""
+    model = lib.model("transformer", "names", "chars")
+    pool = BlockPool.for_model(model, num_blocks=8, block_size=4)
+    s = PagedSession(model, pool)
+    s.prefill(model.tokenizer.encode("marianne"))  # 9 positions: blocks of 4, 4, 1
+    other = s.fork()
+    assert pool.used == 3
+    s.cache.truncate(5)  # positions 0..4: two blocks still hold one
+    assert s.cache.length == 5 and len(s.cache.table) == 2 and pool.used == 3  # the fork's
+    other.release()
+    assert pool.used == 2
+    s.cache.truncate(0)
+    assert pool.used == 0 and s.cache.table == []
+    with pytest.raises(ValueError, match="one sequence: it has no rows to reorder"):
+        s.cache.reorder([0])
+    with pytest.raises(ValueError, match="does not shift its keys in place"):
+        s.cache.shift(2, lambda keys: keys)
 
 
 def test_a_request_that_outgrows_the_pool_ends_with_a_reason(lib):

@@ -12,8 +12,8 @@ as of transformers 5), so the library learners use next gives the same beams in 
   the first N candidates, a finished one enters the bank of finished hypotheses with the score
   sum of log-probabilities / (new tokens, end-of-sequence included) ** length_penalty; the bank
   keeps the best N. The best N candidates that have not finished are the next running beams, and
-  the cache rows are copied to follow them (`reorder`: row i takes the row of the beam it grew
-  from, as transformers' `reorder_cache` does).
+  the cache rows are copied to follow them (`BatchSession.reorder`: row i takes the row of the
+  beam it grew from, as transformers' `reorder_cache` does).
 - It stops when the budget is spent, when every candidate finished, or by `early_stopping`:
   True, as soon as the bank holds N finished hypotheses; False, when the best running beam,
   scored at its current length, cannot beat the worst in a full bank; "never", the same but
@@ -65,27 +65,13 @@ def banned_by_ngrams(seq: list, n: int) -> list:
     return [seq[i + n - 1] for i in range(len(seq) - n + 1) if tuple(seq[i:i + n - 1]) == tail]
 
 
-def reorder(session: BatchSession, parents: np.ndarray) -> None:
-    """Row i of the cache becomes the row of beam parents[i] (a copy: two beams may share a
-    parent, and each then grows on its own)."""
-    cache = session.cache
-    for arrays in (cache.k, cache.v):
-        for a in arrays:  # (N, Hkv, T_max, D)
-            a[:] = a[parents]
-    session.ids[:] = session.ids[parents]
-    session.valid[:] = session.valid[parents]
-    session.next_pos[:] = session.next_pos[parents]
-    if cache.key_bias is not None:
-        cache.key_bias[:] = cache.key_bias[parents]
-
-
 def _top(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k largest, largest first (ties: the lower index first)."""
     return np.argsort(-scores, kind="stable")[:k]
 
 
 def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool = False,
-                eos_blocked=None, ends=None, session=None) -> dict:
+                eos_blocked=None, ends=None) -> dict:
     """One search from one prompt. Returns {"beams": [{"ids", "score", "finish_reason",
     "stop_reason"}], "steps": [one record per step: the candidates, the beams kept with the beam
     each grew from, the bank after it], "stopped": why the search ended}.
@@ -94,9 +80,7 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
     tokens, ignore EOS; as transformers' MinNewTokensLengthLogitsProcessor does). ends(new ids)
     -> (finish_reason, stop_reason) or None: a path that ends by another rule (a stop string, a
     tool call), finished like one that ends with end-of-sequence. check: each step's cached
-    logits of every beam compared with a full recomputation (cache_diff). session: the batch
-    of N rows to search in; by default a BatchSession, one contiguous cache with a row per beam
-    (`paged.PagedBeams` keeps the beams in blocks instead)."""
+    logits of every beam compared with a full recomputation (cache_diff)."""
     N, K = rules.num_beams, 2 * rules.num_beams
     prompt = [eos] + [int(i) for i in prompt_ids]
     P = len(prompt)
@@ -104,8 +88,7 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
     if max_length > model.cfg.context_size:
         raise ValueError(f"the prompt and {rules.max_new_tokens} new tokens need {max_length} "
                          f"positions; the model's window holds {model.cfg.context_size}")
-    if session is None:  # one cache, a row per beam (or the caller's: `paged.PagedBeams`)
-        session = BatchSession(model, N, np.float64)
+    session = BatchSession(model, N, np.float64)  # one cache, a row per beam
     logits = session.prefill([prompt[1:]] * N)  # (N, V): every row the same prompt
     seqs = [list(prompt) for _ in range(N)]  # running beams, prompt included
     running = np.full(N, BLOCKED)
@@ -181,10 +164,7 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
         if finished.all():
             stopped = "length" if at_budget else "every candidate finished"
             break
-        if hasattr(session, "reorder"):
-            session.reorder(parents)  # a paged cache: tables, not rows, follow the beams
-        else:
-            reorder(session, parents)
+        session.reorder(parents)  # the cache's rows follow the beams
         logits = session.decode([s[-1] for s in seqs])
         if check:
             diff = float(np.abs(session.logits - session.recompute_logits()).max())

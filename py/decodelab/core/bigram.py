@@ -116,5 +116,9 @@ class BigramSession:
         """Several tokens at once (a tool's result): only the last one matters."""
         return self.model.log_probs[ids[-1]]  # (V,)
 
+    def rewind(self, n: int) -> None:
+        """Forget everything after the first n tokens: there is nothing to forget, the next
+        call names the token the next logits follow."""
+
     def fork(self) -> "BigramSession":
         return BigramSession(self.model)

@@ -254,12 +254,9 @@ class Session:
         up: rope(rope(k, p), -drop) = rope(k, p - drop)). Not exact: what a kept token's deeper
         layers computed had seen the dropped tokens, and a re-read would not have (the live
         check shows by how much). Layer 0's keys depend on the token alone, so they are exact."""
-        w, n = self.weights, self.cache.length
+        w = self.weights
         cos, sin = w.cos[drop], -w.sin[drop]  # (D,) each: the angle of -drop positions
-        for K, V in zip(self.cache.k, self.cache.v):  # (1, Hkv, T_max, D) each
-            K[:, :, :n - drop] = rope(K[:, :, drop:n], cos, sin)
-            V[:, :, :n - drop] = V[:, :, drop:n]
-        self.cache.length = n - drop
+        self.cache.shift(drop, lambda keys: rope(keys, cos, sin))
         self.tokens = self.tokens[drop:]
         self.prefilled = max(self.prefilled - drop, 0)
 
@@ -284,7 +281,7 @@ class Session:
     def rewind(self, n: int) -> None:
         """Forget everything after the first n cached positions (the keys there stay valid)."""
         self.tokens = self.tokens[:n]
-        self.cache.length = n
+        self.cache.truncate(n)
 
     # --- the live check ---------------------------------------------------------------------
 
@@ -364,6 +361,14 @@ class BatchSession:
         self.logits = cached_forward(self.weights, self.cache, tok, self.next_pos)  # (B, V)
         self.next_pos += 1
         return self.logits
+
+    def reorder(self, rows) -> None:
+        """Row i becomes a copy of row rows[i]: its cache, tokens, padding and next position
+        (beam search's batch following its beams)."""
+        self.cache.reorder(rows)
+        self.ids[:] = self.ids[rows]
+        self.valid[:] = self.valid[rows]
+        self.next_pos[:] = self.next_pos[rows]
 
     def recompute_logits(self) -> np.ndarray:
         """Every row's padded window through the full forward (pads masked): (B, V)."""

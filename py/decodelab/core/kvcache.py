@@ -67,6 +67,31 @@ class KVCache:
         self.length = 0
         self.key_bias = None
 
+    # --- what a session does to its cache: cut it back, reorder its rows, shift it ------------
+
+    def truncate(self, n: int) -> None:
+        """Forget every position from n on (the keys and values before n stay valid)."""
+        self.length = n
+
+    def reorder(self, rows) -> None:
+        """Row i becomes a copy of row rows[i] (two rows may copy one row; each then grows on
+        its own): beam search's cache following its beams."""
+        for arrays in (self.k, self.v):
+            for a in arrays:  # (B, Hkv, T_max, D)
+                a[:] = a[rows]
+        if self.key_bias is not None:
+            self.key_bias[:] = self.key_bias[rows]
+
+    def shift(self, drop: int, turn) -> None:
+        """Forget the oldest `drop` positions and move the rest to the front without computing
+        them again: each value as it is, each key through turn(keys) (the rotation back by
+        `drop` positions, which the model knows: `inference.Session.k_shift`)."""
+        n = self.length
+        for K, V in zip(self.k, self.v):  # (B, Hkv, T_max, D) each
+            K[:, :, :n - drop] = turn(K[:, :, drop:n])
+            V[:, :, :n - drop] = V[:, :, drop:n]
+        self.length = n - drop
+
     def set_padding(self, valid):
         """Mark slots length .. length+n as real (True) or padding (False); valid (B, n)."""
         if self.key_bias is None:

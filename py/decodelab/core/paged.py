@@ -126,34 +126,46 @@ class PagedCache(KVCache):
         self.pool, self.max_len = pool, max_len
         self.take = take or pool.take  # a new block: the pool's, or a prefix tree's (evicting)
         self.table = []  # logical block -> physical block
-        self._length = 0
+        self.length = 0  # positions filled
         self.key_bias = None  # one sequence, no padding
 
     # what KVCache's attention reads: the blocks, gathered
     k = property(lambda self: _Gathered(self, self.pool.k))
     v = property(lambda self: _Gathered(self, self.pool.v))
 
-    @property
-    def length(self) -> int:
-        return self._length
-
-    @length.setter
-    def length(self, n: int) -> None:
-        """Positions filled; cutting back (a rewind) gives the blocks past them back."""
+    def truncate(self, n: int) -> None:
+        """Forget every position from n on; the blocks past them go back to the pool (or to
+        the other tables that hold them)."""
         keep = -(-n // self.pool.block_size)  # ceil: blocks that still hold a position
         for block in self.table[keep:]:
             self.pool.let_go(block)
         del self.table[keep:]
-        self._length = n
+        self.length = n
 
     def reset(self) -> None:
-        self.length = 0
+        self.truncate(0)
+
+    def adopt(self, blocks: list) -> None:
+        """An empty table starts from these full blocks, held for it already (a prefix tree's
+        match): their positions count as filled."""
+        self.table, self.length = blocks, len(blocks) * self.pool.block_size
+
+    def reorder(self, rows) -> None:
+        """Refused: a table holds one sequence, so it has no rows to reorder (beams on a pool
+        would each fork a table of their own)."""
+        raise ValueError("a paged cache holds one sequence: it has no rows to reorder")
+
+    def shift(self, drop: int, turn) -> None:
+        """Refused: turning keys in place would change blocks other tables may share; a session
+        on a pool rereads a full window instead (PagedSession)."""
+        raise ValueError("a paged cache does not shift its keys in place: its blocks may be "
+                         "shared; a full window is read again (shift reread)")
 
     def copy(self) -> "PagedCache":
         """Another table over the same blocks (copy-on-write: nothing is copied until one of
         the two writes into a block they share)."""
         other = PagedCache(self.pool, self.max_len, self.take)
-        other.table, other._length = list(self.table), self._length
+        other.table, other.length = list(self.table), self.length
         for block in self.table:
             self.pool.hold(block)
         return other
@@ -173,7 +185,7 @@ class PagedCache(KVCache):
         """Write the new keys and values into the blocks, then attend as KVCache does, over the
         blocks gathered in order. q: (1, Hkv, G*n, D); k, v: (1, Hkv, n, D)."""
         n = k.shape[2]
-        t0, S = self._length, self._length + n
+        t0, S = self.length, self.length + n
         if S > self.max_len:
             raise ValueError(f"KV cache full: {S} positions needed, {self.max_len} allowed")
         if layer == 0:
@@ -188,7 +200,7 @@ class PagedCache(KVCache):
 
     def release(self) -> None:
         """Give every block back (the sequence is done)."""
-        self.length = 0
+        self.truncate(0)
 
     @property
     def bytes_allocated(self) -> int:
@@ -253,7 +265,7 @@ def decode_together(sessions, tokens) -> None:
     batch = _StepBatch([s.cache for s, _ in rows])
     logits = cached_forward(weights, batch, idx, pos)  # (B, V)
     for i, (s, t) in enumerate(rows):
-        s.cache._length += 1
+        s.cache.length += 1
         s.ready = (t, logits[i])
 
 
@@ -284,9 +296,9 @@ class PagedSession(Session):
         if self.tree is None or len(window) > self.cache.max_len:
             return super().prefill(ids)  # a window that shifts at once shares nothing
         self.cache.reset()
-        blocks = self.tree.match(window[:-1])
-        self.cache.table, n = blocks, len(blocks) * self.pool.block_size
-        self.cache._length, self.tokens = n, window[:n]
+        self.cache.adopt(self.tree.match(window[:-1]))
+        n = self.cache.length
+        self.tokens = window[:n]
         self.shifts, self.shifted, self.reused = 0, False, n
         self.logits = self.append(window[n:])
         self.prefilled = self.cache.length
@@ -333,40 +345,3 @@ class PagedPrefix:
     def release(self) -> None:
         self.session.release()
 
-
-class PagedBeams:
-    """Beam search's batch on a pool (`beam.beam_search(..., session=PagedBeams(...))`): a
-    session per beam, the prompt prefilled once and shared by every beam; after each step the
-    surviving beams' tables are forked from the beams they grew from, so a reordering copies no
-    keys or values: only a beam's partly filled last block is copied, by the first write into
-    it that another beam shares (where the contiguous cache copies whole rows)."""
-
-    def __init__(self, model, pool: BlockPool, beams: int):
-        self.model, self.pool, self.n = model, pool, beams
-        self.rows = []
-
-    def prefill(self, prompts) -> np.ndarray:
-        first = PagedSession(self.model, self.pool)
-        logits = first.prefill(prompts[0])
-        self.rows = [first] + [first.fork() for _ in range(self.n - 1)]
-        self.logits = np.stack([logits] * self.n)  # (N, V)
-        return self.logits
-
-    def reorder(self, parents) -> None:
-        """Row i follows beam parents[i]: a fork of its session (its blocks held once more)."""
-        new = [self.rows[int(p)].fork() for p in parents]
-        for row in self.rows:
-            row.release()
-        self.rows = new
-
-    def decode(self, tokens) -> np.ndarray:
-        self.logits = np.stack([row.decode(int(t)) for row, t in zip(self.rows, tokens)])
-        return self.logits  # (N, V)
-
-    def recompute_logits(self) -> np.ndarray:
-        return np.stack([self.model.all_logits(row.tokens, np.float64)[-1] for row in self.rows])
-
-    def release(self) -> None:
-        for row in self.rows:
-            row.release()
-        self.rows = []

@@ -85,8 +85,7 @@ class Draft:
 
     def keep(self, tokens: list) -> None:
         """The round kept these tokens after the ones before it: forget the rest, read these."""
-        if hasattr(self.session, "rewind"):  # a cached draft: take back its guesses
-            self.session.rewind(1 + self.kept)  # the start token, then what was kept
+        self.session.rewind(1 + self.kept)  # its guesses taken back: the start token, the kept
         self.logits = self.session.append(tokens) if len(tokens) > 1 \
             else self.session.decode(tokens[0])
         self.kept += len(tokens)
