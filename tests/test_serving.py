@@ -491,6 +491,32 @@ def test_the_fewest_memory_blocks_that_serve_a_request_are_accepted(lib, dataset
     assert r["ids"] == alone(lib, r["settings"]).output_ids
 
 
+@pytest.mark.parametrize("dataset,tokenizer,block_size,lines", [
+    ("names", "chars", 4, ["0 2 mar", "1 3 marianne", "0 2 a"]),
+    ("tasks", "bpe", 8, ["0 4 What is 12 plus 7?"]),  # the question's template counts too
+])
+def test_the_smallest_pool_is_the_schedulers_largest_first_join(lib, dataset, tokenizer,
+                                                               block_size, lines):
+    """One rule for the blocks a request needs to join (the scheduler's): the panel refuses a
+    pool one block smaller than the largest request's window and a block to grow into, counted
+    here from the prompts the runs read, and the scheduler says the same number."""
+    from decodelab.core.generate import prepare
+
+    if not lib.has_model("transformer", dataset, tokenizer):
+        pytest.skip(f"no transformer of {dataset} read as {tokenizer}")
+    windows = [1 + len(prepare(lib, {"model": "transformer", "dataset": dataset,
+                                     "tokenizer": tokenizer, "prompt": line.split(" ", 2)[2],
+                                     "tools": "off"})[2][0]) for line in lines]
+    least = max(-(-w // block_size) + 1 for w in windows)
+    req = {"dataset": dataset, "tokenizer": tokenizer, "block_size": block_size,
+           "workload": lines}
+    assert serving(lib, dict(req, memory_blocks=least)).continuous.least_blocks == least
+    e = field_error(serving, lib, dict(req, memory_blocks=least - 1))
+    assert e.field == "memory_blocks"
+    assert e.message == (f"Memory blocks must hold one request at least: {least} blocks of "
+                         f"{block_size} here; got {least - 1}.")
+
+
 def test_a_superscript_digit_is_named_as_a_bad_line(lib):
     from decodelab.lesson.serving import serve
 

@@ -42,6 +42,12 @@ class PoolFull(MemoryError):
     """No free block is left in the pool."""
 
 
+def blocks_for(positions: int, block_size: int) -> int:
+    """The blocks of `block_size` positions that hold `positions` positions: whole blocks, the
+    last one maybe partly filled."""
+    return -(-positions // block_size)
+
+
 class BlockPool:
     """The blocks of every layer, who holds each, and which are free."""
 
@@ -63,6 +69,10 @@ class BlockPool:
     def for_model(cls, model, num_blocks: int, block_size: int = 16, dtype=np.float64):
         cfg = model.cfg
         return cls(cfg.n_layer, num_blocks, cfg.n_kv_head, block_size, cfg.head_dim, dtype)
+
+    def blocks_for(self, positions: int) -> int:
+        """The blocks of this pool that hold `positions` positions."""
+        return blocks_for(positions, self.block_size)
 
     @property
     def used(self) -> int:
@@ -136,7 +146,7 @@ class PagedCache(KVCache):
     def truncate(self, n: int) -> None:
         """Forget every position from n on; the blocks past them go back to the pool (or to
         the other tables that hold them)."""
-        keep = -(-n // self.pool.block_size)  # ceil: blocks that still hold a position
+        keep = self.pool.blocks_for(n)  # the blocks that still hold a position
         for block in self.table[keep:]:
             self.pool.let_go(block)
         del self.table[keep:]
@@ -175,7 +185,7 @@ class PagedCache(KVCache):
     def _writable(self, start: int, end: int) -> None:
         """Blocks of its own for positions start .. end-1: new ones taken, shared ones copied."""
         b = self.pool.block_size
-        for i in range(start // b, -(-end // b)):
+        for i in range(start // b, self.pool.blocks_for(end)):
             if i == len(self.table):
                 self.table.append(self.take())
             elif self.pool.refs[self.table[i]] > 1:
@@ -223,7 +233,7 @@ class _StepBatch:
         lengths = np.array([c.length for c in caches])  # (B,) positions before the new one
         for c in caches:
             c._writable(c.length, c.length + 1)  # the new position's block: taken, or copied
-        n = int(lengths.max()) // b + 1  # blocks of the longest row, its new position included
+        n = pool.blocks_for(int(lengths.max()) + 1)  # the longest row's, its new position too
         self.tables = np.zeros((len(caches), n), np.int64)  # (B, n); padding reads block 0
         for i, c in enumerate(caches):
             self.tables[i, :len(c.table)] = c.table

@@ -45,6 +45,16 @@ from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession, decode_to
 from decodelab.core.prefixtree import PrefixTree
 
 
+class CannotFit(ValueError):
+    """The oldest request has arrived, nobody runs, and the pool cannot give the blocks it needs
+    to join: it never will. Says which request, the blocks it needs and the pool's size."""
+
+    def __init__(self, request, need: int, blocks: int):
+        self.request, self.need, self.blocks = request, need, blocks
+        super().__init__(f"request {request.number} cannot fit: it needs {need} blocks and the "
+                         f"pool has {blocks}")
+
+
 @dataclass
 class Request:
     """One request of a workload: its settings (as `generate.prepare` reads them) and when it
@@ -123,8 +133,21 @@ class Scheduler:
         group prefilled at this step holds those blocks already, and needs the one."""
         if not request.saved and request.group in self.prefixes:
             return 1
-        window = len(request.saved) or 1 + len(self.prepared[request.number][2][0])
-        return -(-window // self.pool.block_size) + 1
+        return self._window_blocks(len(request.saved) or self._first_window(request))
+
+    def _first_window(self, request) -> int:
+        """The positions a request's first prefill fills: the start token and its prompt."""
+        return 1 + len(self.prepared[request.number][2][0])
+
+    def _window_blocks(self, window: int) -> int:
+        """Blocks to join with a window of that many positions: its own, and one to grow into."""
+        return self.pool.blocks_for(window) + 1
+
+    @property
+    def least_blocks(self) -> int:
+        """The blocks of the largest request's first join: a pool of fewer can never serve
+        this workload."""
+        return max(self._window_blocks(self._first_window(r)) for r in self.requests)
 
     @staticmethod
     def _session(request):
@@ -187,7 +210,12 @@ class Scheduler:
             self.waiting.insert(0, victim)
 
     def advance(self) -> dict:
-        """One step: join, make room, decode, leave. Returns the step's log entry."""
+        """One step: join, make room, decode, leave. Returns the step's log entry. Raises
+        CannotFit, before anything is done, when the oldest request can never join."""
+        first = self.waiting[0] if self.waiting else None
+        if not self.running and first is not None and first.arrival <= self.step \
+                and self._needs_to_join(first) > self._free():
+            raise CannotFit(first, self._needs_to_join(first), self.pool.num_blocks)
         log = {"step": self.step, "joined": [], "left": [], "preempted": [], "recomputed": []}
         copied, evicted = len(self.pool.copied), len(self.tree.evicted) if self.tree else 0
         self._join(log)
@@ -232,10 +260,5 @@ class Scheduler:
         while self.waiting or self.running:
             if self.step >= max_steps:
                 raise RuntimeError(f"the workload did not finish in {max_steps} steps")
-            if not self.running and self.waiting and self.waiting[0].arrival <= self.step \
-                    and self._needs_to_join(self.waiting[0]) > self._free():
-                raise ValueError(f"request {self.waiting[0].number} cannot fit: it needs "
-                                 f"{self._needs_to_join(self.waiting[0])} blocks and the pool "
-                                 f"has {self.pool.num_blocks}")
             self.advance()
         return self

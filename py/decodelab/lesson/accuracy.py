@@ -21,7 +21,7 @@ import math
 
 from decodelab.core import tasks
 from decodelab.core.generate import Generation
-from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession
+from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession, blocks_for
 from decodelab.core.sampling import FILTER_NAMES
 from decodelab.core.settings import validate
 from decodelab.errors import FieldError, FieldErrors
@@ -104,7 +104,7 @@ class AccuracyExperiment(Planned):
         self.truths = [tasks.true_result(q) for q in self.questions]
         self.prefixes = {}  # question index -> PagedPrefix (the shared prefill)
         # room for a question's prefill and one sample growing to the full window
-        per_window = -(-self.model.cfg.context_size // BLOCK_SIZE)
+        per_window = blocks_for(self.model.cfg.context_size, BLOCK_SIZE)
         self.pool = BlockPool.for_model(self.model, 2 * per_window + 1, BLOCK_SIZE)
         self.forked = 0  # window positions the samples share instead of copying
         # the order runs are made in: by question, so a question's prefix is reused at once

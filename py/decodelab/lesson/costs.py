@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from decodelab.core.kvcache import kv_cache_bytes
+from decodelab.core.paged import blocks_for
 from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
 from decodelab.fields import read
@@ -84,7 +85,7 @@ def memory(request: dict, tiny: dict | None = None) -> dict:
                          values["bytes_per_element"], values["tokens"], values["sequences"])
     # in a paged cache, each sequence holds whole blocks: its last one may be partly empty
     b = values["block_size"]
-    blocks = -(-values["tokens"] // b)
+    blocks = blocks_for(values["tokens"], b)
     paged = kv_cache_bytes(values["layers"], values["kv_heads"], values["head_dim"],
                            values["bytes_per_element"], blocks * b, values["sequences"])
     return {**out, "inputs": values, "mha_bytes_per_token": mha["bytes_per_token"],

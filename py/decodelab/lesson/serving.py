@@ -30,7 +30,8 @@ import codecs
 import random
 import re
 
-from decodelab.core.scheduler import Request, Scheduler
+from decodelab.core.paged import blocks_for
+from decodelab.core.scheduler import CannotFit, Request, Scheduler
 from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
 from decodelab.fields import FIELD_BY_NAME, encode, label_of, read
@@ -44,6 +45,11 @@ LINK_FIELDS = ("requests", "block_size", "memory_blocks", "max_running", "parall
 MAX_SEQUENCES = 400  # requests x samples in one run
 GRID_LIMIT = 1024  # frames carry every block's state up to this many blocks
 LINE = "arrival step, new tokens, prompt (like “0 20 The ship”)"
+
+
+def room_for(model, block_size: int, running: int = MAX_RUNNING) -> int:
+    """The pool when Memory blocks is empty: room for `running` requests at the full window."""
+    return running * blocks_for(model.cfg.context_size, block_size)
 
 
 def _expand(base: list, samples: int) -> list:
@@ -154,18 +160,15 @@ class Serving(Planned):
                                                  f"{len(self.requests)} sequences; at most "
                                                  f"{MAX_SEQUENCES} are served in one run.")
         b = self.block_size = values["block_size"]
-        self.per_request = -(-model.cfg.context_size // b)
+        self.per_request = blocks_for(model.cfg.context_size, b)
         running = values["max_running"]
-        self.blocks = values["memory_blocks"] or running * self.per_request
-        # a request's window to join with (the start token and its prompt's tokens), and a
-        # block to grow into: as the scheduler counts it
-        biggest = max(-(-(1 + len(model.tokenizer.encode(r.settings["prompt"]))) // b) + 1
-                      for r in self.requests)
-        if self.blocks < biggest:
-            raise FieldError("memory_blocks", f"Memory blocks must hold one request at least: "
-                                              f"{biggest} blocks of {b} here; got {self.blocks}.")
+        self.blocks = values["memory_blocks"] or room_for(model, b, running)
         self.continuous = Scheduler(library, self.requests, num_blocks=self.blocks,
                                     block_size=b, max_running=running)
+        least = self.continuous.least_blocks  # the largest request's join, as it counts it
+        if self.blocks < least:
+            raise FieldError("memory_blocks", f"Memory blocks must hold one request at least: "
+                                              f"{least} blocks of {b} here; got {self.blocks}.")
         self.static = Scheduler(library, make(), num_blocks=self.blocks, block_size=b,
                                 max_running=running, static=True, share_prefixes=False)
         self.frames = []
@@ -188,15 +191,12 @@ class Serving(Planned):
         s = self.continuous if self._busy(self.continuous) else self.static
         if s.step >= 100_000:
             raise RuntimeError("the workload did not finish in 100000 steps")
-        if not s.running and s.waiting and s.waiting[0].arrival <= s.step \
-                and s._needs_to_join(s.waiting[0]) > s._free():
-            first = s.waiting[0]
-            raise FieldError("memory_blocks", f"Memory blocks: the workload cannot finish: "
-                                              f"request {first.number} cannot fit: it needs "
-                                              f"{s._needs_to_join(first)} blocks and the pool "
-                                              f"has {s.pool.num_blocks}. Give more blocks (room "
-                                              f"for one full window is {self.per_request}).")
-        log = s.advance()
+        try:
+            log = s.advance()
+        except CannotFit as e:  # the scheduler's verdict, in the panel's words
+            raise FieldError("memory_blocks", f"Memory blocks: the workload cannot finish: {e}. "
+                                              f"Give more blocks (room for one full window is "
+                                              f"{self.per_request}).") from None
         self.steps += 1
         # nobody decoded although requests have arrived: a guard against a schedule that
         # cannot go on, said instead of spinning

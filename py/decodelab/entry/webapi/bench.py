@@ -291,10 +291,10 @@ def time_serving(library, dataset: str, requests: int, block_size: int, seed: in
     import statistics  # here: the page's start does not import it
 
     from decodelab.core.scheduler import Scheduler
-    from decodelab.lesson.serving import MAX_RUNNING, workload
+    from decodelab.lesson.serving import MAX_RUNNING, room_for, workload
 
     model = library.model("transformer", dataset, "chars")
-    blocks = MAX_RUNNING * -(-model.cfg.context_size // block_size)
+    blocks = room_for(model, block_size)
     out = {"dataset": dataset, "requests": requests, "block_size": block_size}
     times = {"continuous": [], "static": []}
     for _ in range(repeats):
