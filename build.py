@@ -609,8 +609,8 @@ def cmd_serve(args: list[str]) -> int:
 
 
 # The inner loop's tier: the node tests and the native tests, without the browser, the installed
-# wheel or the models' held-out bars (pyproject.toml's markers).
-FAST_TIER = "not browser and not install and not quality"
+# wheel, the models' held-out bars or the reference libraries (pyproject.toml's markers).
+FAST_TIER = "not browser and not install and not quality and not reference"
 
 
 def pytest_command(args: list[str]) -> list[str]:
@@ -668,8 +668,8 @@ COMMANDS = {
     "build": (cmd_build, "(the default) setup's npm part, then site"),
     "serve": (cmd_serve, "build, then serve static/ over HTTP (--port 8000, --host 127.0.0.1)"),
     "test": (cmd_test, "setup, build, then every test tier in parallel (`python3 -m pytest -n "
-                       "auto [args]`); --fast: node and native tests only, no browser, install or "
-                       "quality tier (a few minutes)"),
+                       "auto [args]`); --fast: node and native tests only, no browser, install, "
+                       "quality or reference tier (a few minutes)"),
     "bench": (cmd_bench, "setup, build, then tests/benchmark.py [--quick] [--json FILE]"),
     "help": (cmd_help, "this text"),
 }

@@ -1,4 +1,4 @@
-"""Regenerate the README screenshots from the real page: python3 tests/screenshots.py
+"""Regenerate the screenshots of README.md and docs/ from the real page: python3 tests/screenshots.py
 
 Boots the built site in headless Chromium, runs a generation with settings that show the
 filters at work, selects a step, and saves docs/screenshot*.png: the top of the page (light,

@@ -52,6 +52,7 @@ RULES = [BeamRules(num_beams=n, max_new_tokens=m, length_penalty=lp, early_stopp
              (8, 18, 1.5, False, 0, 8), (16, 12, 1.0, "never", 3, 5)]]
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("rules", RULES, ids=lambda r: f"n{r.num_beams}-lp{r.length_penalty}-"
                          f"es{r.early_stopping}-ng{r.no_repeat_ngram_size}-r{r.num_return_sequences}")
 def test_beams_equal_transformers_on_the_names_model(tmp_path, rules):
@@ -64,6 +65,7 @@ def test_beams_equal_transformers_on_the_names_model(tmp_path, rules):
         assert_same(ours, hf_beams(tm, prompt, rules))
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("rules", RULES[:4], ids=lambda r: f"n{r.num_beams}-es{r.early_stopping}")
 def test_beams_equal_transformers_on_a_random_model(tmp_path, rules):
     """A model that rarely ends: the beams run to the budget, and ties are unlikely."""
@@ -74,6 +76,7 @@ def test_beams_equal_transformers_on_a_random_model(tmp_path, rules):
     assert_same(beam_search(model, prompt, rules), hf_beams(tm, prompt, rules))
 
 
+@pytest.mark.reference
 def test_beams_equal_transformers_on_bpe_prose(tmp_path):
     model = shipped("prose", "bpe")
     tm = load_hf(model, tmp_path / "m")

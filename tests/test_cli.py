@@ -140,6 +140,7 @@ def test_eval_in_nats_per_character_and_bits_per_byte_against_a_sum_over_the_tex
     assert out["bits_per_byte"] == pytest.approx(total / text_bytes / math.log(2), rel=1e-9)
 
 
+@pytest.mark.quality  # scores the whole validation split
 @pytest.mark.parametrize("model", ["bigram", "transformer"])
 def test_eval_of_a_bpe_model_counts_its_tokens_and_the_same_characters(artifacts, model):
     from decodelab.core.library import Library
@@ -157,6 +158,7 @@ def test_eval_of_a_bpe_model_counts_its_tokens_and_the_same_characters(artifacts
     assert chars["chars_per_token"] == 1.0
 
 
+@pytest.mark.quality
 def test_the_bpe_transformer_beats_the_bpe_bigram_per_character(artifacts):
     bigram = ok("eval", "--model", "bigram", "--dataset", "prose", "--tokenizer", "bpe")
     transformer = ok("eval", "--model", "transformer", "--dataset", "prose", "--tokenizer", "bpe")

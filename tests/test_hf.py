@@ -33,6 +33,8 @@ from decodelab.core.transformer import TransformerModel
 from decodelab.errors import FieldError
 from transformers.models.llama import modeling_llama
 
+pytestmark = pytest.mark.reference  # held to PyTorch and transformers: the reference tier
+
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = [("names", "chars"), ("prose", "chars"), ("prose", "bpe"), ("tasks", "bpe")]
 TOL_AS_SHIPPED = 3e-5  # transformers as it is (float32 norm and tables) against decodelab's float64

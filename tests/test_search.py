@@ -182,6 +182,7 @@ def test_beam_paths_end_at_a_tool_call_with_tools_off(lib):
     assert model.tokenizer.label(t["beams"][0]["ids"][-1]) == "<|/call|>"
 
 
+@pytest.mark.reference
 def test_min_new_tokens_in_beams_equal_transformers(lib, tmp_path):
     model = shipped("names", "chars")
     tm = load_hf(model, tmp_path / "m")
@@ -206,6 +207,7 @@ def test_min_new_tokens_in_beams_equal_transformers(lib, tmp_path):
 
 # --- transformers' assisted generation: a second greedy reference -----------------------------
 
+@pytest.mark.reference
 @pytest.mark.parametrize("gamma", [1, 3, 5])
 def test_greedy_speculation_equals_transformers_assisted_generation(tmp_path, gamma):
     target = random_model(seed=3)

@@ -60,7 +60,7 @@ def accuracy(library, tools_mode, n):
 
 @pytest.mark.quality
 def test_the_model_answers_held_out_questions_with_its_calculator(library):
-    """The brief's bar: at least 95% of held-out questions right, greedy, with the tool; and
+    """The bar: at least 95% of held-out questions right, greedy, with the tool; and
     far fewer without it (the model must then do the arithmetic in its weights)."""
     with_tool = accuracy(library, "on", 200)
     print(f"held-out accuracy with the calculator: {with_tool['accuracy']:.3f} "

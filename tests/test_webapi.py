@@ -76,14 +76,52 @@ def test_warm_up_runs_every_model_and_keeps_nothing(fresh):
                                     "temperatures": "0.5, 1"})["ok"]
     before = api("trace")
     page = webapi.SESSIONS["page"]
-    run, replay, experiment = page.run, page.replay, page.experiment
+    run, replay, experiment = page.run, page.replay, page.planned["experiment"]
     assert replay is not None and experiment is not None
 
     out = api("warm_up")
     assert out["models"] == ["bigram", "transformer"]
     assert out["steps"] == sum(s["max_new_tokens"] for s in webapi.run.WARM_UP) and out["ms"] >= 0
     assert api("trace") == before  # Export trace still gives the learner's run
-    assert page.run is run and page.replay is replay and page.experiment is experiment
+    assert page.run is run and page.replay is replay and page.planned["experiment"] is experiment
+
+
+# Every experiment the page makes a few runs at a time: a request it accepts, one it refuses.
+EXPERIMENT_REQUESTS = {
+    "experiment": ({"settings": {"seed": 2, "max_new_tokens": 10}, "temperatures": "0.5, 1"},
+                   {"temperatures": "-1"}),
+    "accuracy": ({"questions": 2, "temperatures": "0"}, {"questions": 0}),
+    "validity": ({"cards": 1, "budgets": "30", "temperatures": "0", "samples_per_question": 1},
+                 {"cards": 0}),
+    "acceptance": ({"settings": {"max_new_tokens": 10}, "gammas": "2", "temperatures": "0"},
+                   {"gammas": "0"}),
+    "serving": ({"requests": 2, "block_size": 8}, {"block_size": 0}),
+}
+
+
+def test_every_experiment_starts_and_advances_by_one_rule(fresh):
+    """Each experiment's start plans it and its advance makes it; before any start, and after
+    a refused one (even in the middle of another), advance says that none has been started:
+    a refused start leaves no experiment behind. No *_start endpoint escapes the rule (a run's
+    restore is not an experiment: it makes a run again)."""
+    from decodelab.entry.webapi.registry import EXPERIMENTS
+
+    starts = {name[:-len("_start")] for name in webapi.ENDPOINTS if name.endswith("_start")}
+    assert starts - {"restore"} == set(EXPERIMENTS) == set(EXPERIMENT_REQUESTS)
+    for name, (good, bad) in EXPERIMENT_REQUESTS.items():
+        nothing = api(f"{name}_advance", {"budget_ms": 0})
+        assert not nothing["ok"] and nothing["errors"][0]["field"] == "request"
+        assert "has been started" in nothing["errors"][0]["message"], name
+        started = api(f"{name}_start", good)
+        assert started["ok"] and not started["done"], (name, started)
+        assert started["progress"]["done"] == 0 and started["progress"]["total"] > 0
+        step = api(f"{name}_advance", {"budget_ms": 0})
+        assert step["ok"] and step["progress"] != started["progress"], (name, step)
+        refused = api(f"{name}_start", bad)
+        assert not refused["ok"] and refused["errors"], name
+        assert api(f"{name}_advance", {"budget_ms": 0}) == nothing, name
+        again = api(f"{name}_start", good)  # a new start after the refusal begins afresh
+        assert again == started, name
 
 
 def restore(request, budget_ms=500):

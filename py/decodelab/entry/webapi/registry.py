@@ -27,11 +27,7 @@ class Session:
         self.last = None  # the last run that finished, for Export trace
         self.restoring = None  # (run, steps): a run being made again (restore_start)
         self.replay = None  # core.replay.Replay of the latest run, for the lesson
-        self.experiment = None  # the experiment in progress (lesson.experiment.Experiment)
-        self.accuracy = None  # the accuracy experiment in progress (lesson.accuracy)
-        self.validity = None  # the JSON validity experiment in progress (lesson.shapes)
-        self.acceptance = None  # the draft's acceptance experiment in progress (lesson.search)
-        self.serving = None  # the serving run in progress (lesson.serving.Serving)
+        self.planned = {}  # experiment name -> the one in progress (see `experiment`)
         self.prompt_logits = None  # (key, logits): the preview's last prefill
 
     def datasets(self) -> dict:
@@ -72,15 +68,38 @@ def deadline(req: dict) -> float:
     return time.perf_counter() + ms / 1000.0
 
 
-def advance_planned(exp, req: dict, none: str) -> dict:
-    """Make an experiment's runs for about req's budget; its result comes with the last batch."""
-    if exp is None:
-        raise FieldError("request", none)
-    exp.advance(deadline(req) - time.perf_counter())
-    out = {"done": exp.done, "progress": exp.progress()}
-    if exp.done:
-        out["result"] = exp.result()
-    return out
+EXPERIMENTS = {}  # name -> make(library, request): the experiments `experiment` registered
+
+
+def experiment(name: str, make, none: str) -> None:
+    """Register the endpoints `<name>_start` and `<name>_advance` of an experiment made a few
+    runs at a time (`lesson.planned.Planned`), kept in the session's slot `name`.
+
+    start: make(library, request) checks the request and plans the runs (a FieldError, or
+    FieldErrors, naming every bad field refuses it) -> {"done": false, "progress"}. The slot is
+    cleared first, so a refused start leaves no experiment behind to advance.
+    advance: {"budget_ms"} -> runs made for about that long (at least one), and the result with
+    the last batch; `none` is the error when the slot holds no experiment."""
+
+    def start(session: Session, req: dict) -> dict:
+        session.planned[name] = None
+        exp = session.planned[name] = make(session.library, req)
+        return {"done": False, "progress": exp.progress()}
+
+    def advance(session: Session, req: dict) -> dict:
+        exp = session.planned.get(name)
+        if exp is None:
+            raise FieldError("request", none)
+        exp.advance(deadline(req) - time.perf_counter())
+        out = {"done": exp.done, "progress": exp.progress()}
+        if exp.done:
+            out["result"] = exp.result()
+        return out
+
+    start.__name__, advance.__name__ = f"{name}_start", f"{name}_advance"
+    EXPERIMENTS[name] = make
+    endpoint(start)
+    endpoint(advance)
 
 
 def tasks_model(library) -> None:

@@ -2,30 +2,18 @@
 and the JSON validity experiment, planned by validity_start and run by validity_advance."""
 
 from decodelab.core import records
-from decodelab.entry.webapi.registry import (
-    Session,
-    advance_planned,
-    endpoint,
-    tasks_model,
-)
+from decodelab.entry.webapi.registry import Session, endpoint, experiment, tasks_model
 from decodelab.errors import FieldError
 from decodelab.fields import read
 from decodelab.lesson.shapes import ValidityExperiment, compare
 
 
-@endpoint
-def _validity_start(session: Session, req: dict) -> dict:
-    """Check a JSON validity experiment request and plan its runs; validity_advance does them."""
-    session.validity = None  # a refused request leaves no half-planned experiment behind
-    tasks_model(session.library)
-    session.validity = ValidityExperiment(session.library, req)
-    return {"done": False, "progress": session.validity.progress()}
+def _validity(library, req: dict) -> ValidityExperiment:
+    tasks_model(library)
+    return ValidityExperiment(library, req)
 
 
-@endpoint
-def _validity_advance(session: Session, req: dict) -> dict:
-    """{"budget_ms"} -> runs for about that long (at least one); the result comes last."""
-    return advance_planned(session.validity, req, "No validity experiment has been started.")
+experiment("validity", _validity, "No validity experiment has been started.")
 
 
 @endpoint
