@@ -17,6 +17,7 @@ of what was made, so an output changed by hand counts as stale too). An artifact
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -54,9 +55,14 @@ def syntax_digests(paths, base: Path = ROOT) -> dict:
     what cannot change a result left out: comments and layout (the tree has none), docstrings,
     and the message of a `raise` or an `assert`. A trained model's key holds these, so a
     sentence edited in its code trains nothing again, while any change to a statement does."""
-    return {Path(p).relative_to(base).as_posix(): hashlib.sha256(
-        ast.dump(_without_words(ast.parse(Path(p).read_text(encoding="utf-8")))).encode()).hexdigest()
-        for p in sorted(paths)}
+    return {Path(p).relative_to(base).as_posix(): _syntax_digest(Path(p).read_bytes())
+            for p in sorted(paths)}
+
+
+@functools.lru_cache(maxsize=None)  # a build keys eight models on mostly the same files
+def _syntax_digest(source: bytes) -> str:
+    tree = _without_words(ast.parse(source.decode("utf-8")))
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
 def _without_words(tree: ast.AST) -> ast.AST:
@@ -93,7 +99,7 @@ def module_files(package_dir: Path, entries) -> list[Path]:
         for i in range(1, len(parts)):  # importing a.b.c imports a and a.b first
             todo.append(".".join(parts[:i]))
         is_package = path.name == "__init__.py"
-        for imported in _import_time_imports(path, name, is_package):
+        for imported in _import_time_imports(path.read_bytes(), name, is_package):
             if imported == package or imported.startswith(package + "."):
                 todo.append(imported)
     return sorted(found)
@@ -110,9 +116,10 @@ def _module_path(package_dir: Path, name: str) -> Path | None:
     return module if len(parts) > 1 and module.is_file() else None
 
 
-def _import_time_imports(path: Path, name: str, is_package: bool) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _import_time_imports(source: bytes, name: str, is_package: bool) -> tuple[str, ...]:
     """Dotted names a module imports at import time ('from p import m' gives p and p.m)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = ast.parse(source.decode("utf-8"), name)
     here = name if is_package else name.rpartition(".")[0]
     names, stack = [], list(tree.body)
     while stack:
@@ -130,7 +137,7 @@ def _import_time_imports(path: Path, name: str, is_package: bool) -> list[str]:
             names.append(module)
             names += [f"{module}.{alias.name}" for alias in node.names if alias.name != "*"]
         stack.extend(ast.iter_child_nodes(node))
-    return names
+    return tuple(names)
 
 
 class Stamps:
