@@ -369,14 +369,14 @@ class Prefix:
         self.logits = np.array(self.session.prefill(self.ids))  # a copy: runs only read it
 
 
-def prepare(library, raw: dict):
+def prepare(library, raw: dict, not_a_number=()):
     """Every check a run makes before it starts, against what the library holds: the settings
     (`settings.validate`, with the prompt's characters), then what depends on the model (the
     prompt as it reads it, stop strings it can write, JSON it can write). Returns (settings,
     model, prompt): the prompt as `healing.prompt_ids` gives it. Raises FieldErrors naming
-    every bad field it can tell at once."""
+    every bad field it can tell at once. not_a_number: as `settings.check_each` reads it."""
     try:
-        settings = validate(raw, datasets=library.catalog())
+        settings = validate(raw, datasets=library.catalog(), not_a_number=not_a_number)
     except FieldErrors as e:
         raise FieldErrors(e.errors + _prompt_errors(library, raw, e.errors)) from None
     try:

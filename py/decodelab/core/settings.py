@@ -1,8 +1,9 @@
 """The settings of one generation run: one value per generation field of `fields.FIELDS`.
 
 `validate` turns raw input (a dict from JSON, the CLI or the page) into Settings, checking
-every field against the table and the rules that involve two fields at once. Every bad field
-is reported, not just the first, so a form can mark them all at once.
+every field against the table (`check_each`, which the page's check as the learner types uses
+too) and the rules that involve two fields at once. Every bad field is reported, not just the
+first, so a form can mark them all at once.
 
 Left out: which datasets exist (that depends on what is loaded; `validate` takes the list) and
 whether the prompt's characters are in the vocabulary (`fields.encode` checks that with the
@@ -50,26 +51,39 @@ NAMES = tuple(f.name for f in RUN_FIELDS)  # the generation fields, in the table
 GENERATION_FIELDS = RUN_FIELDS
 
 
-def validate(raw: dict, datasets=None) -> Settings:
+def check_each(raw: dict, datasets=None, not_a_number=()) -> tuple:
+    """Each setting of raw on its own, against its row of the field table, in the table's
+    order: (the values that passed, a FieldError for each that did not). Settings raw does
+    not give are left out. not_a_number: the names whose number box holds text that is no
+    number (the browser gives such a box's value as empty)."""
+    limits = {"dataset": {"choices": tuple(datasets)}} if datasets is not None else {}
+    values, errors = {}, []
+    for name in NAMES:
+        if name in raw:
+            try:
+                values[name] = check(name, raw[name], not_a_number=name in not_a_number,
+                                     **limits.get(name, {}))
+            except FieldError as e:
+                errors.append(e)
+    return values, errors
+
+
+def validate(raw: dict, datasets=None, not_a_number=()) -> Settings:
     """Raw values -> Settings; missing fields take their defaults. Raises FieldErrors.
 
     datasets: the datasets that exist, as a list of names or as {name: its tokenizers} (the
     library's `catalog()`); with the mapping, a dataset given without a tokenizer takes its
-    first one (the tasks data exists as BPE tokens only: its markers are special tokens)."""
+    first one (the tasks data exists as BPE tokens only: its markers are special tokens).
+    not_a_number: as `check_each` reads it."""
     if not isinstance(raw, dict):
         raise FieldErrors([FieldError("settings", "Settings must be an object of name: value.")])
-    errors, values = [], {}
+    errors = []
     for name in raw:
         if name not in NAMES:
             errors.append(FieldError(name, f"Unknown setting {name!r}; known settings are "
                                            f"{', '.join(NAMES)}."))
-    limits = {"dataset": {"choices": tuple(datasets)}} if datasets is not None else {}
-    for name in NAMES:
-        if name in raw:
-            try:
-                values[name] = check(name, raw[name], **limits.get(name, {}))
-            except FieldError as e:
-                errors.append(e)
+    values, bad = check_each(raw, datasets, not_a_number)
+    errors += bad
     readers = datasets.get(values.get("dataset", Settings.dataset)) \
         if isinstance(datasets, dict) else None
     if readers and "tokenizer" not in raw and Settings.tokenizer not in readers:

@@ -15,11 +15,11 @@ from decodelab.core import sampling
 from decodelab.core.corpus import corpus_from_text
 from decodelab.core.generate import Generation, prepare
 from decodelab.core.generate import start as start_generation
-from decodelab.core.settings import NAMES, Settings
+from decodelab.core.settings import NAMES, Settings, check_each
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import FIELD_BY_NAME, check, error_json, read
+from decodelab.fields import FIELD_BY_NAME, error_json, read
 
 # A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
 # quick baseline compiler and recompiles each function that gets hot with the optimizing one, on
@@ -54,21 +54,16 @@ def _check(session: Session, req: dict) -> dict:
     raw = dict(raw)
     adjust, said = _adjust(session, raw, req.get("changed"))
     raw.update(adjust)
-    values, errors = {}, {}
-    limits = {"dataset": {"choices": tuple(session.datasets())}}  # the learner's own text too
-    for name in NAMES:
-        if name not in raw:
-            continue
-        try:
-            value = None if name in bad_input else raw[name]
-            values[name] = check(name, value, not_a_number=name in bad_input, **limits.get(name, {}))
-        except FieldError as e:
-            errors.setdefault(e.field, e)
+    # each field on its own first (the values that passed are the form's), then everything a
+    # start checks: one error per field, the first found
+    values, own = check_each(raw, session.datasets(), bad_input)
+    errors = {}
     try:
-        prepare(session.library, raw)
+        prepare(session.library, raw, bad_input)
     except FieldErrors as e:
-        for x in e.errors:
-            errors.setdefault(x.field, x)
+        own += e.errors
+    for e in own:
+        errors.setdefault(e.field, e)
     greedy = sampling.Rules(values.get("temperature", Settings.temperature),
                             values.get("greedy", Settings.greedy)).is_greedy
     by_flag = values.get("greedy", False)
