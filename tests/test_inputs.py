@@ -72,6 +72,41 @@ def test_defaults_match_the_field_table():
         assert d[f.name] == (list(f.default) if f.kind == "lines" else f.default), f.name
 
 
+KIND_TYPES = {"int": int, "float": float, "bool": bool, "choice": str, "text": str,
+              "lines": tuple}
+
+
+def test_settings_are_written_out_as_the_field_table_has_them():
+    """Settings is a dataclass a reader can see: one typed field per run setting of the table,
+    the same names in the same order (to_json's order, which the page and the CLI read), each
+    with the table's default, of the type its kind gives."""
+    import dataclasses
+
+    written = dataclasses.fields(Settings)
+    assert [f.name for f in written] == [f.name for f in GENERATION_FIELDS]
+    for ours, row in zip(written, GENERATION_FIELDS):
+        assert ours.default == row.default and type(ours.default) is type(row.default), row.name
+        assert ours.type in (KIND_TYPES[row.kind], KIND_TYPES[row.kind].__name__), row.name
+    assert list(Settings().to_json()) == [f.name for f in GENERATION_FIELDS]
+
+
+def test_the_rules_are_off_at_the_field_tables_defaults():
+    """A decoding rule's off value is its field's default: Rules() takes them all, filters
+    nothing and is not greedy, and each filter's OFF is its field's default."""
+    import dataclasses
+
+    from decodelab.core.sampling import OFF, Rules
+    from decodelab.fields import FIELD_BY_NAME
+
+    rules = Rules()
+    for f in dataclasses.fields(Rules):
+        if f.init:
+            assert getattr(rules, f.name) == FIELD_BY_NAME[f.name].default, f.name
+    assert not rules.filtering and not rules.is_greedy
+    assert OFF == {name: FIELD_BY_NAME[name].default for name in ("top_k", "top_p", "min_p",
+                                                                   "typical_p")}
+
+
 def test_dataset_is_checked_against_what_is_loaded():
     with pytest.raises(FieldErrors, match="Dataset must be one of names, prose; got 'poems'"):
         validate({"dataset": "poems"}, datasets=["names", "prose"])

@@ -346,6 +346,14 @@ FIELDS = (
     F("request", "Request", "object"),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
+
+
+def default(name: str):
+    """The field's default: what a setting is when it is not given. A decoding rule's default
+    is the value that switches it off, so a run's defaults switch every rule off (sampling's
+    Rules and OFF take them from here)."""
+    return FIELD_BY_NAME[name].default
+
 # The settings of a run are the fields the workbench shows (each has its group there).
 RUN_FIELDS = tuple(f for f in FIELDS if f.group)
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from decodelab.core.tokenizer import EOS
-from decodelab.fields import ORDERS  # the orders the rules know: one list, the field's choices
+from decodelab.fields import ORDERS, default  # ORDERS: the orders the rules know (the choices)
 
 # top-p compares a running sum with p; sums of floats land a hair off (0.6 + 0.25 vs 0.85), so
 # a cumulative mass within this much of p counts as having reached it.
@@ -52,16 +52,17 @@ TOP_P_SLACK = 1e-9
 
 @dataclass(frozen=True)
 class Rules:
-    """The decoding rules of a step (the defaults switch every one of them off)."""
+    """The decoding rules of a step. Each is a run setting, and its default (the field table's)
+    switches it off."""
 
-    temperature: float = 1.0
-    greedy: bool = False
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    typical_p: float = 1.0
-    order: str = "temperature-first"
-    repetition_penalty: float = 1.0
+    temperature: float = default("temperature")
+    greedy: bool = default("greedy")
+    top_k: int = default("top_k")
+    top_p: float = default("top_p")
+    min_p: float = default("min_p")
+    typical_p: float = default("typical_p")
+    order: str = default("order")
+    repetition_penalty: float = default("repetition_penalty")
     # worked out once (decide reads them at every step):
     is_greedy: bool = field(init=False, repr=False, compare=False)  # greedy, or T = 0
     filtering: bool = field(init=False, repr=False, compare=False)  # a filter is on
@@ -183,12 +184,13 @@ def entropy(p: np.ndarray) -> float:
 
 # --- the rules in order ---------------------------------------------------------------------------
 
-# The filters, in the order they run, and the value that switches each off. A new filter is a
-# cut function, one entry in each, a field of Rules and a row of fields.FIELDS.
+# The filters, in the order they run, and the value that switches each off (its field's
+# default). A new filter is a cut function, one entry here, a field of Rules and a row of
+# fields.FIELDS.
 FILTERS = (("top_k", top_k_cut), ("top_p", top_p_cut), ("min_p", min_p_cut),
            ("typical_p", typical_p_cut))
 CUTS = dict(FILTERS)
-OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0}
+OFF = {name: default(name) for name, _ in FILTERS}
 # what greedy leaves unused: it takes the argmax of the penalised logits, so no temperature,
 # no filter and no order matters (the repetition penalty and end-of-sequence blocking still do)
 FILTER_NAMES = tuple(OFF)

@@ -10,16 +10,57 @@ whether the prompt's characters are in the vocabulary (`fields.encode` checks th
 model's tokenizer).
 """
 
-from dataclasses import asdict, field, fields, make_dataclass
+from dataclasses import asdict, dataclass, fields
 
 from decodelab.core import stopping
 from decodelab.core.sampling import Rules
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import RUN_FIELDS, check, label_of
+from decodelab.fields import RUN_FIELDS, check, default, label_of
 
 
-class _Settings:
-    """What a run's settings can say of themselves (Settings adds one value per field)."""
+@dataclass(frozen=True)
+class Settings:
+    """The settings of one run: one value per run setting of fields.FIELDS (the fields the
+    workbench shows), in the table's order, each with the table's default. A new setting is a
+    row of the table and a line here (tests/test_inputs.py holds the two together)."""
+
+    # the model and the prompt
+    model: str = default("model")
+    dataset: str = default("dataset")
+    tokenizer: str = default("tokenizer")
+    prompt: str = default("prompt")
+    token_healing: bool = default("token_healing")
+    # chance and the rules (sampling.Rules)
+    seed: int = default("seed")
+    temperature: float = default("temperature")
+    greedy: bool = default("greedy")
+    top_k: int = default("top_k")
+    top_p: float = default("top_p")
+    min_p: float = default("min_p")
+    typical_p: float = default("typical_p")
+    repetition_penalty: float = default("repetition_penalty")
+    order: str = default("order")
+    # where the text ends, tool calls and JSON mode
+    max_new_tokens: int = default("max_new_tokens")
+    min_new_tokens: int = default("min_new_tokens")
+    stop: tuple = default("stop")
+    include_stop: bool = default("include_stop")
+    ignore_eos: bool = default("ignore_eos")
+    tools: str = default("tools")
+    json_mode: bool = default("json_mode")
+    json_max_depth: int = default("json_max_depth")
+    # the KV cache
+    cache_check: bool = default("cache_check")
+    context_shift: str = default("context_shift")
+    # search: beam search, or a draft model's guesses checked
+    strategy: str = default("strategy")
+    num_beams: int = default("num_beams")
+    length_penalty: float = default("length_penalty")
+    early_stopping: str = default("early_stopping")
+    no_repeat_ngram_size: int = default("no_repeat_ngram_size")
+    num_return_sequences: int = default("num_return_sequences")
+    draft: str = default("draft")
+    num_draft_tokens: int = default("num_draft_tokens")
 
     @property
     def is_greedy(self) -> bool:
@@ -40,12 +81,6 @@ class _Settings:
         return d
 
 
-# One value per run setting of the field table (the fields the workbench shows), in its order,
-# with its default: a new setting is a new row of fields.FIELDS, nothing here.
-Settings = make_dataclass("Settings",
-                          [(f.name, object, field(default=f.default)) for f in RUN_FIELDS],
-                          bases=(_Settings,), frozen=True)
-Settings.__doc__ = "The settings of one run: one value per run setting of fields.FIELDS."
 RULE_NAMES = tuple(f.name for f in fields(Rules) if f.init)  # the settings the rules read
 NAMES = tuple(f.name for f in RUN_FIELDS)  # the generation fields, in the table's order
 GENERATION_FIELDS = RUN_FIELDS
