@@ -25,8 +25,10 @@ import numpy as np
 
 from decodelab.core import safetensors
 from decodelab.core.layers import Config, ROPE_THETA
+from decodelab.core.settings import RULE_NAMES, default_words
 from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
+from decodelab.fields import default, label_of
 
 ARCHITECTURE = "LlamaForCausalLM"
 MAX_PARAMS = 50_000_000  # what `load` accepts: 200 MB in float32, seconds per token in numpy
@@ -74,14 +76,32 @@ def state_dict(params: dict, cfg: Config) -> dict:
     return out
 
 
+# Each decoding rule (sampling.Rules) by the name transformers' GenerationConfig gives it:
+# greedy is do_sample the other way round, and the rules that shape a draw are written only
+# when the run samples. A rule transformers has no setting for is named in NOT_IN_TRANSFORMERS
+# with why: it stays out, and the handoff compares the model's own probabilities where it was
+# on. A rule in neither is refused by name when it is on (generation_config).
+RULES = {"greedy": "do_sample", "repetition_penalty": "repetition_penalty",
+         "temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p",
+         "typical_p": "typical_p"}
+NOT_IN_TRANSFORMERS = {"order": "transformers always applies temperature before the filters"}
+
+
 def generation_config(settings=None) -> dict:
     """A run's settings in transformers' GenerationConfig names (defaults when None).
 
     decodelab's temperature 0 and greedy both mean do_sample = false. transformers has no
-    setting for decodelab's filter-first order, JSON mode or tool calls: those stay out."""
+    setting for decodelab's filter-first order, JSON mode or tool calls: those stay out. A
+    FieldError names a decoding rule that is on and has no place here (see RULES)."""
     out = {"bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": EOS}
     if settings is None:
         return out
+    for name in RULE_NAMES:
+        if name not in RULES and name not in NOT_IN_TRANSFORMERS \
+                and getattr(settings, name) != default(name):
+            raise FieldError(name, f"{label_of(name)} has no setting in transformers' "
+                                   f"generation config yet: set it back to "
+                                   f"{default_words(name)} to take the run there.")
     out.update(do_sample=not settings.is_greedy, max_new_tokens=settings.max_new_tokens,
                min_new_tokens=settings.min_new_tokens,
                repetition_penalty=settings.repetition_penalty)

@@ -143,9 +143,12 @@ def validate(raw: dict, datasets=None, not_a_number=()) -> Settings:
     return Settings(**values)
 
 
-# Beam search draws nothing: these settings shape a draw, so they have no meaning for it.
-SAMPLING_ONLY = ("greedy", "temperature", "top_k", "top_p", "min_p", "typical_p",
-                 "repetition_penalty")
+# Beam search draws nothing, so a decoding rule (sampling.Rules) that shapes a draw has no
+# meaning for it: each is refused by name unless it is off (search_errors), a new rule too. The
+# order of the filters alone is left as it is: with every filter off it changes nothing.
+BEAM_IGNORES = ("order",)
+SAMPLING_ONLY = ("greedy",) + tuple(name for name in RULE_NAMES  # greedy first, then in order
+                                    if name not in ("greedy", *BEAM_IGNORES))
 # Neither search follows one text with a mask of its own (each path or guess would need one).
 ONE_PATH_ONLY = ("json_mode", "token_healing")
 
@@ -167,7 +170,7 @@ def search_errors(values: dict) -> list:
                 errors.append(FieldError(name, f"{label_of(name)} has no meaning for beam "
                                                f"search: it draws nothing and keeps the "
                                                f"likeliest paths. Set it back to "
-                                               f"{_default(name)}, or choose Strategy sample.",
+                                               f"{default_words(name)}, or choose Strategy sample.",
                                          also=("strategy",)))
         if get("num_return_sequences") > get("num_beams"):
             errors.append(FieldError("num_return_sequences",
@@ -191,8 +194,11 @@ def search_errors(values: dict) -> list:
     return errors
 
 
-def _default(name: str) -> str:
+def default_words(name: str) -> str:
+    """A setting's default as a message writes it: false, 1, 0.5."""
     value = getattr(Settings, name)
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, str):
+        return value
     return str(int(value)) if float(value).is_integer() else str(value)

@@ -28,8 +28,16 @@ from decodelab.core import hf
 from decodelab.core.hftokenizer import tokenizer_files
 from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
+from decodelab.fields import default
 
 SCRIPT = "repeat.py"
+# The decoding rules transformers has no setting for (hf.NOT_IN_TRANSFORMERS), each with the
+# note run.json carries when it was on: every step then compares the model's own
+# probabilities. The others reach the script through the generation config (hf.RULES), and
+# its processors() reads each of them.
+RAW_NOTES = {"order": "The filters ran before temperature (filter-first); transformers always "
+                      "applies temperature first, so each step compares the model's own "
+                      "probabilities."}
 
 
 def plan(run) -> dict:
@@ -43,15 +51,12 @@ def plan(run) -> dict:
     notes, steps, model_steps = [], [], 0
     # greedy: the final distribution is all on one token, so compare the model's own and check
     # that the token is the largest after transformers' processors
-    whole = "raw" if (s.json_mode or s.order != "temperature-first") else \
-        "greedy" if s.is_greedy else "final"
+    lacking = [name for name in RAW_NOTES if getattr(s, name) != default(name)]
+    whole = "raw" if (s.json_mode or lacking) else "greedy" if s.is_greedy else "final"
     if s.json_mode:
         notes.append("JSON mode masks every token that cannot continue the object; transformers "
                      "has no such grammar, so each step compares the model's own probabilities.")
-    if s.order != "temperature-first":
-        notes.append("The filters ran before temperature (filter-first); transformers always "
-                     "applies temperature first, so each step compares the model's own "
-                     "probabilities.")
+    notes += [RAW_NOTES[name] for name in lacking]
     if trace["healed"] is not None:
         notes.append("Token healing took the prompt's last token back and let the first step "
                      "choose only tokens that start with it; transformers has no such mask, so "
