@@ -6,7 +6,7 @@
 
 import { createPlanned } from "./planned.js";
 import { svg } from "../ui/plot.js";
-import { el, pct, plural, tableHead } from "../ui/render.js";
+import { el, foldedList, pct, plural, tableHead } from "../ui/render.js";
 import { $ } from "../ui/dom.js";
 const W = 420;
 const H = 190;
@@ -61,20 +61,11 @@ function table(result) {
 }
 
 function wrongAnswers(result) {
-  const box = el("details", "acc-wrong");
-  box.append(el("summary", null, "Some wrong answers"));
-  const list = el("ul");
-  for (const row of result.rows) {
-    for (const w of row.wrong.slice(0, 2)) {
-      const li = el("li");
-      li.append(el("span", "acc-t", `${tLabel(row)}: `), `${w.question} `, el("span", "acc-said", w.answer ? `“${w.answer}”` : "(no answer)"),
-        ` (right: ${w.expected}${w.finish_reason === "length" ? "; the budget ran out" : ""})`);
-      list.append(li);
-    }
-  }
-  if (!list.childElementCount) list.append(el("li", null, "None: every run was right."));
-  box.append(list);
-  return box;
+  const items = result.rows.flatMap((row) => row.wrong.slice(0, 2).map((w) => [
+    el("span", "acc-t", `${tLabel(row)}: `), `${w.question} `, el("span", "acc-said", w.answer ? `“${w.answer}”` : "(no answer)"),
+    ` (right: ${w.expected}${w.finish_reason === "length" ? "; the budget ran out" : ""})`,
+  ]));
+  return foldedList("Some wrong answers", items, "None: every run was right.");
 }
 
 export function createAccuracy({ call }) {

@@ -4,7 +4,7 @@
 // and without JSON mode (decodelab.lesson.shapes), as a table with intervals and what it shows.
 
 import { createPlanned } from "./planned.js";
-import { el, fieldError, finishCode, pct, plural, tableHead } from "../ui/render.js";
+import { el, fieldError, finishCode, foldedList, pct, plural, tableHead } from "../ui/render.js";
 import { $ } from "../ui/dom.js";
 
 const STATUS_WORDS = { valid: "Valid JSON", incomplete: "Incomplete", malformed: "Malformed" };
@@ -62,19 +62,10 @@ function validityTable(result) {
 }
 
 function examples(result) {
-  const box = el("details", "acc-wrong");
-  box.append(el("summary", null, "Some answers that were not valid"));
-  const list = el("ul");
-  for (const c of result.cells) {
-    for (const x of c.examples.slice(0, 1)) {
-      const li = el("li");
-      li.append(el("span", "acc-t", `${c.budget} tokens, ${c.greedy ? "greedy" : `T = ${c.temperature}`}${c.json_mode ? ", JSON mode" : ""}: `), el("code", null, x.answer || "(nothing)"), ` ${x.status}: ${x.error}.`);
-      list.append(li);
-    }
-  }
-  if (!list.childElementCount) list.append(el("li", null, "None: every answer was valid."));
-  box.append(list);
-  return box;
+  const items = result.cells.flatMap((c) => c.examples.slice(0, 1).map((x) => [
+    el("span", "acc-t", `${c.budget} tokens, ${c.greedy ? "greedy" : `T = ${c.temperature}`}${c.json_mode ? ", JSON mode" : ""}: `), el("code", null, x.answer || "(nothing)"), ` ${x.status}: ${x.error}.`,
+  ]));
+  return foldedList("Some answers that were not valid", items, "None: every answer was valid.");
 }
 
 export function createShapes({ call }) {

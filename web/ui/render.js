@@ -108,6 +108,22 @@ export async function ask(app, endpoint, request, button, field) {
   }
 }
 
+/** A folded list of a few examples ("Some wrong answers"): each item's parts in a line of its
+ * own, or the words `none` when there are none. */
+export function foldedList(summary, items, none) {
+  const box = el("details", "acc-wrong");
+  box.append(el("summary", null, summary));
+  const list = el("ul");
+  for (const parts of items) {
+    const li = el("li");
+    li.append(...parts);
+    list.append(li);
+  }
+  if (!list.childElementCount) list.append(el("li", null, none));
+  box.append(list);
+  return box;
+}
+
 /** A table's header: one row of column headers, each given as text or as a <th>. */
 export function tableHead(items) {
   const row = el("tr");
