@@ -25,6 +25,7 @@ import math
 import sys
 
 from decodelab.core.sampling import FILTER_NAMES
+from decodelab.core.search import kind as search_kind
 from decodelab.core.settings import NAMES as SETTING_NAMES
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import FIELD_BY_NAME, check, encode, read
@@ -369,7 +370,7 @@ def main(argv=None) -> int:
         name = first.field if first.field == "checkpoint" else option(first.field)  # FOLDER
         print(f"{prog}: {name}: {first.message}", file=sys.stderr)
         return 2
-    if args.command == "generate" and not args.json and hasattr(out, "strategy"):
+    if args.command == "generate" and not args.json and search_kind(out.settings) is not None:
         say_search(out.trace(), args.prompt or "")
         return 0
     if args.command == "generate" and not args.json and out.tools.markers:  # a question, an answer
