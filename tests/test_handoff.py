@@ -19,6 +19,8 @@ from decodelab.lesson.handoff import bundle, plan
 
 from tests.conftest import api, run_to_end
 
+pytestmark = pytest.mark.reference  # held to PyTorch and transformers: the reference tier
+
 BASE = {"model": "transformer", "cache_check": False}
 
 
