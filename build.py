@@ -134,6 +134,13 @@ def corpus_artifact(name: str) -> Artifact:
                      "code": source_digests([TOOLS_DIR / "corpora.py"])})
 
 
+def code_digests(modules, leave_out: Path | None = None) -> dict:
+    """The syntax digests (tools/keys.py) of the package's files that importing `modules` loads:
+    the code part of the key of whatever the build makes by running the package."""
+    files = [p for p in module_files(PACKAGE_DIR, modules) if p != leave_out]
+    return syntax_digests(files, PACKAGE_DIR.parents[1])
+
+
 # Corpora the package generates itself (from a seed, no download): name -> (module, the
 # downloaded corpus it draws from). Running `python -m <module> corpus --names FILE --out
 # FOLDER` writes <name>.txt and <name>.json there.
@@ -145,8 +152,7 @@ def generated_artifact(name: str) -> Artifact:
     return Artifact(f"corpus {name}", [DATA_DIR / f"{name}.txt", DATA_DIR / f"{name}.json"],
                     {"recipe": "generated corpus", "args": ["-m", module, "corpus"],
                      "names": sha256_file(DATA_DIR / f"{source}.txt"),
-                     "code": syntax_digests(module_files(PACKAGE_DIR, (module, "decodelab.core.corpus",
-                                                                       "decodelab.core.records")))})
+                     "code": code_digests((module, "decodelab.core.corpus", "decodelab.core.records"))})
 
 
 def package_env() -> dict:
@@ -235,9 +241,8 @@ def model_artifact(kind: str, dataset: str, tokenizer: str, data: Path) -> Artif
     the code the training runs (tools/keys.py, syntax_digests: a comment, a docstring or an
     error message edited there trains nothing)."""
     modules = TRAIN_MODULES[kind] + (() if tokenizer == "chars" else ("decodelab.core.bpe",))
-    code = [p for p in module_files(PACKAGE_DIR, modules) if p != RECIPES]
     inputs = {"recipe": "model", "args": train_args(kind, dataset), "numpy": numpy_version(),
-              "data": sha256_file(data), "code": syntax_digests(code, PACKAGE_DIR.parents[1])}
+              "data": sha256_file(data), "code": code_digests(modules, leave_out=RECIPES)}
     if kind == "transformer":
         inputs["settings"] = training_recipe(dataset, tokenizer)
     if tokenizer != "chars":
@@ -300,16 +305,16 @@ TOKENIZER_MODULES = ("decodelab.core.bpe", "decodelab.core.corpus")
 def tokenizer_artifact(dataset: str, data: Path) -> Artifact:
     base = TOKENIZERS[dataset]
     if base is None:
-        code = module_files(PACKAGE_DIR, TOKENIZER_MODULES)
+        code = code_digests(TOKENIZER_MODULES)
         inputs = {"recipe": "tokenizer", "args": ["-m", "decodelab.core.bpe", "--dataset", dataset],
                   "data": sha256_file(data)}
     else:
-        code = module_files(PACKAGE_DIR, ("decodelab.core.tasks", "decodelab.core.bpe"))
+        code = code_digests(("decodelab.core.tasks", "decodelab.core.bpe"))
         inputs = {"recipe": "tokenizer with special tokens",
                   "args": ["-m", "decodelab.core.tasks", "tokenizer"],
                   "base": sha256_file(MODELS_DIR / f"bpe-{base}.npz")}
     return Artifact(f"tokenizer bpe-{dataset}", [MODELS_DIR / f"bpe-{dataset}.npz"],
-                    {**inputs, "code": syntax_digests(code)})
+                    {**inputs, "code": code})
 
 
 def train_tokenizers(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps) -> list[Path]:

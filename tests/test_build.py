@@ -515,6 +515,7 @@ def test_only_what_training_reads_changes_a_models_key(tmp_path, monkeypatch):
         data[dataset].write_text(f"a line of {dataset}\n")
     before = model_keys(data)
     assert len(set(before.values())) == len(build.MODELS)
+    tasks_tokenizer = build.tokenizer_artifact("tasks", data["tasks"]).key
 
     def edit(path, old, new):
         text = (package / path).read_text()
@@ -528,6 +529,7 @@ def test_only_what_training_reads_changes_a_models_key(tmp_path, monkeypatch):
     edit("core/layers.py", "\n\n", "\n\n# another comment\n")
     edit("core/inference.py", "\n\n", "\nSOMETHING_NEW = 1\n\n")  # generating, not training
     assert model_keys(data) == before
+    assert build.tokenizer_artifact("tasks", data["tasks"]).key == tasks_tokenizer
 
     edit("core/recipes.py", "TrainConfig(steps=1500,", "TrainConfig(steps=1400,")  # the names model's
     after = model_keys(data)

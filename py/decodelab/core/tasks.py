@@ -31,7 +31,6 @@ import re
 import numpy as np
 
 from decodelab.errors import FieldError
-from decodelab.fields import encode
 
 QUESTION, ANSWER, CALL, END_CALL, RESULT, END_RESULT = SPECIALS = (
     "<|question|>", "<|answer|>", "<|call|>", "<|/call|>", "<|result|>", "<|/result|>")
@@ -162,6 +161,8 @@ def question_ids(tokenizer, question: str, field: str = "prompt") -> list:
     if not question.strip():
         raise FieldError(field, "Prompt: the tasks model answers a question, so the prompt must "
                                 "be one, e.g. What is 12 plus 7?")
+    from decodelab.fields import encode  # asking, not making the data: fields stays out of its key
+
     ids = tokenizer.special_ids
     return [ids[QUESTION]] + encode(tokenizer, field, question) + [ids[ANSWER]]
 
