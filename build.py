@@ -618,14 +618,20 @@ def cmd_serve(args: list[str]) -> int:
 FAST_TIER = "not browser and not install and not quality and not reference"
 
 
-def pytest_command(args: list[str]) -> list[str]:
-    """`python3 -m pytest` on every core: each worker takes whole files (`--dist loadfile`), so
-    a module's fixture, a booted page or a loaded model, is made once; the slowest tests are
-    listed at the end. `--fast` (ours, not pytest's) keeps to FAST_TIER."""
-    fast = "--fast" in args
+def pytest_runs(args: list[str]) -> list[list[str]]:
+    """The pytest commands of `build.py test [args]`, run one after the other. Native tests run
+    on every core (pytest-xdist; each worker takes whole files, so a module's loaded model is
+    made once); the browser tier runs one test at a time, since two Chromiums on two cores
+    starve each other's watchdogs and heartbeats. `--fast` (ours, not pytest's) keeps to
+    FAST_TIER; other arguments go to one pytest run as they are. Each prints its 20 slowest."""
+    pytest = [sys.executable, "-m", "pytest", "--durations=20"]
+    parallel = ["-n", "auto", "--dist", "loadfile"]
     rest = [a for a in args if a != "--fast"]
-    cmd = [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "loadfile", "--durations=20"]
-    return cmd + (["-m", FAST_TIER] if fast else []) + rest
+    if "--fast" in args:
+        return [pytest + parallel + ["-m", FAST_TIER] + rest]
+    if rest:
+        return [pytest + parallel + rest]
+    return [pytest + parallel + ["-m", "not browser"], pytest + ["-m", "browser"]]
 
 
 def cmd_test(args: list[str]) -> int:
@@ -636,13 +642,15 @@ def cmd_test(args: list[str]) -> int:
     else:
         setup(full=True)
         build(npm=False)
-    cmd = pytest_command(args)
-    say("test: " + " ".join(["python3", *cmd[1:]]))
-    status = subprocess.run(cmd, cwd=ROOT).returncode
-    if status == 5:
-        say("test: no tests were collected; that counts as a failure")
-        return 1
-    return status
+    for cmd in pytest_runs(args):
+        say("test: " + " ".join(["python3", *cmd[1:]]))
+        status = subprocess.run(cmd, cwd=ROOT).returncode
+        if status == 5:
+            say("test: no tests were collected; that counts as a failure")
+            return 1
+        if status != 0:
+            return status
+    return 0
 
 
 def cmd_bench(args: list[str]) -> int:
@@ -672,9 +680,10 @@ COMMANDS = {
                        "wheels, a trimmed pyodide-lock.json, the assets and their manifest"),
     "build": (cmd_build, "(the default) setup's npm part, then site"),
     "serve": (cmd_serve, "build, then serve static/ over HTTP (--port 8000, --host 127.0.0.1)"),
-    "test": (cmd_test, "setup, build, then every test tier in parallel (`python3 -m pytest -n "
-                       "auto [args]`); --fast: node and native tests only, no browser, install, "
-                       "quality or reference tier (a few minutes)"),
+    "test": (cmd_test, "setup, build, then every test tier: the native tests on every core, "
+                       "then the browser tier (with [args]: one `python3 -m pytest -n auto "
+                       "[args]`); --fast: node and native tests only, no browser, install, "
+                       "quality or reference tier"),
     "bench": (cmd_bench, "setup, build, then tests/benchmark.py [--quick] [--json FILE]"),
     "help": (cmd_help, "this text"),
 }

@@ -575,6 +575,19 @@ def test_a_bpe_model_key_covers_its_tokenizer_and_the_bpe_code(tmp_path, monkeyp
 # commands
 
 
+def test_the_test_command_runs_every_tier_and_the_browser_one_test_at_a_time():
+    native, browser = build.pytest_runs([])
+    assert native[-2:] == ["-m", "not browser"] and "-n" in native
+    assert browser[-2:] == ["-m", "browser"] and "-n" not in browser
+    fast, = build.pytest_runs(["--fast"])
+    assert fast[-2:] == ["-m", build.FAST_TIER] and "--fast" not in fast
+    assert all(f"not {tier}" in build.FAST_TIER for tier in ("browser", "install", "quality",
+                                                             "reference"))
+    given, = build.pytest_runs(["tests/test_sampling.py", "-k", "top_p"])
+    assert given[-3:] == ["tests/test_sampling.py", "-k", "top_p"] and "-n" in given
+    assert given.count("-m") == 1  # python -m pytest, no tier chosen
+
+
 def test_help_lists_every_command_once(capsys):
     assert build.main(["help"]) == 0
     text = capsys.readouterr().out
