@@ -19,7 +19,8 @@ from pathlib import Path
 
 from tools import corpora, fetch as fetching, site as sitelib, wheel as wheels
 from tools.cache import UserCache
-from tools.common import (ARTIFACTS_DIR, PACKAGE_DIR, PY_DIR, ROOT, BuildError, human, rel, run,
+from tools.common import (ARTIFACTS_DIR, PACKAGE_DIR, PY_DIR, ROOT, BuildError, human,
+                          package_file, rel, run,
                           say, sha256_file)
 from tools.keys import Artifact, Stamps, module_files, restore, source_digests, store, syntax_digests
 
@@ -214,15 +215,8 @@ def model_name(kind: str, dataset: str, tokenizer: str) -> str:
 def training_recipe(dataset: str, tokenizer: str) -> dict:
     """A transformer's recipe (decodelab.core.recipes): its shape and training settings."""
     import dataclasses
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("decodelab_build_recipes", RECIPES)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # a dataclass looks its module up while it is made
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
+    module = package_file("core/recipes.py")
     model, train = module.recipe(dataset, tokenizer)
     return {"model": model, "train": dataclasses.asdict(train)}
 

@@ -22,18 +22,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tools.common import sha256_file
+from tools.common import package_file, sha256_file
 
 ENTRY_FILE = "entry.json"
 
 
 def cache_dir(environ=None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get("DECODELAB_CACHE"):
-        return Path(env["DECODELAB_CACHE"]).expanduser()
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]).expanduser() / "decodelab"
-    return Path.home() / ".cache" / "decodelab"
+    """The folder, by the package's rule (decodelab/pretrained/files.py: an installed package
+    looks for the real model's file there)."""
+    return package_file("pretrained/files.py").cache_dir(environ)
 
 
 class UserCache:

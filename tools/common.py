@@ -51,3 +51,22 @@ def human(n_bytes: int) -> str:
 def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     say("  $ " + " ".join(cmd))
     return subprocess.run(cmd, cwd=ROOT, **kwargs)
+
+
+def package_file(relative: str):
+    """A module of the package loaded from its file alone (py/decodelab/<relative>), without
+    importing the package: the build reads a rule the package owns (a recipe, where the cache
+    is) before numpy may even be installed. Only for modules that import the standard library."""
+    import importlib.util
+    import sys
+
+    name = "decodelab_build_" + relative.replace("/", "_").removesuffix(".py")
+    spec = importlib.util.spec_from_file_location(name, PACKAGE_DIR / relative)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # a dataclass looks its module up while it is made
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    return module
+

@@ -119,6 +119,46 @@ def merges_hash(merges: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(merges, dtype="<i4").tobytes()).hexdigest()
 
 
+def merge_tokens(tok: list, ranks: dict, merged) -> tuple:
+    """One piece's tokens after BPE: the merges applied lowest rank first, each at its leftmost
+    place first, as training applied them. `ranks` maps a pair of ids to its rank, `merged[rank]`
+    is the id the pair becomes. The tokens form a linked list and the pairs that can merge wait
+    in a heap by (rank, position), so a piece of n bytes takes O(n log n), however long it is (a
+    10 KB run of one character included). Shared by every byte-level BPE of the package."""
+    n = len(tok)
+    if n < 2:
+        return tuple(tok)
+    nxt = list(range(1, n + 1))  # n: no next token
+    prv = list(range(-1, n - 1))
+    heap = []
+    for i in range(n - 1):
+        r = ranks.get((tok[i], tok[i + 1]))
+        if r is not None:
+            heap.append((r, i))
+    heapq.heapify(heap)
+    while heap:
+        r, i = heapq.heappop(heap)
+        j = nxt[i]
+        # stale: i was merged away (its token is now None), or its pair changed since
+        if tok[i] is None or j >= n or ranks.get((tok[i], tok[j])) != r:
+            continue
+        tok[i] = merged[r]
+        tok[j] = None
+        nxt[i] = k = nxt[j]
+        if k < n:
+            prv[k] = i
+        h = prv[i]
+        if h >= 0:
+            left = ranks.get((tok[h], tok[i]))
+            if left is not None:
+                heapq.heappush(heap, (left, h))
+        if k < n:
+            right = ranks.get((tok[i], tok[k]))
+            if right is not None:
+                heapq.heappush(heap, (right, i))
+    return tuple(t for t in tok if t is not None)
+
+
 class BPE:
     """A trained byte-level BPE: encode, decode, and each token's bytes."""
 
@@ -134,6 +174,7 @@ class BPE:
         self._marked = re.compile("(" + "|".join(map(re.escape, self.specials)) + ")") \
             if self.specials else None
         self.ranks = {(int(a), int(b)): r for r, (a, b) in enumerate(merges)}
+        self.merged = range(FIRST_MERGE, FIRST_MERGE + len(merges))  # rank -> the merge's id
         self._bytes = [b""] + [bytes([b]) for b in range(256)]
         for a, b in merges:
             if not 0 < a < len(self._bytes) or not 0 < b < len(self._bytes):
@@ -172,44 +213,8 @@ class BPE:
                  sha256=np.array(merges_hash(self.merges)), **self.arrays())
 
     def _merge_piece(self, piece: str) -> tuple:
-        """One piece's tokens: the merges applied lowest rank first, each at its leftmost
-        place first, as training applied them. The tokens form a linked list and the pairs
-        that can merge wait in a heap by (rank, position), so a piece of n bytes takes
-        O(n log n), however long it is (a 10 KB run of one character included)."""
-        tok = [b + FIRST_BYTE for b in piece.encode("utf-8")]
-        n = len(tok)
-        if n < 2:
-            return tuple(tok)
-        ranks = self.ranks
-        nxt = list(range(1, n + 1))  # n: no next token
-        prv = list(range(-1, n - 1))
-        heap = []
-        for i in range(n - 1):
-            r = ranks.get((tok[i], tok[i + 1]))
-            if r is not None:
-                heap.append((r, i))
-        heapq.heapify(heap)
-        while heap:
-            r, i = heapq.heappop(heap)
-            j = nxt[i]
-            # stale: i was merged away (its token is now None), or its pair changed since
-            if tok[i] is None or j >= n or ranks.get((tok[i], tok[j])) != r:
-                continue
-            tok[i] = FIRST_MERGE + r
-            tok[j] = None
-            nxt[i] = k = nxt[j]
-            if k < n:
-                prv[k] = i
-            h = prv[i]
-            if h >= 0:
-                left = ranks.get((tok[h], tok[i]))
-                if left is not None:
-                    heapq.heappush(heap, (left, h))
-            if k < n:
-                right = ranks.get((tok[i], tok[k]))
-                if right is not None:
-                    heapq.heappush(heap, (right, i))
-        return tuple(t for t in tok if t is not None)
+        return merge_tokens([b + FIRST_BYTE for b in piece.encode("utf-8")], self.ranks,
+                            self.merged)
 
     def encode(self, text: str) -> list:
         """Any text to ids. Never produces EOS: text is only ever text."""
