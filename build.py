@@ -20,7 +20,7 @@ from pathlib import Path
 from tools import corpora, fetch as fetching, site as sitelib, wheel as wheels
 from tools.cache import UserCache
 from tools.common import (ARTIFACTS_DIR, PACKAGE_DIR, PY_DIR, ROOT, BuildError, human,
-                          package_file, rel, run,
+                          module_from_file, rel, run,
                           say, sha256_file)
 from tools.keys import Artifact, Stamps, module_files, restore, source_digests, store, syntax_digests
 
@@ -216,7 +216,7 @@ def training_recipe(dataset: str, tokenizer: str) -> dict:
     """A transformer's recipe (decodelab.core.recipes): its shape and training settings."""
     import dataclasses
 
-    module = package_file("core/recipes.py")
+    module = module_from_file(RECIPES)
     model, train = module.recipe(dataset, tokenizer)
     return {"model": model, "train": dataclasses.asdict(train)}
 

@@ -104,7 +104,7 @@ def first_tokens(models, rules, accept=None, runs=4000):
     for seed in range(runs):
         out = speculate(target, draft, ids, rules, 3, 1, seed=seed, **kw)
         counts[out["ids"][0]] += 1
-    p = final(target.session().prefill(ids), rules, False)
+    p = final(target.session().prefill(ids), rules, False, None, target.tokenizer.eos_id)
     return counts, p
 
 

@@ -57,11 +57,15 @@ def package_file(relative: str):
     """A module of the package loaded from its file alone (py/decodelab/<relative>), without
     importing the package: the build reads a rule the package owns (a recipe, where the cache
     is) before numpy may even be installed. Only for modules that import the standard library."""
+    return module_from_file(PACKAGE_DIR / relative)
+
+
+def module_from_file(path: Path):
     import importlib.util
     import sys
 
-    name = "decodelab_build_" + relative.replace("/", "_").removesuffix(".py")
-    spec = importlib.util.spec_from_file_location(name, PACKAGE_DIR / relative)
+    name = "decodelab_build_" + path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # a dataclass looks its module up while it is made
     try:
@@ -69,4 +73,3 @@ def package_file(relative: str):
     finally:
         del sys.modules[name]
     return module
-

@@ -2,13 +2,15 @@
 
 The package is plain numpy so that the same code runs natively (CLI, training, tests) and in
 the browser under Pyodide. Its parts, the three layers importing only downward (core, then
-lesson, then entry):
+pretrained, then lesson, then entry):
 
     errors      FieldError and friends (imports nothing, so every layer can raise)
     fields      every input: its label, help and allowed values, the one checker
     core        the language-model machinery: tokens, the two models and the KV cache, every
                 decoding rule (sampling), the generation loop (generate), the searches, the
                 paged cache, the tasks data, and the library that loads what was built
+    pretrained  a real model read from its GGUF file (SmolLM2-135M-Instruct): the file
+                format, its tokenizer and chat template, and its weights as a core model
     lesson      the analyses the lesson's panels read, one module per panel
     entry       the ways in: the command line (decodelab.entry.cli, behind
                 ``python -m decodelab``) and the page's worker (decodelab.entry.webapi)

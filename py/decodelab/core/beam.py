@@ -34,7 +34,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from decodelab.core.inference import BatchSession
-from decodelab.core.tokenizer import EOS
 
 BLOCKED = -1.0e9  # a score that cannot win: a slot to skip (as transformers marks them)
 EARLY_STOPPING = (True, False, "never")
@@ -70,7 +69,7 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-scores, kind="stable")[:k]
 
 
-def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool = False,
+def beam_search(model, prompt_ids, rules: BeamRules, eos=None, check: bool = False,
                 eos_blocked=None, ends=None) -> dict:
     """One search from one prompt. Returns {"beams": [{"ids", "score", "finish_reason",
     "stop_reason"}], "steps": [one record per step: the candidates, the beams kept with the beam
@@ -80,16 +79,19 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
     tokens, ignore EOS; as transformers' MinNewTokensLengthLogitsProcessor does). ends(new ids)
     -> (finish_reason, stop_reason) or None: a path that ends by another rule (a stop string, a
     tool call), finished like one that ends with end-of-sequence. check: each step's cached
-    logits of every beam compared with a full recomputation (cache_diff)."""
+    logits of every beam compared with a full recomputation (cache_diff). eos: the id that ends
+    a path (default: the model's)."""
     N, K = rules.num_beams, 2 * rules.num_beams
-    prompt = [eos] + [int(i) for i in prompt_ids]
+    eos = model.tokenizer.eos_id if eos is None else eos
+    start = list(model.tokenizer.start_ids)
+    prompt = start + [int(i) for i in prompt_ids]
     P = len(prompt)
     max_length = P + rules.max_new_tokens
     if max_length > model.cfg.context_size:
         raise ValueError(f"the prompt and {rules.max_new_tokens} new tokens need {max_length} "
                          f"positions; the model's window holds {model.cfg.context_size}")
     session = BatchSession(model, N, np.float64)  # one cache, a row per beam
-    logits = session.prefill([prompt[1:]] * N)  # (N, V): every row the same prompt
+    logits = session.prefill([prompt[len(start):]] * N)  # (N, V): every row the same prompt
     seqs = [list(prompt) for _ in range(N)]  # running beams, prompt included
     running = np.full(N, BLOCKED)
     running[0] = 0.0
@@ -174,4 +176,4 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos: int = EOS, check: bool
                        "stop_reason": r[1]}
                       for s, x, r, d in zip(bank_seqs[:n], bank_scores[:n], bank_reason[:n],
                                             bank_done[:n]) if d],
-            "steps": steps, "stopped": stopped, "prompt_ids": prompt[1:]}
+            "steps": steps, "stopped": stopped, "prompt_ids": prompt[len(start):]}

@@ -163,6 +163,8 @@ class BPE:
     """A trained byte-level BPE: encode, decode, and each token's bytes."""
 
     name = "bpe"
+    eos_id = EOS  # the token that ends a sequence
+    start_ids = (EOS,)  # what a context starts with
 
     def __init__(self, merges, specials=()):
         merges = np.asarray(merges, dtype=np.int64).reshape(-1, 2)

@@ -46,7 +46,6 @@ from decodelab.core import grammar, healing, jsonshape, records, sampling, searc
 from decodelab.core.livecheck import CHECK_EVERY, LiveCheck
 from decodelab.core.settings import Settings, validate
 from decodelab.core.textout import TextOut
-from decodelab.core.tokenizer import EOS
 from decodelab.core.toolcalls import MAX_TOOL_CALLS, ToolCalls  # noqa: F401 (the cap, for callers)
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import encode
@@ -195,7 +194,8 @@ class Generation:
         return sampling.decide(logits, s.rules if settings else self.rules,
                                eos_blocked=s.eos_blocked(made),
                                seen=self.seen_at(step) if seen is None else seen,
-                               allowed=allowed, mask_why=why, mask_kind=kind)
+                               allowed=allowed, mask_why=why, mask_kind=kind,
+                               eos=self.tokenizer.eos_id)
 
     def _emit(self, step: int, token: int, record: dict) -> str:
         """A token's bytes to the text (and the stop rules) or, inside a tool call or result, to
@@ -265,7 +265,8 @@ class Generation:
                 if self.checks is not None:  # cached logits == full recomputation? (behind)
                     self.checks.add(record, session)
             appended = None
-            if token == EOS:  # rule: end-of-sequence ends the run; EOS is never visible text
+            if token == self.tokenizer.eos_id:  # rule: end-of-sequence ends the run; it is
+                # never visible text
                 record["emit"] = self._finish("stop", "eos", step)
             else:
                 record["emit"] = self._emit(step, token, record)

@@ -25,7 +25,6 @@ Dimension legend: V vocabulary size, L the longest token in bytes, M modes (+2).
 import numpy as np
 
 from decodelab.core import jsonshape as js
-from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
 
 REJECT, EVENT = js.N_MODES, js.N_MODES + 1
@@ -96,7 +95,7 @@ class JsonMask:
         mask &= ~self.textless
         # the answer may end once the object is complete (and only whitespace may follow it,
         # for a run that ignores end-of-sequence)
-        mask[EOS] = state.complete
+        mask[self.tokenizer.eos_id] = state.complete
         mask.flags.writeable = False
         if len(self._masks) >= MAX_KEPT_STATES:
             self._masks.clear()

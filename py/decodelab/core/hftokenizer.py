@@ -111,6 +111,8 @@ class IdsOnly:
     name = "ids"
     specials = ()
     special_ids = {}
+    eos_id = EOS
+    start_ids = (EOS,)
 
     def __init__(self, vocab_size: int):
         self.vocab_size = int(vocab_size)

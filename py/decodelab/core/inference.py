@@ -40,7 +40,6 @@ from decodelab.core.layers import (
     swiglu_forward,
     window_start,
 )
-from decodelab.core.tokenizer import EOS
 from decodelab.fields import SHIFTS
 
 SESSION_DTYPE = np.float64  # what generation computes in (see TransformerModel.session)
@@ -132,7 +131,8 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
 class Session:
     """One generation (a batch of one) with a KV cache: prefill the prompt, then decode.
 
-    The context always starts with EOS, as in training. When the cache is full, the next decode
+    The context starts with the tokenizer's start_ids (EOS for the models trained here, as in
+    training; nothing for a model that adds no BOS). When the cache is full, the next decode
     drops the oldest tokens and re-prefills the rest at positions 0.. (a context shift, by the
     rule of `transformer.window_start`): `shifts` counts them and `shifted` says whether the
     last call did one. With shift="kshift" it reads nothing again: the kept keys are turned
@@ -147,6 +147,7 @@ class Session:
         if shift not in SHIFTS:
             raise ValueError(f"shift must be one of {', '.join(SHIFTS)}; got {shift!r}")
         self.model, self.dtype, self.shift = model, np.dtype(dtype), shift
+        self.start = list(model.tokenizer.start_ids)
         self.weights = weights_of(model, self.dtype)
         self.cache = self.cache_class(cfg.n_layer, 1, cfg.n_kv_head, cfg.context_size,
                                       cfg.head_dim, self.dtype)
@@ -186,7 +187,10 @@ class Session:
     # --- prefill and decode ------------------------------------------------------------------
 
     def prefill(self, ids) -> np.ndarray:
-        tokens = [EOS] + [int(i) for i in ids]
+        tokens = self.start + [int(i) for i in ids]
+        if not tokens:
+            raise ValueError("an empty prompt gives this model nothing to read (it starts a "
+                             "sequence with no token of its own)")
         start = window_start(len(tokens), self.cache.max_len)  # a long prompt: shifted already
         self.shifts, self.shifted = start // context_drop(self.cache.max_len), start > 0
         self.logits = self._fill(tokens[start:])
@@ -340,7 +344,8 @@ class BatchSession:
         return ~self.valid[:, :self.cache.length]
 
     def prefill(self, prompts) -> np.ndarray:
-        ids, valid, pos = left_pad([[EOS] + [int(i) for i in p] for p in prompts])  # (B, n) x3
+        start = list(self.model.tokenizer.start_ids)
+        ids, valid, pos = left_pad([start + [int(i) for i in p] for p in prompts])  # (B, n) x3
         if ids.shape[1] > self.cache.max_len:
             raise ValueError(f"the longest prompt needs {ids.shape[1]} positions; the context "
                              f"holds {self.cache.max_len}")
@@ -386,7 +391,7 @@ def cache_check(model, prompt_ids, steps: int, seed: int = 0, dtype=np.float32,
     """The `cache-check` command: `steps` logits vectors (the prefill, then a decode per sampled
     token), each compared with a full recomputation over the same window.
 
-    Tokens are drawn at temperature 1 with EOS excluded (so the text runs on through context
+    Tokens are drawn at temperature 1 with end-of-sequence excluded (so the text runs on through context
     shifts), one uniform draw per step from default_rng(seed), first token whose cumulative
     probability exceeds it. `session`: a ready session to check instead of a new correct one.
     """
@@ -398,7 +403,7 @@ def cache_check(model, prompt_ids, steps: int, seed: int = 0, dtype=np.float32,
         if step == steps - 1:
             break
         z = logits.astype(np.float64)  # (V,)
-        z[EOS] = -np.inf  # EOS blocked, as with ignore_eos
+        z[model.tokenizer.eos_id] = -np.inf  # EOS blocked, as with ignore_eos
         logits = session.decode(sampling.pick(sampling.softmax(z), rng.random()))
     worst = max(diffs, default=0.0)
     return {"max_abs_diff": worst, "steps": steps, "tolerance": session.tolerance,
@@ -429,7 +434,8 @@ def reuse_check(model, prompt_ids, appended_ids, change_at: int, new_token: int,
     append_diff = float(np.abs(logits - full).max())
     edited = prompt[:change_at] + [int(new_token)] + prompt[change_at + 1:]
     stale = kept.append(appended_ids)  # the old prompt's keys and values, reused
-    full_edited = model.full_logits([EOS] + edited + [int(i) for i in appended_ids], dtype)
+    full_edited = model.full_logits(list(model.tokenizer.start_ids) + edited +
+                                    [int(i) for i in appended_ids], dtype)
     edit_diff = float(np.abs(stale - full_edited).max())
     tol = CHECK_TOLERANCE[np.dtype(dtype).name]
     top = lambda z: int(np.argmax(z))  # noqa: E731
@@ -457,7 +463,7 @@ class UncachedSession:
         return len(self.tokens)
 
     def prefill(self, ids) -> np.ndarray:
-        tokens = [EOS] + [int(i) for i in ids]
+        tokens = list(self.model.tokenizer.start_ids) + [int(i) for i in ids]
         start = window_start(len(tokens), self.model.context_size)
         self.shifted, self.tokens = start > 0, tokens[start:]
         return self.model.full_logits(self.tokens, self.dtype)

@@ -35,7 +35,6 @@ import numpy as np
 
 from decodelab.core.inference import Session, cached_forward
 from decodelab.core.kvcache import NEG, KVCache
-from decodelab.core.tokenizer import EOS
 
 
 class PoolFull(MemoryError):
@@ -301,7 +300,7 @@ class PagedSession(Session):
         """Session.prefill, reusing the prefix tree's blocks for the longest cached prefix of
         the window (the last token is always computed: its logits are the answer); `reused`
         says how many positions were not computed."""
-        window = [EOS] + [int(i) for i in ids]
+        window = self.start + [int(i) for i in ids]
         self.reused = 0
         if self.tree is None or len(window) > self.cache.max_len:
             return super().prefill(ids)  # a window that shifts at once shares nothing

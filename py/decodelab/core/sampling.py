@@ -307,10 +307,10 @@ def _apply(d: Decision, order: str):
 
 
 def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None, allowed=None,
-           mask_why: str = "", mask_kind: str = "") -> Decision:
+           mask_why: str = "", mask_kind: str = "", eos: int = EOS) -> Decision:
     """Apply the rules to one step's logits (V,), keeping every stage.
 
-    eos_blocked: end-of-sequence gets logit -inf; seen: (V,) mask of ids already used, for the
+    eos_blocked: end-of-sequence (id `eos`, the model's) gets logit -inf; seen: (V,) mask of ids already used, for the
     repetition penalty; allowed: (V,) mask of the only tokens that may be chosen (at least one
     True), with mask_why saying in words what the others fail and mask_kind whose mask it is
     (token healing's, or JSON mode's grammar).
@@ -318,7 +318,7 @@ def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None, allowe
     z = logits
     if eos_blocked:
         z = z.copy()
-        z[EOS] = -np.inf
+        z[eos] = -np.inf
     if seen is not None:
         z = apply_repetition_penalty(z, seen, rules.repetition_penalty)
     if allowed is not None:

@@ -19,7 +19,6 @@ The text of a path is its answer's bytes (a call's tokens are not text), decoded
 
 from decodelab.core import beam, speculative, tasks
 from decodelab.core.stopping import StopMatcher
-from decodelab.core.tokenizer import EOS
 from decodelab.core.toolcalls import ToolCalls
 from decodelab.errors import FieldError
 
@@ -75,7 +74,7 @@ class Ending:
         calls = ToolCalls(self.tokenizer, "off")
         raw, closed = bytearray(), False
         for t in ids:
-            if t == EOS:
+            if t == self.tokenizer.eos_id:
                 break
             part = calls.part_of(t)
             closed = calls.closes(t, part)

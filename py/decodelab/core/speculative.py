@@ -39,14 +39,14 @@ Dimension legend: V vocabulary size, g drafted tokens in a round (g <= gamma).
 import numpy as np
 
 from decodelab.core import sampling
-from decodelab.core.tokenizer import EOS
 
 
-def final(logits, rules: sampling.Rules, eos_blocked: bool, seen=None) -> np.ndarray:
+def final(logits, rules: sampling.Rules, eos_blocked: bool, seen, eos: int) -> np.ndarray:
     """The final distribution (V,) after the run's rules, the one a token is drawn from; seen:
-    the repetition penalty's mask of ids used (None when the penalty is off)."""
+    the repetition penalty's mask of ids used (None when the penalty is off); eos: the model's
+    end-of-sequence id."""
     return sampling.decide(np.asarray(logits, np.float64), rules, eos_blocked=eos_blocked,
-                           seen=seen).p_final
+                           seen=seen, eos=eos).p_final
 
 
 def always(p: np.ndarray, q: np.ndarray, x: int, u: float) -> bool:
@@ -68,24 +68,26 @@ class Draft:
         self.session = model.session()
         self.logits = self.session.prefill(list(prompt_ids))
         self.kept = len(prompt_ids)
+        self.start = len(model.tokenizer.start_ids)  # the tokens before the prompt
+        self.eos = model.tokenizer.eos_id
 
     def propose(self, rules, gamma: int, eos_blocked, rng, greedy: bool, seen) -> tuple:
         """Up to gamma tokens, each with the distribution it was drawn from; seen(guesses) is
         the penalty's mask after these guesses."""
         xs, qs, logits = [], [], self.logits
         for i in range(gamma):
-            q = final(logits, rules, eos_blocked(len(xs)), seen(xs))
+            q = final(logits, rules, eos_blocked(len(xs)), seen(xs), self.eos)
             x = int(np.argmax(q)) if greedy else sampling.pick(q, float(rng.random()))
             xs.append(x)
             qs.append(q)
-            if x == EOS or i == gamma - 1:
+            if x == self.eos or i == gamma - 1:
                 break
             logits = self.session.decode(x)
         return xs, qs
 
     def keep(self, tokens: list) -> None:
         """The round kept these tokens after the ones before it: forget the rest, read these."""
-        self.session.rewind(1 + self.kept)  # its guesses taken back: the start token, the kept
+        self.session.rewind(self.start + self.kept)  # its guesses taken back: the start, the kept
         self.logits = self.session.append(tokens) if len(tokens) > 1 \
             else self.session.decode(tokens[0])
         self.kept += len(tokens)
@@ -107,7 +109,10 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
         raise ValueError("the draft must read the target's tokens: their vocabularies differ "
                          f"({draft_model.tokenizer.vocab_size} and {target.tokenizer.vocab_size})")
     prompt_ids = [int(i) for i in prompt_ids]
-    room = target.cfg.context_size - (1 + len(prompt_ids))
+    eos, start = target.tokenizer.eos_id, len(target.tokenizer.start_ids)
+    if draft_model.tokenizer.eos_id != eos or len(draft_model.tokenizer.start_ids) != start:
+        raise ValueError("the draft must end and start sequences as the target does")
+    room = target.cfg.context_size - (start + len(prompt_ids))
     if max_new_tokens + gamma > room:
         raise ValueError(f"{max_new_tokens} new tokens and {gamma} drafted ones do not fit the "
                          f"target's window of {target.cfg.context_size} after this prompt")
@@ -137,7 +142,7 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
             diff = float(np.abs(rows - full[checked - len(rows):]).max())
         tokens, kept, extra, how = [], [], None, "bonus"
         for i, (x, q) in enumerate(zip(xs, qs)):
-            p = final(ps[i], rules, blocked(i), seen(xs[:i]))
+            p = final(ps[i], rules, blocked(i), seen(xs[:i]), eos)
             u = None if greedy else float(rng.random())
             ok = (int(np.argmax(p)) == x) if greedy else bool(accept(p, q, x, u))
             tokens.append({"token_id": x, "p": float(p[x]), "q": float(q[x]), "u": u,
@@ -148,23 +153,23 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
                 how = "resampled"
                 break
             kept.append(x)
-            if x == EOS:
+            if x == eos:
                 break
-        if extra is None and (not kept or kept[-1] != EOS):  # all accepted: the bonus token
-            p = final(ps[len(kept)], rules, blocked(len(kept)), seen(kept))
+        if extra is None and (not kept or kept[-1] != eos):  # all accepted: the bonus token
+            p = final(ps[len(kept)], rules, blocked(len(kept)), seen(kept), eos)
             extra = int(np.argmax(p)) if greedy else sampling.pick(p, float(rng.random()))
         new = (kept + ([extra] if extra is not None else []))[:max_new_tokens - made]
         for j, token in enumerate(new):  # another rule may end the text inside the round
-            ending = on_token(token) if on_token is not None and token != EOS else None
+            ending = on_token(token) if on_token is not None and token != eos else None
             if ending is not None:
                 new, finish = new[:j + 1], ending
                 break
         # roll back: the target keeps what it read up to the last accepted guess; the round's
         # last token (resampled or bonus) is read at the start of the next round's pass
-        session.rewind(1 + len(prompt_ids) + made + len(kept))
+        session.rewind(start + len(prompt_ids) + made + len(kept))
         pending = extra
         out += new
-        if finish is None and new[-1] != EOS and len(out) < max_new_tokens:
+        if finish is None and new[-1] != eos and len(out) < max_new_tokens:
             draft.keep(new)
         p_logits = []
         proposed_total += len(xs)
@@ -175,7 +180,7 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
             rounds[-1]["cache_diff"] = diff
         if finish is not None:
             break
-        if out and out[-1] == EOS:
+        if out and out[-1] == eos:
             finish = ("stop", "eos")
         elif len(out) >= max_new_tokens:
             finish = ("length", None)

@@ -19,6 +19,8 @@ EOS_LABEL = "<eos>"
 
 class CharTokenizer:
     name = "chars"
+    eos_id = EOS  # the token that ends a sequence
+    start_ids = (EOS,)  # what a context starts with: EOS, read as "a sequence starts here"
 
     def __init__(self, chars: str):
         chars = "".join(sorted(set(chars)))

@@ -18,7 +18,6 @@ import numpy as np
 
 from decodelab.core import sampling
 from decodelab.core.inference import CHECK_TOLERANCE, BatchSession
-from decodelab.core.tokenizer import EOS
 
 
 def batch_run(model, prompts, steps: int, seed: int = 0, dtype=np.float64, session=None) -> dict:
@@ -33,7 +32,7 @@ def batch_run(model, prompts, steps: int, seed: int = 0, dtype=np.float64, sessi
     for step in range(steps):
         diffs.append(np.abs(logits - alone).max(axis=1))  # (B,) this step, per row
         z = logits.astype(np.float64)  # (B, V)
-        z[:, EOS] = -np.inf  # every row runs all steps
+        z[:, model.tokenizer.eos_id] = -np.inf  # every row runs all steps
         tokens = [sampling.pick(sampling.softmax(row), rng.random()) for row in z]
         drawn.append(tokens)
         if step == steps - 1 or batch.length == batch.cache.max_len:

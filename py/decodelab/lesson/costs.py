@@ -21,7 +21,6 @@ import numpy as np
 
 from decodelab.core.kvcache import kv_cache_bytes
 from decodelab.core.paged import blocks_for
-from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
 from decodelab.fields import read
 
@@ -110,9 +109,10 @@ def step_costs(model, lengths, repeats: int = 7, dtype=np.float64) -> dict:
     T = model.context_size
     lengths = sorted({min(max(int(n), 2), T) for n in lengths})
     V = model.tokenizer.vocab_size
-    window = [EOS] + [1 + (7 * i) % (V - 1) for i in range(T - 1)]  # T tokens, no EOS inside
+    start = list(model.tokenizer.start_ids)  # then T tokens in all, none of them id 0
+    window = start + [1 + (7 * i) % (V - 1) for i in range(T - len(start))]
     session = model.session(dtype=dtype)
-    session.prefill(window[1:])
+    session.prefill(window[len(start):])
     per_position = session.cache.bytes_allocated // T  # K and V, every layer and KV head
     rows = []
     for n in lengths:

@@ -39,7 +39,6 @@ import numpy as np
 from decodelab.core import sampling
 from decodelab.core.generate import Generation
 from decodelab.core.settings import validate
-from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import MAX_SEED, encode, label_of, read
 from decodelab.lesson.planned import Planned
@@ -132,7 +131,7 @@ def mean_logprob(records) -> float | None:
 
 
 def sample_measures(run: Generation, vocabulary: set) -> dict:
-    tokens = [t for t in run.output_ids if t != EOS]
+    tokens = [t for t in run.output_ids if t != run.tokenizer.eos_id]
     words = generated_words(run.settings.prompt, run.text, run.finish_reason == "length")
     known = known_share(words, vocabulary)
     return {"repeated_3gram": repeated_ngram_rate(tokens, 3),

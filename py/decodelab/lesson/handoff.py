@@ -26,7 +26,6 @@ import json
 
 from decodelab.core import hf
 from decodelab.core.hftokenizer import tokenizer_files
-from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
 from decodelab.fields import default
 
@@ -46,7 +45,7 @@ def plan(run) -> dict:
     "fed" for a token the program wrote), with the reasons in words."""
     s = run.settings
     trace = run.trace()
-    start = [EOS] + list(trace["prompt_ids"])
+    start = list(run.model.tokenizer.start_ids) + list(trace["prompt_ids"])
     window = run.model.cfg.context_size
     notes, steps, model_steps = [], [], 0
     # greedy: the final distribution is all on one token, so compare the model's own and check

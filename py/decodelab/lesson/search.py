@@ -29,7 +29,6 @@ from decodelab.core import search
 from decodelab.core.beam import BLOCKED
 from decodelab.core.generate import prepare, start
 from decodelab.core.settings import SAMPLING_ONLY
-from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import read
 from decodelab.lesson.experiment import mean_logprob, repeated_ngram_rate
@@ -60,8 +59,8 @@ def _short(settings) -> None:
                                            f"{SEARCH_MAX_TOKENS}; got {settings.max_new_tokens}.")
 
 
-def _measured(name: str, text: str, ids: list, logprob_per_token) -> dict:
-    tokens = [t for t in ids if t != EOS]
+def _measured(name: str, text: str, ids: list, logprob_per_token, eos: int) -> dict:
+    tokens = [t for t in ids if t != eos]
     return {"name": name, "text": text, "tokens": len(ids),
             "logprob_per_token": logprob_per_token, "repeated_3gram": repeated_ngram_rate(tokens)}
 
@@ -80,11 +79,13 @@ def beam_lesson(library, req: dict) -> dict:
     _short(settings)
     run = search.start(library, settings, model, prompt[0]).run()
     trace = run.trace()
-    side = [_measured("beam", b["text"], b["ids"], b["logprob_per_token"])
+    eos = model.tokenizer.eos_id
+    side = [_measured("beam", b["text"], b["ids"], b["logprob_per_token"], eos)
             for b in trace["beams"][:1]]
     for name, extra in (("greedy", {"greedy": True}), ("sampled", {})):
         other = start(library, dict(sampled_raw, **extra)).run()
-        side.append(_measured(name, other.text, other.output_ids, mean_logprob(other.records)))
+        side.append(_measured(name, other.text, other.output_ids, mean_logprob(other.records),
+                              eos))
         side[-1].update(finish_reason=other.finish_reason, stop_reason=other.stop_reason)
     side[0].update(finish_reason=trace["finish_reason"], stop_reason=trace["stop_reason"])
     return {"trace": trace, "tree": tree(trace), "side": side,

@@ -32,7 +32,6 @@ import re
 
 from decodelab.core.paged import blocks_for
 from decodelab.core.scheduler import CannotFit, Request, Scheduler
-from decodelab.core.tokenizer import EOS
 from decodelab.errors import FieldError
 from decodelab.fields import FIELD_BY_NAME, encode, label_of, read
 from decodelab.lesson.planned import Planned
@@ -261,7 +260,7 @@ class Serving(Planned):
         """Each token's text (the start token as None)."""
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         tok = self.model.tokenizer
-        return [None if i == EOS else utf8.decode(tok.token_bytes(i)) for i in ids]
+        return [None if i in tok.start_ids else utf8.decode(tok.token_bytes(i)) for i in ids]
 
     # --- the result --------------------------------------------------------------------------------
 

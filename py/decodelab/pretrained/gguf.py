@@ -1,7 +1,7 @@
 """Reading a GGUF file (llama.cpp's model format) with numpy alone: the header, the metadata,
 the tensor table, and each tensor's values as float32.
 
-The layout (ggml's docs/gguf.md), little-endian throughout:
+The layout (ggml's specification of GGUF), little-endian throughout:
     b"GGUF", u32 version (2 or 3), u64 tensor count, u64 metadata count,
     metadata: key (u64 length + UTF-8), u32 value type, value,
     tensor infos: name, u32 n_dims, u64 dims[n_dims], u32 type, u64 offset,

@@ -1,0 +1,98 @@
+"""A chat model's prompt: messages -> the text and ids its chat template makes, rendered here
+without a template engine.
+
+SmolLM2's template (the GGUF's tokenizer.chat_template, Jinja) is ChatML:
+
+    <|im_start|>system\\n{system}<|im_end|>\\n        (the default system message first, when
+    <|im_start|>user\\n{message}<|im_end|>\\n          the first message is not a system one)
+    <|im_start|>assistant\\n{answer}<|im_end|>\\n
+    <|im_start|>assistant\\n                         (add_generation_prompt: the answer's start)
+
+`ChatTemplate.from_gguf` accepts a file whose template is this one, with whatever default system
+message it names, and reads that message out of it; any other template is not guessed at (the
+model still generates from plain text; `chat` says why it cannot render).
+
+The markers are special tokens placed as single ids; what a person wrote is encoded as text and
+may not contain a marker: a message with "<|im_end|>" typed in is refused, naming it, since
+the model would read it as the end of the turn if any tokenizer took the markup at its word.
+"""
+
+import re
+
+from decodelab.errors import FieldError
+
+ROLES = ("system", "user", "assistant")
+START, END = "<|im_start|>", "<|im_end|>"
+# SmolLM2's template with its default system message taken out: {SYSTEM} marks where it goes
+CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+          "{{ '<|im_start|>system\n{SYSTEM}<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+          "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+_CHATML = re.compile(re.escape(CHATML).replace(re.escape("{SYSTEM}"), "([^'\\\\]*)"))
+
+
+class ChatTemplate:
+    def __init__(self, tokenizer, default_system: str):
+        self.tokenizer, self.default_system = tokenizer, default_system
+        missing = [m for m in (START, END) if m not in tokenizer.special_ids]
+        if missing:
+            raise ValueError(f"the vocabulary has no special token {missing[0]}")
+        self.start_id, self.end_id = tokenizer.special_ids[START], tokenizer.special_ids[END]
+
+    @classmethod
+    def from_gguf(cls, gguf, tokenizer):
+        """The file's template when it is SmolLM2's ChatML, else None."""
+        found = _CHATML.fullmatch(gguf.get("tokenizer.chat_template") or "")
+        if found is None or START not in tokenizer.special_ids or END not in tokenizer.special_ids:
+            return None
+        return cls(tokenizer, found.group(1))
+
+    def check(self, messages) -> list:
+        """Messages as a list of {"role", "content"} dicts, or FieldError naming what is wrong."""
+        if not isinstance(messages, list) or not messages:
+            raise FieldError("messages", "Messages must be a list of at least one message, each "
+                             '{"role": ..., "content": ...}.')
+        out = []
+        for i, m in enumerate(messages):
+            where = f"Message {i + 1}"
+            if not isinstance(m, dict) or set(m) - {"role", "content"} or "role" not in m \
+                    or "content" not in m:
+                raise FieldError("messages", f'{where} must be {{"role": ..., "content": ...}}; '
+                                 f"got {m!r}.")
+            role, content = m["role"], m["content"]
+            if role not in ROLES:
+                raise FieldError("messages", f"{where} has the role {role!r}; roles are "
+                                 f"{', '.join(ROLES)}.")
+            if role == "system" and i:
+                raise FieldError("messages", f"{where} is a system message; only the first "
+                                 "message may be one.")
+            if not isinstance(content, str):
+                raise FieldError("messages", f"{where}'s content must be text; got "
+                                 f"{type(content).__name__}.")
+            marks = [s for s in self.tokenizer.special_ids if s in content]
+            if marks:
+                raise FieldError("messages", f"{where} contains {', '.join(marks)}, the markup of "
+                                 "a special token; the template places those itself, so a "
+                                 "message may not contain them.")
+            out.append({"role": role, "content": content})
+        return out
+
+    def turns(self, messages) -> list:
+        """The messages the template renders: the default system message first when the first
+        message is not a system one."""
+        messages = self.check(messages)
+        if messages[0]["role"] != "system":
+            messages = [{"role": "system", "content": self.default_system}] + messages
+        return messages
+
+    def render(self, messages, add_generation_prompt: bool = True) -> str:
+        """The prompt as text, markers written out, as transformers' apply_chat_template."""
+        text = "".join(f"{START}{m['role']}\n{m['content']}{END}\n" for m in self.turns(messages))
+        return text + (f"{START}assistant\n" if add_generation_prompt else "")
+
+    def ids(self, messages, add_generation_prompt: bool = True) -> list:
+        """The prompt's ids: each marker one special id, everything else encoded as text."""
+        enc, out = self.tokenizer.encode, []
+        for m in self.turns(messages):
+            out += [self.start_id] + enc(f"{m['role']}\n{m['content']}") + [self.end_id] + enc("\n")
+        return out + ([self.start_id] + enc("assistant\n") if add_generation_prompt else [])

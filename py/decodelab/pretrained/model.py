@@ -1,0 +1,123 @@
+"""A pretrained Llama-architecture model read from its GGUF file, as a decodelab model: the same
+layers, KV cache, sessions and rules as the models trained here, with the file's own tokenizer
+and chat template.
+
+The weights are dequantized to float32 once, at load, and put in decodelab's layout
+(`layers`: one fused q|k|v matrix and one fused gate|up matrix per block, matrices (in, out)).
+They are transposed views of the file's (out, in) rows where no fusing is needed, so the
+matrices are stored column-major as `layers.matmul_layout` wants without a second copy, and the
+output head is the embedding itself (SmolLM2 ties them: the file has no output.weight).
+
+The one change of layout: llama.cpp's converter reorders the rows of W_q and W_k inside each
+head so that ggml's rotation turns ADJACENT channels (2i, 2i+1) together. decodelab, like
+transformers, turns channel i with channel i + D/2 (`layers.rope`). `unpermute` puts the rows
+back; the scores are the same either way, and only this order gives keys laid out as
+transformers lays them out (so the caches can be compared entry by entry).
+
+Generation runs in float32 (a float64 copy of 135M weights would take a second gigabyte), so the
+live cache check's tolerance is float32's.
+"""
+
+import numpy as np
+
+from decodelab.core.layers import Config
+from decodelab.core.transformer import TransformerModel
+from decodelab.pretrained.chat import ChatTemplate
+from decodelab.pretrained.gguf import GGUF, GGUFError
+from decodelab.pretrained.tokenizer import GGUFTokenizer
+
+WINDOW = 2048  # the positions decodelab keeps in the cache (SmolLM2 was trained on 8,192; the
+# cache is allocated whole, and 2,048 positions take 94 MB in float32)
+ARCHITECTURES = ("llama",)
+
+
+def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """Rows (n_head * D, in) in llama.cpp's order -> transformers' order: inside each head, the
+    converter wrote row pairs (i, i + D/2) next to each other; this undoes it."""
+    rows, cols = w.shape
+    D = rows // n_head
+    return w.reshape(n_head, D // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+class PretrainedModel(TransformerModel):
+    kind = "pretrained"
+
+    def __init__(self, cfg: Config, params: dict, tokenizer: GGUFTokenizer, info=None,
+                 template=None):
+        super().__init__(cfg, params, tokenizer, info=info)
+        self.template = template  # ChatTemplate, or None when the file's template is unknown
+
+    def session(self, dtype=np.float32, shift: str = "reread"):
+        return super().session(dtype, shift)
+
+    def save(self, path) -> None:
+        raise ValueError("a pretrained model stays in its GGUF file; decodelab does not save it")
+
+
+def config_of(gguf: GGUF, window: int) -> Config:
+    arch = gguf.get("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise GGUFError(f"the file holds a {arch!r} model; decodelab runs the architecture "
+                        f"{', '.join(ARCHITECTURES)} (Llama's: RMSNorm, rotary positions, "
+                        "grouped-query attention, SwiGLU)")
+    p = arch + "."
+    n_embd, n_head = int(gguf.require(p + "embedding_length")), int(gguf.require(p + "attention.head_count"))
+    rope_dims = gguf.get(p + "rope.dimension_count", n_embd // n_head)
+    if rope_dims != n_embd // n_head:
+        raise GGUFError(f"the file rotates {rope_dims} of each head's {n_embd // n_head} "
+                        "channels; decodelab rotates all of them")
+    trained = int(gguf.get(p + "context_length", window))
+    return Config(vocab_size=len(gguf.require("tokenizer.ggml.tokens")),
+                  context_size=min(window, trained), n_layer=int(gguf.require(p + "block_count")),
+                  n_embd=n_embd, n_head=n_head,
+                  n_kv_head=int(gguf.get(p + "attention.head_count_kv", n_head)),
+                  mlp_hidden=int(gguf.require(p + "feed_forward_length")),
+                  rope_theta=float(gguf.get(p + "rope.freq_base", 10000.0)),
+                  norm_eps=float(gguf.get(p + "attention.layer_norm_rms_epsilon", 1e-5)))
+
+
+def params_of(gguf: GGUF, cfg: Config) -> dict:
+    """decodelab's parameter dict from the file's tensors (float32)."""
+    def get(name, shape):
+        got = gguf.array(name)
+        if got.shape != shape:
+            raise GGUFError(f"tensor {name} has shape {got.shape}; the metadata implies {shape}")
+        return got
+
+    C, V, F, D = cfg.n_embd, cfg.vocab_size, cfg.mlp_hidden, cfg.head_dim
+    H, Hkv = cfg.n_head, cfg.n_kv_head
+    wte = get("token_embd.weight", (V, C))
+    head = get("output.weight", (V, C)) if "output.weight" in gguf.tensors else wte  # tied
+    p = {"wte": wte, "g_f": get("output_norm.weight", (C,)), "w_head": head.T}  # (C, V)
+    for i in range(cfg.n_layer):
+        b = f"blk.{i}."
+        q = unpermute(get(b + "attn_q.weight", (H * D, C)), H)
+        k = unpermute(get(b + "attn_k.weight", (Hkv * D, C)), Hkv)
+        v = get(b + "attn_v.weight", (Hkv * D, C))
+        p[f"h{i}.g_attn"] = get(b + "attn_norm.weight", (C,))
+        p[f"h{i}.w_qkv"] = np.concatenate([q, k, v]).T  # (C, (H + 2Hkv) D), column-major
+        p[f"h{i}.w_o"] = get(b + "attn_output.weight", (C, H * D)).T  # (H D, C)
+        p[f"h{i}.g_mlp"] = get(b + "ffn_norm.weight", (C,))
+        p[f"h{i}.w_fc"] = np.concatenate([get(b + "ffn_gate.weight", (F, C)),
+                                          get(b + "ffn_up.weight", (F, C))]).T  # (C, 2F)
+        p[f"h{i}.w_proj"] = get(b + "ffn_down.weight", (C, F)).T  # (F, C)
+    return p
+
+
+def load(data, window: int = WINDOW, max_bytes=None) -> PretrainedModel:
+    """A GGUF file's bytes (or its path) -> the model. Nothing is kept of a file that fails."""
+    if not isinstance(data, (bytes, bytearray, memoryview, np.ndarray)):
+        with open(data, "rb") as fh:
+            data = fh.read()
+    gguf = GGUF(data) if max_bytes is None else GGUF(data, max_bytes)
+    cfg = config_of(gguf, window)
+    tokenizer = GGUFTokenizer.from_gguf(gguf)
+    info = {"name": gguf.get("general.name", ""), "license": gguf.get("general.license", ""),
+            "trained_context": int(gguf.get(cfg_key(gguf, "context_length"), cfg.context_size)),
+            "file_types": sorted({t.type for t in gguf.tensors.values()})}
+    return PretrainedModel(cfg, params_of(gguf, cfg), tokenizer, info,
+                           ChatTemplate.from_gguf(gguf, tokenizer))
+
+
+def cfg_key(gguf: GGUF, key: str) -> str:
+    return f"{gguf.get('general.architecture')}.{key}"
