@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, replace
 from decodelab.errors import FieldError, FieldErrors, UnknownCharacters
 
 MAX_SEED = 2**32 - 1
-MODELS = ("bigram", "transformer")
+MODELS = ("bigram", "transformer")  # the kinds trained here, one per dataset and tokenizer
+PRETRAINED = ("smollm2",)  # models read from a file, with their own tokenizer and data
 ORDERS = ("temperature-first", "filter-first")  # the orders the rules know (sampling reads it)
 SHIFTS = ("reread", "kshift")  # how a full window goes on (inference reads it)
 TOOLS = ("on", "off", "guess")
@@ -112,8 +113,9 @@ F = Field
 FIELDS = (
     # --- a generation run (settings.Settings) ----------------------------------------------
     F("model", "Model", "choice", "bigram", "The model that scores each possible next token.",
-      choices=MODELS,
-      group="model", choice_labels=("Bigram (counts)", "Transformer (KV cache)")),
+      choices=MODELS + PRETRAINED,
+      group="model", choice_labels=("Bigram (counts)", "Transformer (KV cache)",
+                                    "SmolLM2-135M-Instruct (real)")),
     F("dataset", "Dataset", "choice", "names", "The text the model learned from.",
       choices=("names", "prose", "tasks"),
       group="model"),

@@ -27,7 +27,7 @@ from decodelab.core.bigram import BigramModel
 from decodelab.core.corpus import Corpus, read_corpus
 from decodelab.core.tokenizer import CharTokenizer
 from decodelab.errors import FieldError
-from decodelab.fields import MODELS, check
+from decodelab.fields import MODELS, PRETRAINED, check
 
 PACKAGE_DATA = Path(__file__).resolve().parents[1] / "bundled"  # decodelab/bundled
 HOW_TO_BUILD = ("build them with `python3 build.py artifacts` in a source checkout (or install "
@@ -70,9 +70,11 @@ def nothing_found(root) -> str:
 class Library:
     """The datasets and models available in one assets folder, loaded lazily and cached."""
 
-    def __init__(self, root=None):
+    def __init__(self, root=None, gguf=None):
         """root: an assets folder; None takes the first place of search_path() with a corpus
-        (when there is none, asking for any dataset says where it looked)."""
+        (when there is none, asking for any dataset says where it looked). gguf: the file the
+        pretrained model is read from (default: SmolLM2's, where the build keeps it)."""
+        self.gguf = gguf
         self.given = root is not None
         self.root = Path(root) if root is not None else default_dir()
         self._corpora, self._models, self._custom = {}, {}, {}
@@ -84,7 +86,7 @@ class Library:
         """A library on the same folder that shares this one's loaded corpora and models, with
         custom datasets of its own: one Python serving several widgets loads each model once,
         and text one widget trained on stays that widget's."""
-        other = Library(self.root)
+        other = Library(self.root, self.gguf)
         other.given = self.given
         other._corpora, other._models = self._corpora, self._models
         return other
@@ -128,7 +130,10 @@ class Library:
 
     def model(self, kind: str, dataset: str, tokenizer: str = "chars"):
         """A model of `kind` trained on `dataset` read by `tokenizer` ("chars" or "bpe");
-        FieldErrors name the field at fault and what exists instead."""
+        FieldErrors name the field at fault and what exists instead. A pretrained kind brings
+        its own tokenizer and training: `dataset` and `tokenizer` play no part."""
+        if kind in PRETRAINED:
+            return self.pretrained()
         key = (kind, dataset, tokenizer)
         models = self._cache(dataset)
         if key not in models:
@@ -145,6 +150,24 @@ class Library:
                 loader = self._bigram if kind == "bigram" else self._transformer
                 models[key] = loader(dataset)
         return models[key]
+
+    def pretrained(self):
+        """The pretrained model, read once from `gguf` or from the file the build keeps."""
+        key = ("pretrained", str(self.gguf))
+        if key not in self._models:
+            from decodelab.pretrained import files, model
+            from decodelab.pretrained.gguf import GGUFError
+
+            try:
+                path = self.gguf if self.gguf is not None else files.find_smollm2()
+                self._models[key] = model.load(path)
+            except FileNotFoundError as e:
+                field = "model" if self.gguf is None else "gguf"
+                raise FieldError(field, str(e) if self.gguf is None else
+                                 f"GGUF: no file at {self.gguf}.") from None
+            except GGUFError as e:
+                raise FieldError("gguf", f"GGUF: {e}.") from None
+        return self._models[key]
 
     def for_settings(self, settings):
         """The model a run with these settings uses."""

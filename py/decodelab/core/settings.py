@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from decodelab.core import stopping
 from decodelab.core.sampling import Rules
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import RUN_FIELDS, check, default, label_of
+from decodelab.fields import PRETRAINED, RUN_FIELDS, check, default, label_of
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,8 @@ def validate(raw: dict, datasets=None, not_a_number=()) -> Settings:
                                                    f"tokens ({hi}); got {lo}.",
                                  also=("max_new_tokens",)))
     tokenizer = values.get("tokenizer", Settings.tokenizer)
+    if values.get("model") in PRETRAINED:
+        tokenizer = "bpe"  # its own byte-level BPE: a stop string may be one token
     budget = stopping.budget_error(values.get("stop", ()), tokenizer, hi)
     if budget is not None:
         errors.append(budget)
@@ -186,7 +188,11 @@ def search_errors(values: dict) -> list:
                                            f"need its own. Turn it off, or use "
                                            f"{'Strategy sample' if beam else 'no draft'}.",
                                      also=("strategy" if beam else "draft",)))
-    if what and get("model") != "transformer":
+    if draft and get("model") in PRETRAINED:
+        errors.append(FieldError("draft", "Draft model: no draft here reads SmolLM2's 49,152 "
+                                          "tokens (the bigram drafts for the transformer "
+                                          "trained here); turn the draft off.", also=("model",)))
+    elif what and get("model") not in ("transformer",) + PRETRAINED:
         field, words = ("strategy", "Beam search keeps one row of the KV cache per path") \
             if beam else ("draft", "The bigram drafts for the transformer, not for itself")
         errors.append(FieldError(field, f"{words}: choose Model transformer.",

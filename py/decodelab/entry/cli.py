@@ -1,7 +1,8 @@
 """``python -m decodelab``: the decoding engine from the command line, JSON on stdout.
 
     probs        the decoding rules on logits or probabilities you type
-    generate     a run with a trained model (--json prints the full trace)
+    generate     a run with a trained model, or the real one (--json prints the full trace)
+    chat         a message to the real chat model, SmolLM2-135M-Instruct, in its chat template
     ask          a question to the tasks model: arithmetic with its calculator, or a card in JSON
     experiment   the tasks model's accuracy on held-out questions against temperature
     validity     the tasks model's card answers: valid JSON against budget and temperature
@@ -13,6 +14,10 @@
     import-hf    a Llama checkpoint saved by transformers, run in decodelab
     tokenize     text to token ids, with each token's text and bytes
     detokenize   token ids back to text
+
+`--model smollm2` is the pretrained model read from its GGUF file (the build keeps it; `--gguf
+PATH` reads another Llama-architecture GGUF): it brings its own tokenizer and training, so it
+takes no --dataset or --tokenizer.
 
 Every option is a field of `fields.FIELDS` (`--top-k` is the field top_k) with its help and its
 checks, so a value the page refuses is refused here in the same words. Bad arguments exit with
@@ -28,7 +33,7 @@ from decodelab.core.sampling import FILTER_NAMES
 from decodelab.core.search import kind as search_kind
 from decodelab.core.settings import NAMES as SETTING_NAMES
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import FIELD_BY_NAME, check, encode, read
+from decodelab.fields import FIELD_BY_NAME, PRETRAINED, check, encode, read
 from decodelab.lesson.playground import RULES
 
 
@@ -73,7 +78,32 @@ def given(args, names) -> dict:
 def library(args):
     from decodelab.core.library import Library
 
-    return Library(args.assets)
+    return Library(args.assets, getattr(args, "gguf", None))
+
+
+def pretrained(args) -> bool:
+    """Does the command run the pretrained model? (--model smollm2, or a --gguf file.) It
+    brings its own tokenizer and training: --dataset and --tokenizer are refused with it."""
+    if getattr(args, "gguf", None) is not None:
+        if getattr(args, "model", None) not in (None, *PRETRAINED):
+            raise FieldError("gguf", f"--gguf is read as the pretrained model; leave --model "
+                                     f"out or give --model {PRETRAINED[0]}.", also=("model",))
+        args.model = PRETRAINED[0]
+    if getattr(args, "model", None) not in PRETRAINED:
+        return False
+    for name in ("dataset", "tokenizer"):
+        if getattr(args, name, None) is not None:
+            raise FieldError(name, f"{name.capitalize()}: {PRETRAINED[0]} brings its own "
+                                   "tokenizer and training; leave --dataset and --tokenizer "
+                                   "out.", also=("model",))
+    return True
+
+
+def needs_dataset(args) -> None:
+    """A model trained here is named by its dataset: --dataset is required with it."""
+    if not pretrained(args) and getattr(args, "dataset", None) is None:
+        raise FieldError("dataset", f"Dataset is required with a model trained here (or give "
+                                    f"--model {PRETRAINED[0]}).")
 
 
 def cmd_probs(args) -> dict:
@@ -86,11 +116,80 @@ def cmd_probs(args) -> dict:
 def cmd_generate(args):
     from decodelab.core.generate import start
 
-    run = start(library(args), given(args, SETTING_NAMES)).run()
+    pretrained(args)
+    run = start(library(args), drawn(args, given(args, SETTING_NAMES))).run()
     return run.trace() if args.json else run
 
 
+def drawn(args, raw: dict) -> dict:
+    """raw, or a FieldError when the run draws tokens and no --seed was given: a sampled run is
+    only repeatable from its seed. Greedy decoding and beam search draw nothing."""
+    greedy = raw.get("greedy") or raw.get("temperature") in ("0", 0)
+    if "seed" not in raw and not greedy and raw.get("strategy") != "beam":
+        raise FieldError("seed", "Seed is required when tokens are drawn (a sampled run is "
+                                 "repeatable from its seed); give --seed N, or --greedy.")
+    return raw
+
+
+def cmd_chat(args) -> dict:
+    """One chat turn: the history, an optional system message and the new message rendered by
+    the model's chat template, then a run from those ids. The trace, plus the rendered prompt's
+    ids and the conversation with the answer appended (write it to a file for --history)."""
+    from decodelab.core import search
+    from decodelab.core.generate import Generation
+    from decodelab.core.settings import validate
+
+    if args.model not in (None, *PRETRAINED) and args.gguf is None:
+        raise FieldError("model", f"Model: chat needs a chat model; give --model "
+                                  f"{PRETRAINED[0]} or leave it out.")
+    args.model = PRETRAINED[0]
+    pretrained(args)
+    raw = drawn(args, given(args, CHAT_RUN))
+    settings = validate({**raw, "model": PRETRAINED[0]})
+    model = library(args).pretrained()
+    if model.template is None:
+        raise FieldError("gguf", "GGUF: this file's chat template is not ChatML as SmolLM2 "
+                                 "writes it, so chat cannot render it; use generate.")
+    messages = history(args.history) if args.history else []
+    if args.system is not None:
+        if messages:
+            raise FieldError("system", "System: the history already holds the conversation; "
+                                       "its first message is the system message, if any.")
+        messages.append({"role": "system", "content": args.system})
+    if args.message is None:
+        raise FieldError("message", "Message is required: the text you say to the model.")
+    messages.append({"role": "user", "content": args.message})
+    prompt_ids = model.template.ids(messages)
+    if search.kind(settings) is not None:
+        run = search.start(library(args), settings, model, prompt_ids).run()
+    else:
+        run = Generation(model, settings, prompt=(prompt_ids, None)).run()
+    trace = run.trace()
+    text = trace.get("text", "")
+    trace.update(prompt_ids=prompt_ids, prompt=model.template.render(messages),
+                 messages=messages + [{"role": "assistant", "content": text}])
+    return trace
+
+
+def history(path) -> list:
+    """The messages of an earlier chat (a JSON list, or chat's output with "messages")."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as e:
+        raise FieldError("history", f"History: cannot read {path} ({e.strerror}).") from None
+    except ValueError as e:
+        raise FieldError("history", f"History: {path} is not JSON ({e}).") from None
+    messages = data.get("messages") if isinstance(data, dict) else data
+    if not isinstance(messages, list):
+        raise FieldError("history", "History must be a JSON list of messages, or the output of "
+                                    "chat (its \"messages\").")
+    return messages
+
+
 CHECK = ("model", "dataset", "tokenizer", "prompt", "steps", "seed", "dtype")
+# a chat turn's settings: a run's, less what the chat model and its template decide
+CHAT_RUN = tuple(n for n in SETTING_NAMES if n not in ("dataset", "tokenizer", "prompt", "draft"))
 MEMORY = ("layers", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequences")
 
 
@@ -139,11 +238,12 @@ def cmd_cache_check(args) -> dict:
 
     from decodelab.core.inference import cache_check
 
+    needs_dataset(args)
     values = read(given(args, CHECK), CHECK[:1] + CHECK[2:])
-    if values["model"] != "transformer":
-        raise FieldError("model", "Model must be transformer: only it has a KV cache to check; "
-                                  f"got {values['model']!r}.")
-    model = library(args).model("transformer", args.dataset, values["tokenizer"])
+    if values["model"] == "bigram":
+        raise FieldError("model", "Model must be transformer or smollm2: a bigram has no KV "
+                                  "cache to check.")
+    model = library(args).model(values["model"], args.dataset, values["tokenizer"])
     prompt_ids = encode(model.tokenizer, "prompt", values["prompt"])
     return cache_check(model, prompt_ids, values["steps"], values["seed"],
                        dtype=np.dtype(values["dtype"]))
@@ -227,17 +327,27 @@ def cmd_import_hf(args) -> dict:
     return out
 
 
+def tokenizer_of(args):
+    """The tokenizer a tokenize or detokenize command names: the pretrained model's own, or a
+    dataset's ("chars" or "bpe")."""
+    if pretrained(args):
+        return library(args).pretrained().tokenizer
+    needs_dataset(args)
+    return library(args).tokenizer(read(given(args, ("tokenizer",)), ("tokenizer",))["tokenizer"],
+                                   args.dataset)
+
+
 def cmd_tokenize(args) -> dict:
-    values = read(given(args, ("tokenizer", "text")), ("tokenizer", "text"))
-    tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
+    tokens = tokenizer_of(args)
+    values = read(given(args, ("text",)), ("text",))
     ids = encode(tokens, "text", values["text"])
     raw = [tokens.token_bytes(i) for i in ids]
     return {"ids": ids, "tokens": [tokens.label(i) for i in ids], "bytes": [b.hex() for b in raw]}
 
 
 def cmd_detokenize(args) -> dict:
-    values = read(given(args, ("tokenizer", "ids")), ("tokenizer", "ids"))
-    tokens = library(args).tokenizer(values["tokenizer"], args.dataset)
+    tokens = tokenizer_of(args)
+    values = read(given(args, ("ids",)), ("ids",))
     for i, token_id in enumerate(values["ids"], 1):
         if token_id >= tokens.vocab_size:
             raise FieldError("ids", f"Token ids: entry {i} is {token_id}; this tokenizer's ids go "
@@ -249,7 +359,10 @@ def cmd_detokenize(args) -> dict:
 COMMANDS = {
     "probs": ("apply the decoding rules to numbers you type", ("logits", "probs") + RULES, (),
               {}, cmd_probs),
-    "generate": ("generate with a trained model", SETTING_NAMES, ("seed",), {}, cmd_generate),
+    "generate": ("generate with a trained model or the real one (--model smollm2)",
+                 SETTING_NAMES, (), {}, cmd_generate),
+    "chat": ("a message to the real chat model (SmolLM2-135M-Instruct) in its chat template",
+             CHAT_RUN, (), {}, cmd_chat),
     "ask": ("ask the tasks model a question: arithmetic (it may call a calculator) or a card "
             "(it answers in JSON)",
             ("question", "model", "seed", "temperature", "greedy", *FILTER_NAMES, "tools",
@@ -271,7 +384,7 @@ COMMANDS = {
                "memory_blocks", "max_running", "parallel_samples", "workload"), ("dataset",),
               {"model": "transformer"}, cmd_paged),
     "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
-                    ("dataset", "steps"), {"model": "transformer", "seed": "0"}, cmd_cache_check),
+                    ("steps",), {"model": "transformer", "seed": "0"}, cmd_cache_check),
     "eval": ("validation NLL (nats per token) of a model", ("model", "dataset", "tokenizer"),
              ("dataset",),
              {"model": "bigram"}, cmd_eval),
@@ -280,9 +393,9 @@ COMMANDS = {
                   SETTING_NAMES, ("dataset",), {"model": "transformer"}, cmd_export_hf),
     "import-hf": ("generate with a Llama checkpoint folder saved by transformers (or by "
                   "export-hf)", IMPORT_RUN, (), {}, cmd_import_hf),
-    "tokenize": ("text to token ids", ("dataset", "tokenizer", "text"), ("dataset", "text"), {},
+    "tokenize": ("text to token ids", ("model", "dataset", "tokenizer", "text"), ("text",), {},
                  cmd_tokenize),
-    "detokenize": ("token ids to text", ("dataset", "tokenizer", "ids"), ("dataset", "ids"), {},
+    "detokenize": ("token ids to text", ("model", "dataset", "tokenizer", "ids"), ("ids",), {},
                    cmd_detokenize),
 }
 
@@ -308,7 +421,17 @@ def build_parser() -> Parser:
         if name == "export-hf":
             p.add_argument("--out", help="the folder to write; it must not exist yet, or be "
                                          "empty")
-        if name in ("generate", "ask", "experiment", "validity", "cache-check", "eval",
+        if name == "chat":
+            p.add_argument("--message", help="what you say to the model (the new user turn)")
+            p.add_argument("--system", help="a system message (default: the template's own)")
+            p.add_argument("--history", help="a JSON file of the conversation so far: a list of "
+                                             "{role, content}, or an earlier chat's output")
+            p.add_argument("--json", action="store_true", help="JSON (the only output form)")
+        if name in ("generate", "chat", "cache-check", "tokenize", "detokenize", "export-hf"):
+            p.add_argument("--gguf", help="read the pretrained model from this GGUF file "
+                                          "(Llama architecture; F32, F16, Q8_0, Q4_0 or Q4_1; at "
+                                          "most 256 MB) instead of SmolLM2's")
+        if name in ("generate", "chat", "ask", "experiment", "validity", "cache-check", "eval",
                     "tokenize", "detokenize", "export-hf", "paged"):
             p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "
                                             "package's own data, or a checkout's artifacts/)")
