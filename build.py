@@ -17,7 +17,7 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from tools import corpora, fetch as fetching, site as sitelib, wheel as wheels
+from tools import corpora, fetch as fetching, pretrained, site as sitelib, wheel as wheels
 from tools.cache import UserCache
 from tools.common import (ARTIFACTS_DIR, PACKAGE_DIR, PY_DIR, ROOT, BuildError, human,
                           module_from_file, rel, run,
@@ -369,6 +369,9 @@ def artifacts(cache: UserCache, stamps: Stamps) -> list[Path]:
     tokenizers = train_tokenizers(corpus_files, cache, stamps)
     models = train_models(corpus_files, cache, stamps)
     bundle_data(stamps)
+    gguf = pretrained.obtain_gguf(cache)  # the real model: downloaded once, kept by sha256
+    say(f"artifacts: pretrained smollm2: {rel(gguf) if ROOT in gguf.parents else gguf} "
+        f"({human(gguf.stat().st_size)})")
     return [*corpus_files.values(), *tokenizers, *models]
 
 
@@ -614,9 +617,10 @@ FAST_TIER = "not browser and not install and not quality and not reference"
 
 def pytest_runs(args: list[str]) -> list[list[str]]:
     """The pytest commands of `build.py test [args]`, run one after the other. Native tests run
-    on every core (pytest-xdist; each worker takes whole files, so a module's loaded model is
-    made once); the browser tier runs one test at a time, since two Chromiums on two cores
-    starve each other's watchdogs and heartbeats. `--fast` (ours, not pytest's) keeps to
+    on every core (pytest-xdist; each worker takes whole files, so a module's loaded model or
+    booted page is made once), and so do the browser tests, except those marked `alone`
+    (they time the page or wait on a watchdog: two Chromiums on two cores would starve each
+    other's deadlines), which run last, one at a time. `--fast` (ours, not pytest's) keeps to
     FAST_TIER; other arguments go to one pytest run as they are. Each prints its 20 slowest."""
     pytest = [sys.executable, "-m", "pytest", "--durations=20"]
     parallel = ["-n", "auto", "--dist", "loadfile"]
@@ -625,7 +629,9 @@ def pytest_runs(args: list[str]) -> list[list[str]]:
         return [pytest + parallel + ["-m", FAST_TIER] + rest]
     if rest:
         return [pytest + parallel + rest]
-    return [pytest + parallel + ["-m", "not browser"], pytest + ["-m", "browser"]]
+    return [pytest + parallel + ["-m", "not browser"],
+            pytest + parallel + ["-m", "browser and not alone"],
+            pytest + ["-m", "browser and alone"]]
 
 
 def cmd_test(args: list[str]) -> int:

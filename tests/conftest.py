@@ -9,12 +9,21 @@ ARTIFACTS = ROOT / "artifacts"
 E2E = ROOT / "tests" / "e2e"
 
 
+# browser tests that time the page or wait for a watchdog's deadline: another Chromium on the
+# same two cores would make them slow for reasons that are not the page's
+ALONE = {"test_hardening.py", "test_shared_python.py", "test_benchmark.py"}
+
+
 def pytest_collection_modifyitems(config, items):
     """The browser tier is a folder: every test under tests/e2e/ is marked `browser`, so
-    `-m "not browser"` never starts Chromium (pyproject.toml lists the tiers)."""
+    `-m "not browser"` never starts Chromium (pyproject.toml lists the tiers); the files of
+    ALONE are marked `alone` too."""
     for item in items:
-        if E2E in Path(item.fspath).parents:
+        path = Path(item.fspath)
+        if E2E in path.parents:
             item.add_marker(pytest.mark.browser)
+            if path.name in ALONE:
+                item.add_marker(pytest.mark.alone)
 
 NAMES = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "harper", "evelyn",
          "abigail", "emily", "ella", "elizabeth", "camila", "luna", "sofia", "avery", "mila",
@@ -78,3 +87,29 @@ def decode_distribution(z, **rules):
 
     d = sampling.decide(np.asarray(z, dtype=np.float64), sampling.Rules(**rules))
     return d.p_temp, d.kept, d.p_final
+
+
+@pytest.fixture
+def float64_steps(monkeypatch):
+    """transformers' Llama with its two float32 steps in float64: the norm computed in its
+    input's dtype, and the rotation tables decodelab's (sin without decodelab's folded sign).
+    (tests/test_hf.py says why; the reference tier's tests use it.)"""
+    import numpy as np
+    import torch
+    from decodelab.core import layers
+    from transformers.models.llama import modeling_llama
+
+    def norm(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
+                                              + self.variance_epsilon))
+
+    def rotary(self, x, position_ids):
+        cfg = layers.Config(vocab_size=2, n_embd=self.config.head_dim * 2, n_head=2,
+                            n_kv_head=1, rope_theta=self.config.rope_parameters["rope_theta"])
+        n = int(position_ids.max()) + 1
+        cos, sin = (t.copy() for t in layers.rope_tables(cfg, np.float64, n))
+        sin[:, :cfg.head_dim // 2] *= -1
+        pick = lambda t: torch.from_numpy(t)[position_ids].to(x.dtype)  # noqa: E731
+        return pick(cos), pick(sin)
+    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", norm)
+    monkeypatch.setattr(modeling_llama.LlamaRotaryEmbedding, "forward", rotary)

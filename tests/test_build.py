@@ -575,10 +575,11 @@ def test_a_bpe_model_key_covers_its_tokenizer_and_the_bpe_code(tmp_path, monkeyp
 # commands
 
 
-def test_the_test_command_runs_every_tier_and_the_browser_one_test_at_a_time():
-    native, browser = build.pytest_runs([])
+def test_the_test_command_runs_every_tier_and_the_timed_browser_tests_alone():
+    native, browser, alone = build.pytest_runs([])
     assert native[-2:] == ["-m", "not browser"] and "-n" in native
-    assert browser[-2:] == ["-m", "browser"] and "-n" not in browser
+    assert browser[-2:] == ["-m", "browser and not alone"] and "-n" in browser
+    assert alone[-2:] == ["-m", "browser and alone"] and "-n" not in alone
     fast, = build.pytest_runs(["--fast"])
     assert fast[-2:] == ["-m", build.FAST_TIER] and "--fast" not in fast
     assert all(f"not {tier}" in build.FAST_TIER for tier in ("browser", "install", "quality",

@@ -31,7 +31,6 @@ from decodelab.core.library import Library
 from decodelab.core.tokenizer import EOS, CharTokenizer
 from decodelab.core.transformer import TransformerModel
 from decodelab.errors import FieldError
-from transformers.models.llama import modeling_llama
 
 pytestmark = pytest.mark.reference  # held to PyTorch and transformers: the reference tier
 
@@ -62,26 +61,6 @@ def random_model(seed=0, **shape):
 def load_hf(model, folder):
     hf.export(model, folder, extra_files=tokenizer_files(model.tokenizer))
     return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64).eval()
-
-
-@pytest.fixture
-def float64_steps(monkeypatch):
-    """transformers' Llama with its two float32 steps in float64: the norm computed in its
-    input's dtype, and the rotation tables decodelab's (sin without decodelab's folded sign)."""
-    def norm(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
-                                              + self.variance_epsilon))
-
-    def rotary(self, x, position_ids):
-        cfg = layers.Config(vocab_size=2, n_embd=self.config.head_dim * 2, n_head=2,
-                            n_kv_head=1, rope_theta=self.config.rope_parameters["rope_theta"])
-        n = int(position_ids.max()) + 1
-        cos, sin = (t.copy() for t in layers.rope_tables(cfg, np.float64, n))
-        sin[:, :cfg.head_dim // 2] *= -1
-        pick = lambda t: torch.from_numpy(t)[position_ids].to(x.dtype)  # noqa: E731
-        return pick(cos), pick(sin)
-    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", norm)
-    monkeypatch.setattr(modeling_llama.LlamaRotaryEmbedding, "forward", rotary)
 
 
 def hf_logits(tm, ids):

@@ -1,0 +1,125 @@
+"""decodelab's GGUF reader against files the `gguf` package (llama.cpp's own Python writer)
+writes: every supported type dequantized exactly as the package dequantizes it, metadata of
+every kind read back, and every kind of damage refused with a message that names it."""
+
+import struct
+
+import numpy as np
+import pytest
+
+import gguf  # noqa: E402  (a test dependency: llama.cpp's own writer and dequantizer)
+
+from decodelab.pretrained import gguf as reader  # noqa: E402
+from decodelab.pretrained.gguf import GGUF, GGUFError  # noqa: E402
+
+Q = gguf.GGMLQuantizationType
+
+
+def write(tmp_path, tensors=(), metadata=(), name="m.gguf") -> bytes:
+    """A GGUF file written by the gguf package: tensors (name, float32 array, type)."""
+    path = tmp_path / name
+    w = gguf.GGUFWriter(str(path), "llama")
+    for key, value in metadata:
+        if isinstance(value, str):
+            w.add_string(key, value)
+        elif isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        else:
+            w.add_array(key, value)
+    for tname, values, qtype in tensors:
+        if qtype in (Q.F32, Q.F16):
+            w.add_tensor(tname, values.astype(np.float32 if qtype == Q.F32 else np.float16))
+        elif values.dtype == np.uint8:  # bytes as they are (a type gguf cannot quantize)
+            w.add_tensor(tname, values, raw_dtype=qtype)
+        else:
+            w.add_tensor(tname, gguf.quantize(values, qtype), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("qtype", [Q.F32, Q.F16, Q.Q8_0, Q.Q4_0, Q.Q4_1])
+def test_each_type_dequantizes_exactly_as_ggml(tmp_path, qtype):
+    rng = np.random.default_rng(int(qtype))
+    values = (rng.standard_normal((6, 64)) * rng.uniform(0.01, 3, (6, 1))).astype(np.float32)
+    values[0, :32] = 0.0  # a block of zeros: scale 0
+    data = write(tmp_path, [("w", values, qtype)])
+    got = GGUF(data).array("w")
+    ref = gguf.GGUFReader(tmp_path / "m.gguf").tensors[0]
+    expected = gguf.dequantize(ref.data, ref.tensor_type).reshape(6, 64)
+    assert got.dtype == np.float32 and got.shape == (6, 64)
+    assert np.array_equal(got, expected.astype(np.float32))
+    if qtype == Q.F32:
+        assert np.array_equal(got, values)
+    elif qtype in (Q.Q4_0, Q.Q4_1):  # 4 bits: within a block's step of the original
+        assert np.abs(got - values).max() < 0.6 * np.abs(values).max()
+
+
+def test_q4_1_by_hand():
+    """One Q4_1 block written byte by byte: value j = nibble * d + m, low nibbles first."""
+    d, m = np.float16(0.5), np.float16(-1.0)
+    nibbles = np.arange(32) % 16
+    qs = (nibbles[:16] | (nibbles[16:] << 4)).astype(np.uint8)
+    block = np.frombuffer(d.tobytes() + m.tobytes() + qs.tobytes(), np.uint8)
+    assert reader.dequantize(block, "Q4_1").tolist() == [n * 0.5 - 1.0 for n in nibbles]
+
+
+def test_metadata_of_every_kind_and_the_layout(tmp_path):
+    data = write(tmp_path, [("a", np.ones((2, 32), np.float32), Q.F32),
+                            ("b", np.arange(64, dtype=np.float32), Q.F16)],
+                 [("general.name", "tiny"), ("x.count", 7), ("x.ratio", 0.25),
+                  ("x.flag", True), ("x.words", ["one", "two", "三"]), ("x.ids", [3, 1, 2])])
+    f = GGUF(data)
+    assert f.version == 3 and f.alignment == 32 and f.data_start % 32 == 0
+    assert f.metadata["general.name"] == "tiny" and f.metadata["x.count"] == 7
+    assert f.metadata["x.ratio"] == 0.25 and f.metadata["x.flag"] is True
+    assert f.metadata["x.words"] == ["one", "two", "三"]
+    assert f.metadata["x.ids"].tolist() == [3, 1, 2]
+    assert f.tensors["a"].shape == (2, 32) and f.tensors["b"].shape == (64,)
+    assert np.array_equal(f.array("b"), np.arange(64, dtype=np.float32))
+    assert f.bytes.base is not None  # a view of the bytes it was given, not a copy
+
+
+def header(n_tensors, n_kv, version=3):
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"GGML" + bytes(64), "not a GGUF file"),
+    (b"GG", "ends inside the magic number"),
+    (header(0, 0, version=1), "GGUF version 1"),
+    (header(2**40, 0), "more than"),  # absurd counts: refused before any loop
+    (header(0, 2**62), "more than"),
+    (header(0, 1) + struct.pack("<Q", 2**50) + bytes(16), "ends inside metadata key 0"),  # 1 PB
+    (header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 99), "value type 99"),
+    (header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 4, 2**60),
+     "ends inside metadata k"),  # an array of 2**60 uint32
+], ids=["magic", "short", "version", "tensors", "metadata", "key", "type", "array"])
+def test_a_damaged_header_is_refused_by_name(data, words):
+    with pytest.raises(GGUFError, match=words):
+        GGUF(data)
+
+
+def test_a_truncated_file_names_the_tensor(tmp_path):
+    data = write(tmp_path, [("w", np.ones((4, 64), np.float32), Q.Q8_0)])
+    with pytest.raises(GGUFError, match="tensor w needs bytes up to .*truncated"):
+        GGUF(data[:-40])  # more than the padding after the last tensor
+
+
+def test_an_unsupported_type_is_refused_by_name(tmp_path):
+    data = write(tmp_path, [("w", np.zeros((2, 210), np.uint8), Q.Q6_K)])  # 2 blocks of 256
+    f = GGUF(data)  # the file reads; only that tensor cannot be
+    with pytest.raises(GGUFError, match="tensor w is stored as Q6_K; decodelab reads F32, F16, "
+                                        "Q4_0, Q4_1, Q8_0"):
+        f.array("w")
+
+
+def test_a_file_over_the_limit_is_refused_before_it_is_read():
+    with pytest.raises(GGUFError, match="decodelab reads GGUF files up to 1 MB"):
+        GGUF(bytes(3 * 2**20), max_bytes=2**20)

@@ -1,0 +1,153 @@
+"""The real model as a user meets it: `python -m decodelab` with --model smollm2 (chat, generate,
+tokenize, detokenize, cache-check), and every kind of bad input refused in one sentence with the
+other models unharmed. (Its parity with transformers is tests/test_smollm2.py.)"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from decodelab.core.library import Library
+from decodelab.errors import FieldError
+from decodelab.pretrained import files, model as pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTION = "What is the capital of Japan?"
+
+
+def cli(*args, env=None):
+    import os
+
+    proc = subprocess.run([sys.executable, "-m", "decodelab", *args], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "py"),
+                                                    **(env or {})})
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def smol():
+    try:
+        return pretrained.load(files.find_smollm2())
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
+
+
+def test_chat_answers_the_question_greedy_without_a_seed(smol):
+    code, out, err = cli("chat", "--model", "smollm2", "--message", QUESTION, "--greedy")
+    assert code == 0, err
+    trace = json.loads(out)
+    assert trace["text"] == "The capital of Japan is Tokyo."
+    assert (trace["finish_reason"], trace["stop_reason"]) == ("stop", "eos")
+    messages = [{"role": "user", "content": QUESTION}]
+    assert trace["prompt_ids"] == smol.template.ids(messages)
+    assert trace["prompt"].startswith("<|im_start|>system\nYou are a helpful AI assistant")
+    assert trace["messages"][-1] == {"role": "assistant", "content": trace["text"]}
+    top = trace["steps"][0]["top"]
+    assert top[0]["token_text"] == "The" and 0 < top[0]["p_raw"] <= 1
+    assert trace["steps"][-1]["token_id"] == smol.tokenizer.eos_id == 2
+
+
+def test_a_chat_goes_on_from_its_history(tmp_path):
+    code, out, err = cli("chat", "--message", "Name one colour.", "--greedy",
+                         "--max-new-tokens", "12", "--system", "Answer in a few words.")
+    assert code == 0, err
+    first = json.loads(out)
+    (tmp_path / "h.json").write_text(out)
+    code, out, err = cli("chat", "--history", str(tmp_path / "h.json"), "--message",
+                         "And another?", "--greedy", "--max-new-tokens", "12")
+    assert code == 0, err
+    second = json.loads(out)
+    assert second["messages"][:3] == first["messages"]
+    assert second["prompt"].startswith("<|im_start|>system\nAnswer in a few words.<|im_end|>")
+    assert second["prompt"].count("<|im_start|>") == 5  # system, user, assistant, user, the answer
+
+
+def test_generate_tokenize_and_detokenize_with_its_own_tokenizer(smol):
+    code, out, err = cli("generate", "--model", "smollm2", "--prompt",
+                         "The capital of France is", "--greedy", "--max-new-tokens", "3")
+    assert code == 0, err
+    assert out.startswith("The capital of France is")
+    text = "Ⅻ ½ naïve 日本 🎉"
+    code, out, err = cli("tokenize", "--model", "smollm2", "--text", text)
+    assert code == 0, err
+    ids = json.loads(out)["ids"]
+    assert ids == smol.tokenizer.encode(text)
+    code, out, err = cli("detokenize", "--model", "smollm2", "--ids", ",".join(map(str, ids)))
+    assert code == 0 and json.loads(out)["text"] == text
+
+
+def test_the_live_cache_check_holds_on_the_real_model(smol):
+    code, out, err = cli("cache-check", "--model", "smollm2", "--prompt", "A cache of keys",
+                         "--steps", "6", "--dtype", "float32")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["ok"] and result["max_abs_diff"] < result["tolerance"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["chat", "--message", "Hi <|im_end|> there", "--greedy"], "--messages: Message 1 contains <|im_end|>"),
+    (["chat", "--message", "Hi", "--temperature", "0.7"], "--seed: Seed is required when tokens"),
+    (["chat", "--greedy"], "--message: Message is required"),
+    (["chat", "--model", "bigram", "--message", "Hi", "--greedy"], "--model: Model: chat needs a chat model"),
+    (["generate", "--model", "smollm2", "--dataset", "prose", "--prompt", "Hi", "--greedy"],
+     "--dataset: Dataset: smollm2 brings its own tokenizer"),
+    (["generate", "--model", "smollm2", "--prompt", "Hi", "--draft", "bigram", "--seed", "1"],
+     "--draft: Draft model: no draft here reads SmolLM2"),
+    (["generate", "--model", "smollm2", "--prompt", "a\x04b", "--greedy"], "--prompt"),
+    (["tokenize", "--text", "hi"], "--dataset: Dataset is required with a model trained here"),
+    (["chat", "--message", "Hi", "--greedy", "--history", "/nonexistent.json"],
+     "--history: History: cannot read"),
+], ids=["markup", "no-seed", "no-message", "not-chat", "dataset", "draft", "unencodable",
+        "no-dataset", "history"])
+def test_bad_input_is_one_sentence_that_names_the_option(args, words):
+    code, out, err = cli(*args)
+    assert code == 2 and out == ""
+    assert words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_bad_or_missing_file_is_said_and_the_trained_models_go_on(tmp_path):
+    (tmp_path / "not.gguf").write_bytes(b"PK\x03\x04" + bytes(100))
+    code, _, err = cli("chat", "--gguf", str(tmp_path / "not.gguf"), "--message", "Hi", "--greedy")
+    assert code == 2 and "--gguf: GGUF: not a GGUF file: it starts with b'PK\\x03\\x04'" in err
+    code, _, err = cli("chat", "--gguf", str(tmp_path / "none.gguf"), "--message", "Hi", "--greedy")
+    assert code == 2 and "--gguf: GGUF: no file at" in err
+    code, _, err = cli("chat", "--message", "Hi", "--greedy", env={"DECODELAB_CACHE": str(tmp_path)})
+    assert code == 2 and "SmolLM2-135M-Instruct is not on this machine" in err
+    assert "python3 build.py artifacts" in err and "--gguf PATH" in err
+    library = Library(ROOT / "artifacts", gguf=tmp_path / "not.gguf")
+    with pytest.raises(FieldError):
+        library.pretrained()
+    assert library.model("bigram", "names").tokenizer.eos_id == 0  # unharmed
+
+
+def test_a_file_that_ends_early_is_refused_and_nothing_is_kept(tmp_path):
+    data = files.find_smollm2().read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[:len(data) // 2])
+    library = Library(ROOT / "artifacts", gguf=tmp_path / "cut.gguf")
+    with pytest.raises(FieldError, match=r"GGUF: tensor .* needs bytes up to .*\(truncated\?\)"):
+        library.pretrained()
+    assert not [k for k in library._models if k[0] == "pretrained"]
+
+
+def test_the_chat_template_refuses_what_it_cannot_render(smol):
+    bad = [None, [], [{"role": "robot", "content": "x"}], [{"role": "user", "content": 3}],
+           [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}],
+           [{"role": "user"}], [{"role": "user", "content": "x<|endoftext|>"}]]
+    for messages in bad:
+        with pytest.raises(FieldError) as e:
+            smol.template.ids(messages)
+        assert e.value.field == "messages" and e.value.message.endswith(".")
+
+
+def test_its_shape_and_file_are_read_from_the_metadata(smol):
+    cfg = smol.cfg
+    assert (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.n_kv_head, cfg.mlp_hidden) == (30, 576, 9, 3, 1536)
+    assert cfg.rope_theta == 100000.0 and cfg.vocab_size == 49152 and cfg.context_size == 2048
+    assert smol.info["trained_context"] == 8192
+    assert np.shares_memory(smol.params["w_head"], smol.params["wte"])  # tied: the embedding
+    assert smol.params["h0.w_qkv"].flags.f_contiguous  # (in, out) column-major: no copy to use
+    assert smol.session().dtype == np.float32
+    assert smol.tokenizer.start_ids == () and smol.tokenizer.eos_id == 2
