@@ -654,6 +654,11 @@ def cmd_test(args: list[str]) -> int:
 
 
 def cmd_bench(args: list[str]) -> int:
+    if "--real" in args:  # the real model's rows, natively (no browser, no site)
+        setup(full=False)
+        artifacts(UserCache(), Stamps())
+        rest = [a for a in args if a != "--real"]
+        return run([sys.executable, str(ROOT / "tests" / "benchmark_real.py"), *rest]).returncode
     setup(full=True)
     build(npm=False)
     return run([sys.executable, str(ROOT / "tests" / "benchmark.py"), *args]).returncode
@@ -684,7 +689,7 @@ COMMANDS = {
                        "then the browser tier (with [args]: one `python3 -m pytest -n auto "
                        "[args]`); --fast: node and native tests only, no browser, install, "
                        "quality or reference tier"),
-    "bench": (cmd_bench, "setup, build, then tests/benchmark.py [--quick] [--json FILE]"),
+    "bench": (cmd_bench, "setup, build, then tests/benchmark.py [--quick] [--json FILE]; --real: the real model's rows alone, natively"),
     "help": (cmd_help, "this text"),
 }
 
