@@ -97,11 +97,13 @@ def test_the_live_cache_check_holds_on_the_real_model(smol):
     (["generate", "--model", "smollm2", "--prompt", "Hi", "--draft", "bigram", "--seed", "1"],
      "--draft: Draft model: no draft here reads SmolLM2"),
     (["generate", "--model", "smollm2", "--prompt", "a\x04b", "--greedy"], "--prompt"),
+    (["generate", "--model", "smollm2", "--prompt", "", "--greedy"],
+     "--prompt: Prompt: this model starts a sequence with no token of its own"),
     (["tokenize", "--text", "hi"], "--dataset: Dataset is required with a model trained here"),
     (["chat", "--message", "Hi", "--greedy", "--history", "/nonexistent.json"],
      "--history: History: cannot read"),
 ], ids=["markup", "no-seed", "no-message", "not-chat", "dataset", "draft", "unencodable",
-        "no-dataset", "history"])
+        "empty", "no-dataset", "history"])
 def test_bad_input_is_one_sentence_that_names_the_option(args, words):
     code, out, err = cli(*args)
     assert code == 2 and out == ""

@@ -383,6 +383,10 @@ def prepare(library, raw: dict, not_a_number=()):
     try:
         model = library.for_settings(settings)
         prompt = healing.prompt_ids(model.tokenizer, settings)
+        if not prompt[0] and not model.tokenizer.start_ids:
+            raise FieldError("prompt", "Prompt: this model starts a sequence with no token of its "
+                                       "own, so an empty prompt gives it nothing to read; type "
+                                       "something.")
         stop = stopping.vocabulary_error(settings.stop, model.tokenizer)
         if stop is not None:
             raise stop

@@ -20,6 +20,7 @@ corpus (data/*.txt):
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from decodelab.core import tasks
@@ -158,6 +159,9 @@ class Library:
             from decodelab.pretrained import files, model
             from decodelab.pretrained.gguf import GGUFError
 
+            if self.gguf is None and sys.platform == "emscripten":
+                raise FieldError("model", "Model: SmolLM2 does not run in the page yet; choose "
+                                          "bigram or transformer.")
             try:
                 path = self.gguf if self.gguf is not None else files.find_smollm2()
                 self._models[key] = model.load(path)
