@@ -148,7 +148,7 @@ def test_its_shape_and_file_are_read_from_the_metadata(smol):
     cfg = smol.cfg
     assert (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.n_kv_head, cfg.mlp_hidden) == (30, 576, 9, 3, 1536)
     assert cfg.rope_theta == 100000.0 and cfg.vocab_size == 49152 and cfg.context_size == 2048
-    assert smol.info["trained_context"] == 8192
+    assert smol.info["trained_context"] == 8192 and smol.n_params == 134_515_008
     assert np.shares_memory(smol.params["w_head"], smol.params["wte"])  # tied: the embedding
     assert smol.params["h0.w_qkv"].flags.f_contiguous  # (in, out) column-major: no copy to use
     assert smol.session().dtype == np.float32

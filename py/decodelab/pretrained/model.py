@@ -47,6 +47,12 @@ class PretrainedModel(TransformerModel):
         super().__init__(cfg, params, tokenizer, info=info)
         self.template = template  # ChatTemplate, or None when the file's template is unknown
 
+    @property
+    def n_params(self) -> int:
+        """Each weight once: a tied head is the embedding, not a second matrix."""
+        tied = np.shares_memory(self.params["w_head"], self.params["wte"])
+        return int(sum(a.size for k, a in self.params.items() if not (tied and k == "w_head")))
+
     def session(self, dtype=np.float32, shift: str = "reread"):
         return super().session(dtype, shift)
 
