@@ -689,7 +689,8 @@ COMMANDS = {
                        "then the browser tier (with [args]: one `python3 -m pytest -n auto "
                        "[args]`); --fast: node and native tests only, no browser, install, "
                        "quality or reference tier"),
-    "bench": (cmd_bench, "setup, build, then tests/benchmark.py [--quick] [--json FILE]; --real: the real model's rows alone, natively"),
+    "bench": (cmd_bench, "setup, build, then tests/benchmark.py [--quick] [--json FILE]; "
+                         "--real: the real model's rows alone, natively"),
     "help": (cmd_help, "this text"),
 }
 

@@ -391,8 +391,8 @@ def cache_check(model, prompt_ids, steps: int, seed: int = 0, dtype=np.float32,
     """The `cache-check` command: `steps` logits vectors (the prefill, then a decode per sampled
     token), each compared with a full recomputation over the same window.
 
-    Tokens are drawn at temperature 1 with end-of-sequence excluded (so the text runs on through context
-    shifts), one uniform draw per step from default_rng(seed), first token whose cumulative
+    Tokens are drawn at temperature 1 with end-of-sequence excluded (so the text runs on
+    through context shifts), one uniform draw per step from default_rng(seed), first token whose cumulative
     probability exceeds it. `session`: a ready session to check instead of a new correct one.
     """
     rng = np.random.default_rng(seed)

@@ -310,10 +310,10 @@ def decide(logits, rules: Rules, *, eos_blocked: bool = False, seen=None, allowe
            mask_why: str = "", mask_kind: str = "", eos: int = EOS) -> Decision:
     """Apply the rules to one step's logits (V,), keeping every stage.
 
-    eos_blocked: end-of-sequence (id `eos`, the model's) gets logit -inf; seen: (V,) mask of ids already used, for the
-    repetition penalty; allowed: (V,) mask of the only tokens that may be chosen (at least one
-    True), with mask_why saying in words what the others fail and mask_kind whose mask it is
-    (token healing's, or JSON mode's grammar).
+    eos_blocked: end-of-sequence (id `eos`, the model's) gets logit -inf; seen: (V,) mask of
+    ids already used, for the repetition penalty; allowed: (V,) mask of the only tokens that may
+    be chosen (at least one True), with mask_why saying in words what the others fail and
+    mask_kind whose mask it is (token healing's, or JSON mode's grammar).
     """
     z = logits
     if eos_blocked:

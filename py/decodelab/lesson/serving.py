@@ -260,7 +260,8 @@ class Serving(Planned):
         """Each token's text (the start token as None)."""
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         tok = self.model.tokenizer
-        return [None if i in tok.start_ids else utf8.decode(tok.token_bytes(i)) for i in ids]
+        start = tok.start_ids
+        return [None if i in start else utf8.decode(tok.token_bytes(i)) for i in ids]
 
     # --- the result --------------------------------------------------------------------------------
 

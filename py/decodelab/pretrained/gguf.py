@@ -80,7 +80,8 @@ class _Cursor:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise GGUFError(f"{what} is not UTF-8 text (byte {self.at - n + exc.start:,})") from None
+            at = self.at - n + exc.start
+            raise GGUFError(f"{what} is not UTF-8 text (byte {at:,})") from None
 
     def value(self, kind: int, what: str):
         if kind not in VALUE_TYPES:
@@ -158,7 +159,8 @@ class GGUF:
             name = c.string(f"the name of tensor {i}")
             n_dims = c.unpack("<I", f"the dimensions of {name}")
             if not 1 <= n_dims <= MAX_DIMS:
-                raise GGUFError(f"tensor {name} has {n_dims} dimensions; GGUF allows 1 to {MAX_DIMS}")
+                raise GGUFError(f"tensor {name} has {n_dims} dimensions; GGUF allows 1 to "
+                                f"{MAX_DIMS}")
             dims = [c.unpack("<Q", f"the shape of {name}") for _ in range(n_dims)]
             type_id = c.unpack("<I", f"the type of {name}")
             offset = c.unpack("<Q", f"the offset of {name}")

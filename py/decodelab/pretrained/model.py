@@ -67,7 +67,8 @@ def config_of(gguf: GGUF, window: int) -> Config:
                         f"{', '.join(ARCHITECTURES)} (Llama's: RMSNorm, rotary positions, "
                         "grouped-query attention, SwiGLU)")
     p = arch + "."
-    n_embd, n_head = int(gguf.require(p + "embedding_length")), int(gguf.require(p + "attention.head_count"))
+    n_embd = int(gguf.require(p + "embedding_length"))
+    n_head = int(gguf.require(p + "attention.head_count"))
     rope_dims = gguf.get(p + "rope.dimension_count", n_embd // n_head)
     if rope_dims != n_embd // n_head:
         raise GGUFError(f"the file rotates {rope_dims} of each head's {n_embd // n_head} "
