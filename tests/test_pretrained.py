@@ -110,6 +110,14 @@ def test_bad_input_is_one_sentence_that_names_the_option(args, words):
     assert words in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_gguf_path_reads_the_given_file(smol):
+    code, out, err = cli("chat", "--gguf", str(files.find_smollm2()), "--message", QUESTION,
+                         "--greedy", "--max-new-tokens", "4", "--no-cache-check")
+    assert code == 0, err
+    trace = json.loads(out)
+    assert trace["text"] == "The capital of Japan" and trace["finish_reason"] == "length"
+
+
 def test_a_bad_or_missing_file_is_said_and_the_trained_models_go_on(tmp_path):
     (tmp_path / "not.gguf").write_bytes(b"PK\x03\x04" + bytes(100))
     code, _, err = cli("chat", "--gguf", str(tmp_path / "not.gguf"), "--message", "Hi", "--greedy")
