@@ -152,7 +152,7 @@ def test_cached_steps_and_caches_equal_transformers_cache(smol, tm32):
     logits = session.prefill(ids)
     with torch.no_grad():
         out = tm32(torch.tensor([ids]), use_cache=True)
-    past, worst = out.past_key_values, {"logits": 0.0, "keys": 0.0, "values": 0.0}
+    past, worst = out.cache, {"logits": 0.0, "keys": 0.0, "values": 0.0}
     for step in range(12):
         theirs = out.logits[0, -1].numpy()
         worst["logits"] = max(worst["logits"], float(np.abs(logits - theirs).max()))
@@ -166,8 +166,8 @@ def test_cached_steps_and_caches_equal_transformers_cache(smol, tm32):
         token = int(np.argmax(theirs))
         logits = session.decode(token)
         with torch.no_grad():
-            out = tm32(torch.tensor([[token]]), past_key_values=past, use_cache=True)
-        past = out.past_key_values
+            out = tm32(torch.tensor([[token]]), cache=past, use_cache=True)
+        past = out.cache
     print("cached steps, largest differences:", worst)
     assert max(worst.values()) < TOL32
 
