@@ -123,3 +123,18 @@ def test_an_unsupported_type_is_refused_by_name(tmp_path):
 def test_a_file_over_the_limit_is_refused_before_it_is_read():
     with pytest.raises(GGUFError, match="decodelab reads GGUF files up to 1 MB"):
         GGUF(bytes(3 * 2**20), max_bytes=2**20)
+
+
+def test_a_file_on_disk_over_the_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    from decodelab.pretrained import model
+
+    path = tmp_path / "big.gguf"
+    with open(path, "wb") as fh:
+        fh.truncate(3 * 2**20)  # sparse: three megabytes that were never written
+
+    def never(*args, **kwargs):
+        raise AssertionError("the file was opened")
+
+    monkeypatch.setattr(model, "open", never, raising=False)  # model.py's open, not the test's
+    with pytest.raises(GGUFError, match="the file is 3 MB; decodelab reads GGUF files up to 1 MB"):
+        model.load(path, max_bytes=2**20)

@@ -123,10 +123,13 @@ class GGUF:
     `tensors` (name -> TensorInfo, shapes in numpy's order), and `array(name)`, a tensor's
     values as float32."""
 
-    def __init__(self, data, max_bytes: int = MAX_FILE_BYTES):
+    def __init__(self, data, max_bytes: int = MAX_FILE_BYTES, size=None):
+        """data: the file's bytes; size: its length when only that is known yet (a file on disk
+        checked before it is read)."""
         buf = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data
-        if len(buf) > max_bytes:
-            raise GGUFError(f"the file is {len(buf) / 2**20:.0f} MB; decodelab reads GGUF files up "
+        size = len(buf) if size is None else size
+        if size > max_bytes:
+            raise GGUFError(f"the file is {size / 2**20:.0f} MB; decodelab reads GGUF files up "
                             f"to {max_bytes / 2**20:.0f} MB (their float32 weights must fit in "
                             "memory)")
         self.bytes = np.frombuffer(buf, np.uint8)  # a view: the file's bytes, not a copy

@@ -18,12 +18,14 @@ Generation runs in float32 (a float64 copy of 135M weights would take a second g
 live cache check's tolerance is float32's.
 """
 
+import os
+
 import numpy as np
 
 from decodelab.core.layers import Config
 from decodelab.core.transformer import TransformerModel
 from decodelab.pretrained.chat import ChatTemplate
-from decodelab.pretrained.gguf import GGUF, GGUFError
+from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError
 from decodelab.pretrained.tokenizer import GGUFTokenizer
 
 WINDOW = 2048  # the positions decodelab keeps in the cache (SmolLM2 was trained on 8,192; the
@@ -113,10 +115,14 @@ def params_of(gguf: GGUF, cfg: Config) -> dict:
 
 def load(data, window: int = WINDOW, max_bytes=None) -> PretrainedModel:
     """A GGUF file's bytes (or its path) -> the model. Nothing is kept of a file that fails."""
+    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
     if not isinstance(data, (bytes, bytearray, memoryview, np.ndarray)):
+        size = os.path.getsize(data)
+        if size > limit:  # said before a byte of it is read
+            GGUF(bytes(0), limit, size=size)
         with open(data, "rb") as fh:
             data = fh.read()
-    gguf = GGUF(data) if max_bytes is None else GGUF(data, max_bytes)
+    gguf = GGUF(data, limit)
     cfg = config_of(gguf, window)
     tokenizer = GGUFTokenizer.from_gguf(gguf)
     info = {"name": gguf.get("general.name", ""), "license": gguf.get("general.license", ""),
