@@ -9,9 +9,12 @@ ARTIFACTS = ROOT / "artifacts"
 E2E = ROOT / "tests" / "e2e"
 
 
-# browser tests that time the page or wait for a watchdog's deadline: another Chromium on the
-# same two cores would make them slow for reasons that are not the page's
-ALONE = {"test_hardening.py", "test_shared_python.py", "test_benchmark.py"}
+# browser tests that time the page, wait for a watchdog's deadline, or start the site from cold
+# with its service worker and whole downloads: another Chromium on the same two cores would make
+# them slow for reasons that are not the page's (a new build's visit under test_offline once
+# waited more than 30 s for its page to load)
+ALONE = {"test_hardening.py", "test_shared_python.py", "test_benchmark.py", "test_offline.py",
+         "test_return.py"}
 
 
 def pytest_collection_modifyitems(config, items):
