@@ -2,10 +2,20 @@
 
 Every test page runs with all requests outside the site's own origin blocked and recorded, so a
 test would notice the page reaching out to a CDN or anywhere else.
+
+Where start-up is not what a test is about, its page starts warm (open_page, `warm_starts`): in
+a copy of a browser profile in which this test process has already started the site once, so
+the start restores what a learner's second visit restores (Python's snapshot, the installed
+packages and their bytecode, Chromium's compiled WebAssembly), about half the time of a cold
+start on the build machine. The files in COLD test start-up itself (the service worker, a
+return, recovery, the benchmark) and start cold, as does `fresh_page`.
 """
 
+import atexit
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -16,10 +26,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "static"
 CHROMIUM = "/usr/bin/chromium"
+# The proxy is a closed port: every request that leaves this machine's loopback fails at once,
+# whatever its host (the guards below record them). Chromium never sends loopback through a
+# proxy, so the site's servers on 127.0.0.1 and localhost are reached directly.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
+                 "--disable-quic", "--proxy-server=http://127.0.0.1:9"]
 BOOT_TIMEOUT_MS = 120_000
+# Test files about start-up itself: their pages start cold.
+COLD = {"test_offline.py", "test_return.py", "test_hardening.py", "test_shared_python.py",
+        "test_browsers.py", "test_benchmark.py"}
 
 
 @pytest.fixture(scope="session")
@@ -58,21 +74,30 @@ def chromium():
         browser.close()
 
 
-class OfflineGuard:
-    """Aborts and records every request that leaves the page's own origin."""
+class SitesGuard:
+    """Records every request of a context (`requests`) and those that leave the given sites'
+    origins (`blocked`). Chromium runs with a closed proxy (CHROMIUM_ARGS), so those fail: the
+    guard watches rather than routes, because a routed context has no HTTP cache, and a warm
+    start needs it (Chromium keeps compiled WebAssembly there)."""
+
+    def __init__(self, context, *urls):
+        self.origins = [origin(u) + "/" for u in urls]
+        self.blocked = []
+        self.requests = []
+        context.on("request", self._seen)
+
+    def _seen(self, request):
+        url = request.url
+        self.requests.append(url)
+        if not url.startswith((*self.origins, "data:", "blob:")):
+            self.blocked.append(url)
+
+
+class OfflineGuard(SitesGuard):
+    """SitesGuard for a page of one site."""
 
     def __init__(self, context, base_url):
-        self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(base_url))
-        self.blocked = []
-        context.route("**/*", self._route)
-
-    def _route(self, route):
-        url = route.request.url
-        if url.startswith(self.origin + "/") or url.startswith(("data:", "blob:")):
-            route.continue_()
-        else:
-            self.blocked.append(url)
-            route.abort()
+        super().__init__(context, base_url)
 
 
 def record_errors(page):
@@ -83,15 +108,77 @@ def record_errors(page):
     return page
 
 
+class Starts:
+    """Whether open_page starts warm: set per test module by `warm_starts`; off outside pytest
+    (the benchmark and the screenshots start cold, as a learner's first visit does)."""
+    warm = False
+    templates = {}  # origin -> a profile that has started the site on it once
+    root = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_starts(request):
+    Starts.warm = request.path.name not in COLD
+    yield
+    Starts.warm = False
+
+
+def profile_dir(name):
+    if Starts.root is None:
+        Starts.root = Path(tempfile.mkdtemp(prefix="decodelab-profiles-"))
+        atexit.register(shutil.rmtree, Starts.root, True)
+    return Path(tempfile.mkdtemp(prefix=name, dir=Starts.root))
+
+
+def template(browser_type, url):
+    """A browser profile in which the site on `url`'s origin has started once and kept what a
+    return restores; made at this process's first warm start on that origin. The course's
+    progress (localStorage) is taken out, so each copy starts as a first visit's page."""
+    key = origin(url)
+    if key not in Starts.templates:
+        folder = profile_dir("template-")
+        context = browser_type.launch_persistent_context(
+            folder, executable_path=CHROMIUM, args=CHROMIUM_ARGS, service_workers="block")
+        page = context.pages[0]
+        page.goto(key + "/")
+        wait_ready(page)
+        page.wait_for_function("() => window.decodelab.timings.warmup_ms !== undefined",
+                               timeout=BOOT_TIMEOUT_MS)
+        wait_kept(page)
+        context.close()
+        for kept_apart in ("Local Storage", "Session Storage", "IndexedDB"):
+            shutil.rmtree(folder / "Default" / kept_apart, ignore_errors=True)
+        Starts.templates[key] = folder
+    return Starts.templates[key]
+
+
+def new_context(chromium, url, warm=None, **options):
+    """A browser context for a page of the site on `url`: a warm one (a copy of `template`'s
+    profile, in a browser of its own) when the test module starts warm and the service worker
+    is not wanted, else a new context of `chromium`. Closing the context removes the copy."""
+    options.setdefault("service_workers", "block")
+    if warm is None:
+        warm = Starts.warm
+    if not warm or options["service_workers"] != "block":
+        return chromium.new_context(**options)
+    folder = profile_dir("warm-")
+    shutil.copytree(template(chromium.browser_type, url), folder, dirs_exist_ok=True)
+    context = chromium.browser_type.launch_persistent_context(
+        folder, executable_path=CHROMIUM, args=CHROMIUM_ARGS, **options)
+    context.on("close", lambda _: shutil.rmtree(folder, ignore_errors=True))
+    return context
+
+
 def open_page(chromium, base_url, path="", viewport=None, color_scheme="light",
-              service_workers="block"):
+              service_workers="block", warm=None):
     # service workers blocked unless asked for: what a test observes and routes is the network
     # itself (the service worker has its own tests, test_offline.py)
-    context = chromium.new_context(viewport=viewport or {"width": 1280, "height": 900},
-                                   color_scheme=color_scheme, accept_downloads=True,
-                                   service_workers=service_workers)
+    context = new_context(chromium, base_url, warm=warm,
+                          viewport=viewport or {"width": 1280, "height": 900},
+                          color_scheme=color_scheme, accept_downloads=True,
+                          service_workers=service_workers)
     guard = OfflineGuard(context, base_url)
-    page = record_errors(context.new_page())
+    page = record_errors(context.pages[0] if context.pages else context.new_page())
     page.guard = guard
     page.goto(base_url + path)
     return page
@@ -148,7 +235,8 @@ def wait_kept(page, kinds=("runtime-snapshot", "bytecode", "installed"), timeout
 
 @pytest.fixture
 def fresh_page(chromium, base_url):
-    page = open_page(chromium, base_url)
+    """A page that starts cold, as a first visit's does."""
+    page = open_page(chromium, base_url, warm=False)
     yield page
     page.context.close()
 
@@ -200,25 +288,6 @@ def host_url(tmp_path_factory, widget_url, rogue_url):
     server, url = serve(root, host="127.0.0.1")
     yield url
     server.shutdown()
-
-
-class SitesGuard:
-    """Like conftest's OfflineGuard, for a page that spans several of our own origins."""
-
-    def __init__(self, context, *urls):
-        self.origins = [origin(u) for u in urls]
-        self.blocked = []
-        self.requests = []
-        context.route("**/*", self._route)
-
-    def _route(self, route):
-        url = route.request.url
-        self.requests.append(url)
-        if any(url.startswith(o + "/") for o in self.origins) or url.startswith(("data:", "blob:")):
-            route.continue_()
-        else:
-            self.blocked.append(url)
-            route.abort()
 
 
 @pytest.fixture

@@ -82,7 +82,8 @@ def test_embed_this_writes_both_snippets_and_previews_them(chromium, base_url):
     # closing takes the preview (and its Python) away
     dialog.get_by_role("button", name="Close").click()
     assert not dialog.is_visible()
-    assert page.locator("#embed-preview-box iframe").count() == 0
+    # the dialog's close event comes a task after it hides
+    page.wait_for_function("() => !document.querySelector('#embed-preview-box iframe')")
     assert page.errors == []
     page.context.close()
 

@@ -8,6 +8,7 @@ import pytest
 from tests.e2e.conftest import (
     BOOT_TIMEOUT_MS,
     ROOT,
+    new_context,
     open_chapter,
     open_page,
     wait_seen,
@@ -177,8 +178,8 @@ def test_a_widget_in_a_phone_column_stays_inside_its_frame(chromium, base_url, q
 
 
 @pytest.fixture(scope="module")
-def one_context(chromium):
-    context = chromium.new_context(service_workers="block")
+def one_context(chromium, base_url):
+    context = new_context(chromium, base_url)
     yield context
     context.close()
 

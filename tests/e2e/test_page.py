@@ -73,9 +73,22 @@ DEFAULTS = dict(Dataset="names", Tokenizer="chars", Token_healing=False, Prompt=
                 Include_stop_string=False, JSON_mode=False)
 
 
+def shows(page, key, value) -> bool:
+    """Does the control labelled by `key` show `value` already? (Read without touching it.)"""
+    control = page.get_by_label(LABELS.get(key, key), exact=True)
+    if isinstance(value, bool):
+        return control.is_checked() == value
+    return control.input_value() == str(value)
+
+
 def reset(page, **values):
+    """The form at DEFAULTS but for `values`, in DEFAULTS' order: each of `values` set as a
+    learner sets it, and of the rest only the controls that show something else by then (a
+    control set takes Chromium a few frames; one read, a message)."""
     page.wait_for_selector("html[data-state=ready]")  # whatever the last test left running
-    set_fields(page, **{**DEFAULTS, **values})
+    for key, value in {**DEFAULTS, **values}.items():
+        if key in values or not shows(page, key, value):
+            set_fields(page, **{key: value})
 
 
 def test_python_starts_before_the_page_script_has_loaded(chromium, base_url):
