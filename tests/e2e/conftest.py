@@ -133,7 +133,10 @@ def profile_dir(name):
 def template(browser_type, url):
     """A browser profile in which the site on `url`'s origin has started once and kept what a
     return restores; made at this process's first warm start on that origin. The course's
-    progress (localStorage) is taken out, so each copy starts as a first visit's page."""
+    progress (localStorage) is taken out, so each copy starts as a first visit's page. (A
+    widget in a course page on another site is not started warm: Chromium keeps a frame's HTTP
+    cache apart for each site that embeds it and gives it no Cache Storage, so a warm profile
+    would keep little more than the compiled WebAssembly, for a start of its own per site.)"""
     key = origin(url)
     if key not in Starts.templates:
         folder = profile_dir("template-")
@@ -296,7 +299,7 @@ def open_host(chromium, host_url, widget_url, rogue_url):
 
     def opener(name, viewport=None):
         context = chromium.new_context(viewport=viewport or {"width": 1100, "height": 900},
-                                         service_workers="block")
+                                       service_workers="block")
         contexts.append(context)
         guard = SitesGuard(context, host_url, widget_url, rogue_url)
         page = record_errors(context.new_page())
