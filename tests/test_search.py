@@ -313,8 +313,10 @@ def test_the_workbench_refuses_a_search_and_names_where_it_runs(page):
         assert "run in the chapter Beam search and drafts" in reply["errors"][0]["message"]
 
 
-def test_the_acceptance_experiment_equals_its_runs_one_by_one(page):
-    req = {"settings": {"dataset": "names", "seed": 5, "max_new_tokens": 20},
+@pytest.mark.parametrize("greedy", [False, True], ids=["workbench-sampling", "workbench-greedy"])
+def test_the_acceptance_experiment_equals_its_runs_one_by_one(page, greedy):
+    # the workbench's Greedy switch is not the table's: each row runs at its own temperature
+    req = {"settings": {"dataset": "names", "seed": 5, "max_new_tokens": 20, "greedy": greedy},
            "gammas": "2, 4", "temperatures": "0, 1", "spec_samples": 3}
     assert page("acceptance_start", req)["ok"]
     while True:
@@ -330,6 +332,7 @@ def test_the_acceptance_experiment_equals_its_runs_one_by_one(page):
                  .trace()["acceptance_rate"] for k in range(1 if t == 0 else 3)]
         assert cell["runs"] == len(rates)
         assert cell["acceptance"]["mean"] == pytest.approx(sum(rates) / len(rates))
+        assert out["result"]["settings"]["greedy"] is False
         if len(rates) > 1:
             half = 1.96 * np.std(rates, ddof=1) / np.sqrt(len(rates))
             assert cell["acceptance"]["high"] - cell["acceptance"]["mean"] == pytest.approx(half)

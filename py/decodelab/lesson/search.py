@@ -168,7 +168,9 @@ class AcceptanceExperiment(Planned):
             raise FieldErrors([FieldError("request", "The request must be a JSON object.")])
         values = read(req, self.FIELDS)
         raw = _settings(req)
-        raw.update(strategy="sample", draft="bigram")
+        # the workbench's Greedy switch would make every temperature of the table the same: here
+        # (as in the temperature experiment) only T = 0 means greedy
+        raw.update(strategy="sample", draft="bigram", greedy=False)
         errors = []
         try:
             self.settings, _, _ = prepare(library, dict(raw, temperature=1,
