@@ -336,3 +336,89 @@ def test_the_acceptance_experiment_equals_its_runs_one_by_one(page, greedy):
         if len(rates) > 1:
             half = 1.96 * np.std(rates, ddof=1) / np.sqrt(len(rates))
             assert cell["acceptance"]["high"] - cell["acceptance"]["mean"] == pytest.approx(half)
+
+
+def repeats_an_ngram(prompt_ids, ids, n) -> bool:
+    """Independently of the search's ban: does some n-gram ending in `ids` occur earlier?"""
+    seq, seen = list(prompt_ids), set()
+    for end in range(n, len(seq) + len(ids) + 1):
+        if end > len(seq):
+            seq.append(ids[end - len(prompt_ids) - 1])
+        gram = tuple(seq[end - n:end])
+        if end > len(prompt_ids) and gram in seen:
+            return True
+        seen.add(gram)
+    return False
+
+
+@pytest.mark.parametrize("dataset,prompt,beams,ngram,penalty,seen", [
+    ("prose", "The ", 3, 3, 1.0, ["no_repeat_ngram"]),  # greedy's text repeats a 3-gram
+    ("prose", "The ", 3, 2, 0.5, ["no_repeat_ngram"]),  # lengths equal, another penalty
+    ("prose", "The ", 3, 0, 1.0, []),  # the beam is greedy's text
+    ("names", "el", 3, 0, 2.0, []),  # the beam likelier, lengths unequal
+    ("names", "", 3, 2, 1.0, []),  # the beam likelier with the ban on
+    ("names", "a", 2, 0, 0.1, ["length_penalty"]),  # the sample likelier and longer
+    ("names", "sh", 2, 0, 1.0, ["narrow"])])  # greedy likelier: its path was pruned
+def test_the_beam_summary_names_the_cause_its_run_shows(page, dataset, prompt, beams, ngram,
+                                                        penalty, seen):
+    """Why the best beam is or is not the likeliest per token, recomputed from the reply's own
+    texts: the n-gram ban only when a likelier text repeats an n-gram, the length penalty only
+    when it is not 1 and a likelier text has another length."""
+    settings = {"dataset": dataset, "prompt": prompt, "seed": 3, "max_new_tokens": 30}
+    reply = page("beam", {"settings": settings,
+                          "beam": {"num_beams": beams, "no_repeat_ngram_size": ngram,
+                                   "length_penalty": penalty}})
+    assert reply["ok"], reply
+    side, why = reply["side"], reply["why"]
+    best = side[0]["logprob_per_token"]
+    better = [s for s in side[1:] if s["logprob_per_token"] > best + 1e-9]
+    assert why["likelier"] == (not better)
+    assert why["same"] == [s["name"] for s in side[1:]
+                           if s["logprob_per_token"] == pytest.approx(best, rel=0, abs=1e-9)]
+    assert why["better"] == [s["name"] for s in better]
+    lib = Library(ROOT / "artifacts")
+    prompt_ids = prepare(lib, dict(settings, model="transformer"))[2][0]
+    texts = {"greedy": start(lib, dict(settings, model="transformer", greedy=True)).run(),
+             "sampled": start(lib, dict(settings, model="transformer")).run()}
+    barred = [s["name"] for s in better
+              if ngram and repeats_an_ngram(prompt_ids, texts[s["name"]].output_ids, ngram)]
+    assert why["barred"] == barred
+    lengths = penalty != 1 and any(s["tokens"] != side[0]["tokens"] for s in better)
+    assert why["causes"] == (["no_repeat_ngram"] if barred else []) + \
+        (["length_penalty"] if lengths else []) + (["narrow"] if better and not barred
+                                                    and not lengths else [])
+    assert why["causes"] == seen  # the cases meet each cause
+
+
+@pytest.mark.parametrize("dataset,prompt,beams", [("names", "", 4), ("names", "el", 3),
+                                                   ("prose", "The ", 2)])
+def test_what_the_tree_says_entered_the_bank_is_what_the_bank_holds(page, dataset, prompt, beams):
+    """A candidate is "into the bank" exactly when the bank after its step holds its path, and
+    a finished node is ticked at a step exactly while the bank holds it (one that enters can be
+    pushed out by a better one of the same step, or of a later one)."""
+    reply = page("beam", {"settings": {"dataset": dataset, "prompt": prompt, "seed": 1,
+                                       "max_new_tokens": 24},
+                          "beam": {"num_beams": beams, "num_return_sequences": beams}})
+    assert reply["ok"], reply
+    steps, finished = reply["trace"]["steps"], reply["tree"]["finished"]
+    paths = []
+    for s, st in enumerate(steps):
+        paths.append([(paths[s - 1][k["from"]] if s else []) + [k["token_id"]] for k in st["kept"]])
+    seen = {"banked": 0, "pushed out": 0}
+    for s, st in enumerate(steps):
+        bank = [b["ids"] for b in st["bank"]]
+        for c in st["candidates"]:
+            ids = (paths[s - 1][c["beam"]] if s else []) + [c["token_id"]]
+            assert c["banked"] == (c["entered"] and ids in bank), (s, c)
+            if c["entered"]:
+                seen["banked" if c["banked"] else "pushed out"] += 1
+                [node] = [f for f in finished if f["step"] == s and f["parent"] ==
+                          (c["beam"] if s else None) and f["token_text"] == c["token_text"]]
+                held = [k for k in range(s, len(steps)) if ids in [b["ids"] for b in steps[k]["bank"]]]
+                assert held == list(range(s, s + len(held)))  # once let go, never back
+                assert node["left"] == (None if s + len(held) == len(steps) else s + len(held))
+    final = [b["ids"] for b in reply["trace"]["beams"]]
+    assert all(f["left"] is None for f in finished if f["rank"]) and len(final) == beams
+    if (dataset, prompt) == ("names", ""):  # this run has every kind
+        assert seen["banked"] and seen["pushed out"], seen
+        assert any(f["banked"] and f["left"] is not None for f in finished)  # let go later

@@ -37,6 +37,28 @@ def search(app, **fields):
     return wait_reply(app, "beam", before)
 
 
+@pytest.mark.parametrize("ngram, cause", [(3, "the ban on repeated 3-grams forbids the beams "
+                                                "greedy decoding’s text, which repeats one"),
+                                           (0, "it is as likely per token as greedy "
+                                               "decoding’s text, and the search found no "
+                                               "likelier path")])
+def test_the_beam_summary_says_the_cause_python_found(app, ngram, cause):
+    # Prose, "The ", 3 beams, length penalty 1: with the 3-gram ban greedy's text is likelier per
+    # token because the ban forbids it (all texts are 30 tokens: no length penalty is at work);
+    # without it the best beam is greedy's text
+    set_fields(app, **{**BASE, "Dataset": "prose", "Prompt": "The ", "Seed": 3,
+                       "Max_new_tokens": 30})
+    open_chapter(app, "search")
+    reply = search(app, **{"#beam-beams": 3, "#beam-return": 1, "#beam-penalty": 1,
+                           "#beam-ngram": ngram})
+    assert reply["ok"], reply
+    assert reply["why"]["causes"] == (["no_repeat_ngram"] if ngram else [])
+    summary = app.locator("#beam-summary").inner_text()
+    assert cause in summary
+    assert "length penalty" not in summary
+    assert ("try No repeat n-gram" in summary) == (not ngram)
+
+
 def test_beam_search_in_the_page_equals_the_command_line(app):
     set_fields(app, **{**BASE, "Dataset": "names", "Prompt": "el", "Seed": 3,
                        "Temperature": 0.9, "Max_new_tokens": 12})

@@ -17,7 +17,8 @@ const TREE = {
     [{ parent: null, token_text: "a", score: -0.5, rank: 1 }, { parent: null, token_text: "b", score: -1.2, rank: null }],
     [{ parent: 0, token_text: "c", score: -1.0, rank: 1 }, { parent: 1, token_text: "x", score: -1e9, rank: null, blocked: true }],
   ],
-  finished: [{ step: 1, parent: 0, token_text: "d", score: -1.4, rank: 2 }, { step: 1, parent: 1, token_text: "e", score: -2.0, rank: null }],
+  finished: [{ step: 1, parent: 0, token_text: "d", score: -1.4, rank: 2, banked: true, left: null },
+    { step: 1, parent: 1, token_text: "e", score: -2.0, rank: null, banked: true, left: 2 }],
   rows_from: [[0, 0], [0, 1]],
 };
 
@@ -40,6 +41,14 @@ test("every line starts at the right edge of the beam it grew from", () => {
   assert.equal(eLine.y1, at(0, 1).y + NODE_H / 2);
 });
 
+test("a finished path is ticked while the bank holds it, not after it is let go", () => {
+  // "e" is let go at step 2: a third step is drawn from the second's beams
+  const longer = { ...TREE, nodes: [...TREE.nodes, TREE.nodes[1]] };
+  const held = (tree, upto) => Object.fromEntries(layout(tree, upto).nodes.filter((n) => n.finished).map((n) => [n.text, n.held]));
+  assert.deepEqual(held(longer, 1), { d: true, e: true });
+  assert.deepEqual(held(longer, 2), { d: true, e: false });
+});
+
 test("returned paths are strong, the best strongest, the rest faded", () => {
   const kinds = Object.fromEntries(layout(TREE, 1).nodes.map((n) => [n.text, n.kind]));
   assert.deepEqual(kinds, { a: "best", b: "pruned", c: "best", d: "returned", e: "pruned" });
@@ -60,15 +69,17 @@ test("what happened to each candidate of a step", () => {
   const step = {
     kept: [{ from: 0, token_id: 3, score: -1 }, { from: 1, token_id: 4, score: -2 }],
     candidates: [
-      { beam: 0, token_id: 3, score: -1, finished: false, entered: false },
-      { beam: 0, token_id: 0, score: -1.5, finished: true, entered: true },
-      { beam: 1, token_id: 4, score: -2, finished: false, entered: false },
-      { beam: 1, token_id: 0, score: -2.5, finished: true, entered: false },
-      { beam: 1, token_id: 7, score: -3, finished: false, entered: false },
+      { beam: 0, token_id: 3, score: -1, finished: false, entered: false, banked: false },
+      { beam: 0, token_id: 0, score: -1.5, finished: true, entered: true, banked: true },
+      { beam: 1, token_id: 4, score: -2, finished: false, entered: false, banked: false },
+      { beam: 1, token_id: 0, score: -2.5, finished: true, entered: false, banked: false },
+      { beam: 1, token_id: 7, score: -3, finished: false, entered: false, banked: false },
+      { beam: 0, token_id: 9, score: -3.5, finished: true, entered: true, banked: false },
     ],
   };
   assert.deepEqual(step.candidates.map((c) => fate(c, step)),
-    ["kept as beam 0", "finished: into the bank", "kept as beam 1", "finished, but not among the best: dropped", "pruned"]);
+    ["kept as beam 0", "finished: into the bank", "kept as beam 1", "finished, but not among the best: dropped", "pruned",
+      "finished, but the bank held better ones: dropped"]);
 });
 
 test("the cache rows copied after a step, with the rows shared and dropped", () => {

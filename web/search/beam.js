@@ -66,14 +66,29 @@ export function createBeam(app) {
     return box;
   }
 
+  // Python's lesson.search.why decides why the best beam is or is not the likeliest per token;
+  // these are its words
+  const NAMED = { greedy: "greedy decoding’s text", sampled: "the sample" };
+  const named = (names) => names.map((name) => NAMED[name]).join(" and ");
+  const CAUSES = {
+    no_repeat_ngram: (w) => `the ban on repeated ${w.no_repeat_ngram_size}-grams forbids the beams ${named(w.barred)}, which ${w.barred.length > 1 ? "each repeat" : "repeats"} one`,
+    length_penalty: (w) => `a beam’s score is its summed log-probability (the sum of its tokens’ log-probabilities) divided by its length to the power of the length penalty (${w.length_penalty}), which can rank a longer or shorter path above one likelier per token`,
+    narrow: (w) => `the search keeps only ${plural(w.num_beams, "path", "paths")} at each step, and the ${w.better.length > 1 ? "paths" : "path"} to ${named(w.better)} ${w.better.length > 1 ? "were" : "was"} dropped before ${w.better.length > 1 ? "they" : "it"} paid off`,
+  };
+
   function summary(reply) {
     const [beam, greedy, sampled] = reply.side;
-    const n = reply.trace.settings.num_beams;
-    const likelier = beam.logprob_per_token >= Math.max(greedy.logprob_per_token, sampled.logprob_per_token);
-    const how = likelier
-      ? `The model finds the best beam likelier per token (${logp(beam.logprob_per_token)}) than greedy decoding’s text (${logp(greedy.logprob_per_token)}) and the sample (${logp(sampled.logprob_per_token)}): that is what the search is for.`
-      : `Here the best beam scores ${logp(beam.logprob_per_token)} per token, greedy ${logp(greedy.logprob_per_token)} and the sample ${logp(sampled.logprob_per_token)}: a beam’s score is divided by its length to the power of the length penalty, so the path it ranks first is not always the likeliest per token.`;
-    return `${plural(n, "beam", "beams")}, ${plural(reply.trace.steps.length, "step", "steps")}; the search ended: ${reply.trace.stopped}. ${how} Likely text is not lively text: compare the repeated 3-grams, and try No repeat n-gram.`;
+    const w = reply.why;
+    const scores = `${logp(beam.logprob_per_token)} per token, greedy ${logp(greedy.logprob_per_token)} and the sample ${logp(sampled.logprob_per_token)}`;
+    const how = !w.likelier
+      ? `Here the best beam scores ${scores}: ${w.causes.map((c) => CAUSES[c](w)).join("; and ")}.`
+      : w.same.length
+        ? `Here the best beam scores ${scores}: it is as likely per token as ${named(w.same)}, and the search found no likelier path.`
+        : `The model finds the best beam likelier per token (${logp(beam.logprob_per_token)}) than greedy decoding’s text (${logp(greedy.logprob_per_token)}) and the sample (${logp(sampled.logprob_per_token)}): that is what the search is for.`;
+    const lively = w.no_repeat_ngram_size
+      ? "compare the repeated 3-grams."
+      : "compare the repeated 3-grams, and try No repeat n-gram.";
+    return `${plural(w.num_beams, "beam", "beams")}, ${plural(reply.trace.steps.length, "step", "steps")}; the search ended: ${reply.trace.stopped}. ${how} Likely text is not lively text: ${lively}`;
   }
 
   function drawStep(k) {

@@ -38,12 +38,14 @@ export function layout(tree, upto) {
   let deepest = beams;
   for (const f of tree.finished) {
     if (f.step > last) continue;
+    // in the bank at the step shown, or let go by then (for better ones)
+    const held = f.left === null || f.left > last;
     const k = stacked[f.step] || 0;
     stacked[f.step] = k + 1;
     const row = beams + 0.4 + k;
     deepest = Math.max(deepest, row + 1);
     const kind = f.rank === 1 ? "best" : f.rank ? "returned" : "pruned";
-    nodes.push({ step: f.step, slot: null, x: x(f.step), y: y(row), text: f.token_text, score: f.score, rank: f.rank, kind, finished: true });
+    nodes.push({ step: f.step, slot: null, x: x(f.step), y: y(row), text: f.token_text, score: f.score, rank: f.rank, kind, finished: true, held, left: f.left });
     const a = from(f.step, f.parent);
     edges.push({ x1: a.x, y1: a.y, x2: x(f.step), y2: y(row) + NODE_H / 2, kind, finished: true });
   }
@@ -54,7 +56,8 @@ export function layout(tree, upto) {
 export function fate(c, step) {
   const kept = step.kept.findIndex((k) => k.from === c.beam && k.token_id === c.token_id && k.score === c.score);
   if (kept >= 0 && !c.finished) return `kept as beam ${kept}`;
-  if (c.entered) return "finished: into the bank";
+  if (c.banked) return "finished: into the bank";
+  if (c.entered) return "finished, but the bank held better ones: dropped";
   if (c.finished) return "finished, but not among the best: dropped";
   return "pruned";
 }
@@ -90,11 +93,12 @@ export function drawTree(tree, upto, readable, label) {
     out.append(svg("path", { d: `M${e.x1},${e.y1} C${mid},${e.y1} ${mid},${e.y2} ${e.x2},${e.y2}`, class: `beam-edge is-${e.kind}${e.finished ? " is-finished" : ""}` }));
   }
   for (const n of L.nodes) {
-    const g = svg("g", { class: `beam-node is-${n.kind}${n.finished ? " is-finished" : ""}` });
+    const g = svg("g", { class: `beam-node is-${n.kind}${n.finished ? " is-finished" : ""}${n.finished && !n.held ? " is-dropped" : ""}` });
     const what = n.finished ? "finished with" : "token";
-    g.append(svg("title", {}, `Step ${n.step}: ${what} ${readable(n.text)}, score ${score(n.score)}${n.rank ? `, on returned path ${n.rank}` : ""}`));
+    const bank = !n.finished ? "" : n.held ? ", in the bank" : n.left === n.step ? ", not taken into the bank: it held better ones" : `, let go by the bank at step ${n.left} for better ones`;
+    g.append(svg("title", {}, `Step ${n.step}: ${what} ${readable(n.text)}, score ${score(n.score)}${bank}${n.rank ? `, on returned path ${n.rank}` : ""}`));
     g.append(svg("rect", { x: n.x, y: n.y, width: NODE_W, height: NODE_H, rx: 6 }));
-    g.append(svg("text", { x: n.x + NODE_W / 2, y: n.y + 13, class: "beam-token" }, (n.finished ? "✓ " : "") + short(readable(n.text))));
+    g.append(svg("text", { x: n.x + NODE_W / 2, y: n.y + 13, class: "beam-token" }, (n.finished ? (n.held ? "✓ " : "✗ ") : "") + short(readable(n.text))));
     g.append(svg("text", { x: n.x + NODE_W / 2, y: n.y + 26, class: "beam-score" }, score(n.score)));
     out.append(g);
   }

@@ -131,6 +131,11 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos=None, check: bool = Fal
         merged_seqs = bank_seqs + cand_seqs
         merged_done = np.concatenate([bank_done, entering])
         merged_reason = bank_reason + reasons
+        # which offered candidates the bank holds after the merge (one may enter and be pushed
+        # out by a better one of the same step)
+        banked = np.zeros(K, bool)
+        banked[[j - N for j in best if j >= N]] = True
+        banked &= entering & (not closed)
         bank_scores = merged[best]
         bank_seqs = [merged_seqs[i] for i in best]
         bank_done = merged_done[best]
@@ -139,9 +144,10 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos=None, check: bool = Fal
         steps.append({
             "step": cur_len - P,
             "candidates": [{"beam": int(b), "token_id": int(t), "score": float(s),
-                            "finished": bool(f), "entered": bool(e and not closed)}
-                           for b, t, s, f, e in zip(cand_beam, cand_tok, cand_score, finished,
-                                                    entering)],
+                            "finished": bool(f), "entered": bool(e and not closed),
+                            "banked": bool(k)}
+                           for b, t, s, f, e, k in zip(cand_beam, cand_tok, cand_score, finished,
+                                                       entering, banked)],
             "kept": [{"from": int(cand_beam[i]), "token_id": int(cand_tok[i]),
                       "score": float(cand_score[i])} for i in keep],
             "bank": [{"ids": s[P:], "score": float(x), "finish_reason": r[0]}

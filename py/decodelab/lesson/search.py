@@ -26,7 +26,7 @@ add their own (the search fields). What the lesson decides here:
 import math
 
 from decodelab.core import search
-from decodelab.core.beam import BLOCKED
+from decodelab.core.beam import BLOCKED, banned_by_ngrams
 from decodelab.core.generate import prepare, start
 from decodelab.core.settings import SAMPLING_ONLY
 from decodelab.errors import FieldError, FieldErrors
@@ -65,6 +65,49 @@ def _measured(name: str, text: str, ids: list, logprob_per_token, eos: int) -> d
             "logprob_per_token": logprob_per_token, "repeated_3gram": repeated_ngram_rate(tokens)}
 
 
+SAME = 1e-9  # log-probabilities per token this close are the same text's
+
+
+def breaks_ngram_ban(prompt_ids, ids, n: int) -> bool:
+    """Would a search with no_repeat_ngram_size = n have been barred from writing `ids` after
+    `prompt_ids`? (Some token of it completes an n-gram the text already has.)"""
+    seq = list(prompt_ids)
+    for token in ids:
+        if token in banned_by_ngrams(seq, n):
+            return True
+        seq.append(token)
+    return False
+
+
+def why(settings, prompt_ids, side: list, ids: list) -> dict:
+    """Why the best beam (side[0]) is, or is not, the likeliest per token of the texts beside
+    it (`ids`: each text's tokens). causes, when some text is likelier: "no_repeat_ngram" (a
+    likelier text repeats an n-gram the search bans: those are `barred`), "length_penalty" (a
+    penalty other than 1
+    ranks the beams by something other than log-probability per token, and the likelier text
+    has another length), else "narrow" (the search keeps num_beams paths a step, and the
+    likelier path was dropped on the way). `same`: the texts exactly as likely per token as the
+    best beam (often greedy's own text, found by the search too)."""
+    best = side[0]["logprob_per_token"]  # the search's sum and a run's records add up in
+    # another order: a text equal to the beam's may differ from it in the last bits
+    better = [k for k in range(1, len(side)) if side[k]["logprob_per_token"] > best + SAME]
+    same = [side[k]["name"] for k in range(1, len(side))
+            if abs(side[k]["logprob_per_token"] - best) <= SAME]
+    causes = []
+    n = settings.no_repeat_ngram_size
+    barred = [k for k in better if n and breaks_ngram_ban(prompt_ids, ids[k], n)]
+    if barred:
+        causes.append("no_repeat_ngram")
+    if settings.length_penalty != 1 and any(side[k]["tokens"] != side[0]["tokens"]
+                                             for k in better):
+        causes.append("length_penalty")
+    if better and not causes:
+        causes.append("narrow")
+    return {"likelier": not better, "better": [side[k]["name"] for k in better], "same": same,
+            "barred": [side[k]["name"] for k in barred], "causes": causes, "no_repeat_ngram_size": n,
+            "length_penalty": settings.length_penalty, "num_beams": settings.num_beams}
+
+
 def beam_lesson(library, req: dict) -> dict:
     """{"settings": the workbench's, "beam": {the beam fields}} -> the search's trace, its tree,
     and beam, greedy and sampled side by side."""
@@ -82,13 +125,16 @@ def beam_lesson(library, req: dict) -> dict:
     eos = model.tokenizer.eos_id
     side = [_measured("beam", b["text"], b["ids"], b["logprob_per_token"], eos)
             for b in trace["beams"][:1]]
+    ids = [trace["beams"][0]["ids"]]
     for name, extra in (("greedy", {"greedy": True}), ("sampled", {})):
         other = start(library, dict(sampled_raw, **extra)).run()
         side.append(_measured(name, other.text, other.output_ids, mean_logprob(other.records),
                               eos))
         side[-1].update(finish_reason=other.finish_reason, stop_reason=other.stop_reason)
+        ids.append(other.output_ids)
     side[0].update(finish_reason=trace["finish_reason"], stop_reason=trace["stop_reason"])
     return {"trace": trace, "tree": tree(trace), "side": side,
+            "why": why(settings, prompt[0], side, ids),
             "sampled": {"seed": other.settings.seed, "temperature": other.settings.temperature,
                         "greedy": other.settings.is_greedy}}
 
@@ -96,7 +142,9 @@ def beam_lesson(library, req: dict) -> dict:
 def tree(trace: dict) -> dict:
     """The beam tree: nodes[step][slot] = {"parent": slot at the step before (None at step 0),
     "token_text", "score", "rank": the returned path it lies on (1 = best) or None}; finished:
-    the hypotheses that entered the bank, at the step they finished, with their parent slot."""
+    the hypotheses offered to the bank, at the step they finished, with their parent slot,
+    "banked" (the bank took it) and "left": the step at which the bank let it go for better
+    ones (its own step when it was never taken), or None if it holds it to the end."""
     steps = trace["steps"]
     paths, nodes = [], []
     for s, st in enumerate(steps):
@@ -113,9 +161,12 @@ def tree(trace: dict) -> dict:
     for s, st in enumerate(steps):
         for c in st["candidates"]:
             if c["entered"]:
+                ids = (paths[s - 1][c["beam"]] if s else []) + [c["token_id"]]
+                left = next((k for k in range(s, len(steps))
+                             if ids not in [b["ids"] for b in steps[k]["bank"]]), None)
                 finished.append({"step": s, "parent": c["beam"] if s else None,
                                  "token_text": c["token_text"], "score": c["score"],
-                                 "rank": None})
+                                 "rank": None, "banked": c["banked"], "left": left})
     for rank, b in enumerate(trace["beams"], 1):
         ids, s = b["ids"], len(b["ids"]) - 1  # it finished at the step of its last token
         slot = next((i for i, p in enumerate(paths[s - 1]) if p == ids[:-1]), None) \
