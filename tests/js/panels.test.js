@@ -10,9 +10,9 @@ import { firstDifference, settingsDiff } from "../../web/lesson/runs.js";
 import { TRIES as ANSWERS } from "../../web/lesson/tries/answers.js";
 import { TRIES as CACHE } from "../../web/lesson/tries/cache.js";
 import { TRIES as PAGING } from "../../web/lesson/tries/paging.js";
-import { TRIES as SAMPLING, findLoop } from "../../web/lesson/tries/sampling.js";
+import { TRIES as SAMPLING, findLoop, sameLoop } from "../../web/lesson/tries/sampling.js";
 import { TRIES as START } from "../../web/lesson/tries/start.js";
-import { TRIES as STOPPING } from "../../web/lesson/tries/stopping.js";
+import { TRIES as STOPPING, spacedWords } from "../../web/lesson/tries/stopping.js";
 import { CSV_COLUMNS, commandWords, shellWord, traceToCsv } from "../../web/ui/exports.js";
 import { fromBase64 } from "../../web/ui/handoff.js";
 
@@ -66,6 +66,21 @@ test("a loop at the end of a text: the shortest stretch repeated to the end", ()
   assert.deepEqual(findLoop("the cat the cat the cat"), { start: 0, loop: "the cat " });
   assert.deepEqual(findLoop("xyzababab"), { start: 3, loop: "ab" });
   assert.equal(findLoop("abcdef"), null);
+});
+
+test("the candidates that start with a space are counted before their share is said", () => {
+  const top = [{ token_text: "s", p_raw: 0.5 }, { token_text: "ure", p_raw: 0.2 }];
+  assert.equal(spacedWords(top), "not one of its 2 likeliest candidates starts with a space");
+  assert.equal(spacedWords([...top, { token_text: " was", p_raw: 0.0004 }]),
+    "the 1 of its 3 likeliest candidates that start with a space held only <0.1%");
+});
+
+test("a loop read from another character is the same loop, not a new one", () => {
+  const a = findLoop("The e the the the the");
+  assert.ok(sameLoop(a, findLoop("The xe th the the the th")));
+  assert.ok(sameLoop(a, a));
+  assert.ok(!sameLoop(a, findLoop("The ofofofofof")));
+  assert.ok(!sameLoop(a, null) && !sameLoop(null, a));
 });
 
 test("the zip's bytes come back whole from base64, every byte value included", () => {

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { COL, NODE_H, NODE_W, ROW, fate, layout, short } from "../../web/search/tree.js";
 import { rowsSentence } from "../../web/search/beam.js";
 import { BEAM_COLUMNS, searchCsv } from "../../web/search/exports.js";
-import { cacheWords, guessWords } from "../../web/search/speculative.js";
+import { cacheWords, guessWords, howWords } from "../../web/search/speculative.js";
 import { createPlayer } from "../../web/search/play.js";
 
 // two beams over two steps; "b" was pruned, "d" finished at step 1 and was returned second
@@ -88,6 +88,12 @@ test("the cache rows copied after a step, with the rows shared and dropped", () 
   assert.match(words, /Row 0 is copied into more than one row/);
   assert.match(words, /Row 2’s beam was pruned/);
   assert.doesNotMatch(rowsSentence([0, 1], 0), /copied into more|pruned/);
+});
+
+test("greedy rounds draw nothing: the token after a turned-down guess is the model's own", () => {
+  assert.equal(howWords("resampled", false), "drawn from max(0, p − q)");
+  assert.doesNotMatch(howWords("resampled", true), /drawn|max\(0/);
+  assert.equal(howWords("bonus", true), howWords("bonus", false));
 });
 
 test("a round's guesses and cache in words", () => {

@@ -23,11 +23,11 @@ test("a step's decisions, each named once, with what the tree and the fork saved
   const words = stepWords(FRAME, LABELS, 4);
   assert.match(words, /^Step 7\. /);
   assert.match(words, /Requests 2a \(8 positions of its prompt found in the prefix tree, 2 blocks not computed again\) and 2b \(its prompt’s blocks shared with its first sample\) joined\./);
-  assert.match(words, /1 came back after a preemption: its window was computed again in one pass\./);
-  assert.match(words, /so 3 \(the youngest\) was preempted/);
+  assert.match(words, /Request 1 came back after a preemption: its window was computed again in one pass\./);
+  assert.match(words, /so request 3 \(the youngest\) was preempted/);
   assert.match(words, /Copied on write: block 5 → 9/);
   assert.match(words, /gave back block 6/);
-  assert.match(words, /0 finished and left/);
+  assert.match(words, /Request 0 finished and left/);
   assert.match(words, /4 requests decoded a token; 2 requests wait\.$/);
   // request 1 joined as a recomputation, not as a new request
   assert.doesNotMatch(words, /Requests 1/);

@@ -15,6 +15,13 @@ import { el, finishSentence, fixed, pct, plural, readable, tableHead } from "../
 
 const FIELDS = { draft: "spec-draft", num_draft_tokens: "spec-gamma" };
 const HOW = { accepted: "a guess the model kept", resampled: "drawn from max(0, p − q)", bonus: "the model’s extra token" };
+// greedy, nothing is drawn: after a guess turned down the model puts its own likeliest token
+const HOW_GREEDY = { ...HOW, resampled: "the model’s own likeliest token, in place of the guess" };
+
+/** How a token of a speculative run came, in words (greedy rounds draw nothing). */
+export function howWords(source, greedy) {
+  return (greedy ? HOW_GREEDY : HOW)[source];
+}
 
 /** One guess as a chip: its token, p and q, and what the draw decided. */
 export function guessWords(t, greedy) {
@@ -47,6 +54,7 @@ export function createSpeculative(app) {
     form: $("spec-form"), run: $("spec-run"), status: $("spec-status"), out: $("spec-out"),
     summary: $("spec-summary"), text: $("spec-text"), round: $("spec-round"), roundOut: $("spec-round-out"),
     rounds: $("spec-rounds"), check: $("spec-check"), section: $("speculative"),
+    legendResampled: $("spec-legend-resampled"),
   };
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
   const search = createSearchAsk({ app, controls, form: dom.form, section: dom.section, status: dom.status, button: dom.run,
@@ -80,7 +88,7 @@ export function createSpeculative(app) {
         text.push(tried);
       }
       const span = el("span", `spec-tok is-${s.source}${s.round === r ? " is-latest" : ""}`, s.token_text === "<eos>" ? "" : s.token_text);
-      span.title = `Round ${s.round}: ${HOW[s.source]}`;
+      span.title = `Round ${s.round}: ${howWords(s.source, shown.greedy)}`;
       text.push(span);
     }
     dom.text.replaceChildren(...text);
@@ -102,7 +110,7 @@ export function createSpeculative(app) {
       for (const t of x.tokens) words.append(el("li", null, `${readable(t.token_text)}: ${guessWords(t, shown.greedy)}`));
       const untried = x.proposed - x.tokens.length;
       if (untried > 0) words.append(el("li", null, `The draft proposed ${plural(x.proposed, "guess", "guesses")}: the ${untried === 1 ? "last was" : `last ${untried} were`} never checked, because the model stops at the first it turns down. The share of guesses kept counts ${untried === 1 ? "it" : "them"} as not kept.`));
-      if (last) words.append(el("li", null, `${readable(last.token_text)}: ${HOW[extra]}.`));
+      if (last) words.append(el("li", null, `${readable(last.token_text)}: ${howWords(extra, shown.greedy)}.`));
       if (x.kept < x.accepted + (last ? 1 : 0)) words.append(el("li", null, `The text ended inside this round: ${plural(x.kept, "token", "tokens")} of it kept.`));
       li.append(words);
       const cache = el("p", "spec-cache-line");
@@ -116,6 +124,7 @@ export function createSpeculative(app) {
     shown = reply;
     const t = reply.trace;
     dom.summary.textContent = summary(reply);
+    dom.legendResampled.textContent = howWords("resampled", reply.greedy);
     dom.round.max = String(Math.max(t.rounds.length - 1, 0));
     dom.round.value = dom.round.max;
     player.reset();

@@ -13,6 +13,12 @@ function list(items) {
   return `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`;
 }
 
+/** "Request 0" or "Requests 0 and 2": a label is a request's number, never a count. */
+function requests(labels, lower = false) {
+  const word = labels.length === 1 ? "Request" : "Requests";
+  return `${lower ? word.toLowerCase() : word} ${list(labels)}`;
+}
+
 /** What the scheduler did at a step, in sentences (labels: request number -> its label). */
 export function stepWords(frame, labels, blockSize) {
   const name = (n) => labels[n] ?? String(n);
@@ -25,13 +31,13 @@ export function stepWords(frame, labels, blockSize) {
       if (reused[n]) return `${name(n)} (${plural(reused[n], "position", "positions")} of its prompt found in the prefix tree, ${plural(reused[n] / blockSize, "block", "blocks")} not computed again)`;
       return name(n);
     });
-    out.push(`${fresh.length === 1 ? "Request" : "Requests"} ${list(parts)} joined.`);
+    out.push(`${requests(parts)} joined.`);
   }
   if (frame.recomputed.length) {
-    out.push(`${list(frame.recomputed.map(name))} came back after a preemption: ${frame.recomputed.length === 1 ? "its window was" : "their windows were"} computed again in one pass.`);
+    out.push(`${requests(frame.recomputed.map(name))} came back after a preemption: ${frame.recomputed.length === 1 ? "its window was" : "their windows were"} computed again in one pass.`);
   }
   if (frame.preempted.length) {
-    out.push(`The step needed more blocks than were free, so ${list(frame.preempted.map(name))} (the youngest) ${frame.preempted.length === 1 ? "was" : "were"} preempted: blocks given back, back to the head of the queue.`);
+    out.push(`The step needed more blocks than were free, so ${requests(frame.preempted.map(name), true)} (the youngest) ${frame.preempted.length === 1 ? "was" : "were"} preempted: blocks given back, back to the head of the queue.`);
   }
   if (frame.copied.length) {
     out.push(`Copied on write: ${list(frame.copied.map(([from, to]) => `block ${from} → ${to}`))} (a shared block with room left, about to be written into).`);
@@ -40,7 +46,7 @@ export function stepWords(frame, labels, blockSize) {
     out.push(`The prefix tree gave back ${list(frame.evicted.map((b) => `block ${b}`))}: least recently used, and no request held ${frame.evicted.length === 1 ? "it" : "them"}.`);
   }
   if (frame.left.length) {
-    out.push(`${list(frame.left.map(name))} finished and left; full blocks went to the prefix tree, the last, partly filled one back to the free list.`);
+    out.push(`${requests(frame.left.map(name))} finished and left; full blocks went to the prefix tree, the last, partly filled one back to the free list.`);
   }
   const waiting = frame.waiting.length ? `; ${plural(frame.waiting.length, "request waits", "requests wait")}` : "";
   out.push(`${plural(frame.tables.length, "request", "requests")} decoded a token${waiting}.`);

@@ -18,6 +18,11 @@ export function findLoop(text, minRepeats = 2) {
   return null;
 }
 
+/** Are two loops the same cycle, read from another character ("e th" and " the")? */
+export function sameLoop(a, b) {
+  return Boolean(a && b) && a.loop.length === b.loop.length && (a.loop + a.loop).includes(b.loop);
+}
+
 export const TRIES = [
   {
     id: "temperatures",
@@ -58,7 +63,7 @@ export const TRIES = [
         ? `Greedy always takes the argmax, so whenever it is back in the same place it makes the same choice: from character ${a.start + 1} on, the text is ${quoted(a.loop)} over and over until the budget runs out.`
         : "This time greedy did not settle into a loop within the budget, but it always takes the argmax, so the same place always gives the same choice.";
       const second = b
-        ? `With the penalty, every character already used is marked down, which breaks the first loop (${a ? `it starts at character ${b.start + 1} instead of ${a.start + 1}` : `it starts at character ${b.start + 1}`}); but once every common character has been used they are all marked down alike, the argmax is back where it was, and a new loop ${quoted(b.loop)} sets in.`
+        ? `With the penalty, every character already used is marked down, which breaks the first loop (${a ? `it starts at character ${b.start + 1} instead of ${a.start + 1}` : `it starts at character ${b.start + 1}`}); but once every common character has been used they are all marked down alike, the argmax is back where it was, and ${sameLoop(a, b) ? `the same loop comes back: ${quoted(b.loop)} is ${quoted(a.loop)} read from another character` : `a new loop ${quoted(b.loop)} sets in`}.`
         : `With the penalty, every character already used is marked down, and within ${plural(penalised.text.length, "character", "characters")} no loop sets in; the marks stay on every character already used, so on a longer run the common ones end up all marked down alike.`;
       return { text: `${first} ${second} ${"The last run, the one on screen in the workbench, is the one with the penalty."}`, evidence };
     },

@@ -3,6 +3,14 @@
 
 import { pct, plural, quoted } from "../../ui/render.js";
 
+/** What a step's likeliest candidates that start with a space held, in words. */
+export function spacedWords(top) {
+  const spaced = top.filter((c) => c.token_text.startsWith(" "));
+  const mass = spaced.reduce((t, c) => t + c.p_raw, 0);
+  if (!spaced.length) return `not one of its ${top.length} likeliest candidates starts with a space`;
+  return `the ${spaced.length} of its ${top.length} likeliest candidates that start with a space held only ${pct(mass)}`;
+}
+
 export const TRIES = [
   {
     id: "token-boundaries",
@@ -59,9 +67,8 @@ export const TRIES = [
       const first = (r) => r.steps[0];
       const a = first(plain);
       const b = first(healed);
-      const spaced = (r) => r.steps[0].top.filter((c) => c.token_text.startsWith(" ")).reduce((t, c) => t + c.p_raw, 0);
       return {
-        text: `Without healing, the prompt ends in a lone space token, and the model’s first token was ${quoted(a.token_text)} at ${pct(Math.exp(a.logprob))}; its ten likeliest candidates that start with a space held only ${pct(spaced(plain))}, because in training a space almost never stands alone before a word. With healing, that space is taken back and the first token must start with it: the model chose ${quoted(b.token_text)} at ${pct(Math.exp(b.logprob))}, a word with its space, the way it saw words in training.`,
+        text: `Without healing, the prompt ends in a lone space token, and the model’s first token was ${quoted(a.token_text)} at ${pct(Math.exp(a.logprob))}; ${spacedWords(a.top)}, because in training a space almost never stands alone before a word. With healing, that space is taken back and the first token must start with it: the model chose ${quoted(b.token_text)} at ${pct(Math.exp(b.logprob))}, a word with its space, the way it saw words in training.`,
         evidence: [["#text-prompt", "The man"]],
       };
     },
