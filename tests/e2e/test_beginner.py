@@ -252,6 +252,11 @@ def test_every_chapters_try_this_shows_its_answer_and_its_evidence_where_the_lea
                 # be empty, as a run that wrote nothing is
                 assert shown.first.evaluate("e => !e.closest('[hidden]')"), (name, selector)
                 assert words in shown.first.text_content(), (name, selector, words)
+            if not away:  # the run is in view, or the status says where and takes one there
+                run = app.locator(result["evidence"][0][0]).first
+                if not run.evaluate(ON_SCREEN):
+                    item.locator(".try-where").click()
+                    app.wait_for_function(ON_SCREEN, arg=run.element_handle())
             if away:
                 app.locator("#trip-back").click()
                 assert not trip.is_visible()

@@ -107,9 +107,8 @@ export function createTries(app) {
       results[t.id] = out;
       item.answer.querySelector(".try-answer-text").textContent = out.text;
       item.answer.hidden = false;
-      item.status.textContent = trip.away()
-        ? "Done: it ran in the workbench (chapter 1), where the run still is. The answer is below."
-        : "Done. Look at the page, then open the answer.";
+      if (trip.away()) item.status.textContent = "Done: it ran in the workbench (chapter 1), where the run still is. The answer is below.";
+      else where(item.status, out.evidence);
       item.li.dataset.state = "done";
       app.store.tried(t.id);
       trip.end({ status: "done", answer: out.text });
@@ -121,6 +120,23 @@ export function createTries(app) {
       busy = false;
       for (const i of Object.values(items)) i.button.disabled = false;
     }
+  }
+
+  // Where a panel of this chapter shows the run: said, with a way there when it is out of view
+  // (a panel's output can sit a screen or two below its questions).
+  function where(status, evidence) {
+    const shown = (evidence || []).map(([selector]) => document.querySelector(selector)).find((e) => e && e.getClientRects().length);
+    const part = shown && shown.closest("[aria-labelledby]");
+    const title = part && document.getElementById(part.getAttribute("aria-labelledby"));
+    const box = shown && shown.getBoundingClientRect();
+    if (!title || (box.top >= 0 && box.bottom <= window.innerHeight)) {
+      status.textContent = "Done. Look at the page, then open the answer.";
+      return;
+    }
+    const go = el("button", "try-where", `show it in “${title.textContent.trim()}”`);
+    go.type = "button";
+    go.addEventListener("click", () => shown.scrollIntoView({ block: "center", behavior: "smooth" }));
+    status.replaceChildren(`Done. The run is ${box.top < 0 ? "above" : "below"}: `, go, ". The answer is under this question.");
   }
 
   return {
