@@ -557,3 +557,19 @@ def test_the_memory_calculator_worked_numbers_and_its_bad_block_size():
     for bad in (0, 65, 2.5, "x"):
         e = field_error(costs.memory, {"preset": "seed", "block_size": bad})
         assert e.field == "block_size" and "Block size must be" in e.message, e.message
+
+
+def test_the_prefix_tree_holds_the_blocks_of_finished_requests_only(lib):
+    # what the page's hint says: a request that joins beside a running one with the same start
+    # computes that start again; one that joins after it has left reuses its full blocks
+    from decodelab.lesson.serving import Serving
+
+    lines = ["0 40 The ship sailed", "2 3 The ship sailed", "60 3 The ship sailed"]
+    out = Serving(lib, {"dataset": "prose", "block_size": 4, "seed": 5, "workload": lines,
+                        "max_running": 4}).run().result()
+    first, beside, after = out["requests"]
+    assert beside["joined_step"] < first["finished_step"] < after["joined_step"]
+    reused = {n: positions for f in out["frames"] for n, positions in f["reused"]}
+    assert beside["number"] not in reused
+    prompt = len("The ship sailed") + 1  # the start token and the characters
+    assert reused[after["number"]] == (prompt - 1) // 4 * 4  # whole blocks, the last token kept
