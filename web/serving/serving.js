@@ -31,7 +31,7 @@ export function servingSummary(r) {
   if (r.prefix_hit_rate) shared.push(`The prefix tree found ${pct(r.prefix_hit_rate)} of the prompts’ tokens: ${plural(r.prefill_tokens_saved, "position was", "positions were")} not computed again`);
   if (r.copies_on_write) shared.push(`${plural(r.copies_on_write, "block was", "blocks were")} copied on write`);
   if (r.preemptions) shared.push(`${plural(r.preemptions, "preemption", "preemptions")} when the blocks ran out`);
-  if (r.evicted) shared.push(`${plural(r.evicted, "block", "blocks")} evicted from the tree`);
+  if (r.evicted) shared.push(`the prefix tree gave back ${plural(r.evicted, "block", "blocks")} that no request held, the least recently used first, to make room (eviction)`);
   if (shared.length) out.push(`${shared.join("; ")}.`);
   return out.join(" ");
 }
