@@ -245,7 +245,17 @@ def test_every_finding_is_true_to_the_numbers(library, req):
     for finding in out["findings"]:
         kind, text = finding["kind"], finding["text"]
         key = {"spread": "spread", "logprob": "mean_logprob", "known": "known_share"}.get(kind)
-        if key is not None and "Too few" not in text:
+        if kind == "repeats":  # the rows with a number (a text under 3 tokens has none)
+            shown = [shown_number("repeated_3gram", r["measures"]["repeated_3gram"]["mean"])
+                     for r in rows if r["measures"]["repeated_3gram"]["mean"] is not None]
+            if text.startswith("No sample"):
+                assert set(shown) == {"0.00"}
+                assert f"about {max(r['tokens']['mean'] for r in rows):.0f} tokens" in text
+            elif shown[0] == shown[-1]:
+                assert f"stays at {shown[0]} " in text, text
+            else:
+                assert f" {shown[0]} at " in text and f" {shown[-1]} at " in text, text
+        elif key is not None and "Too few" not in text:
             a, b = lo["measures"][key]["mean"], hi["measures"][key]["mean"]
             sa, sb = shown_number(key, a), shown_number(key, b)
             if sa == sb:
@@ -262,6 +272,7 @@ def test_every_finding_is_true_to_the_numbers(library, req):
             assert f"{lo['distinct_texts']} at " in text and f"{hi['distinct_texts']} at " in text
     if out["mode"] == "repeated":
         assert "texts" in kinds
+    assert "repeats" in kinds
 
 
 def test_change_words_never_contradict_the_numbers():

@@ -304,6 +304,20 @@ def findings(result: dict) -> list:
             out.append({"kind": "logprob", "text": "The model's own average log-probability of "
                         "what was picked " + change("mean_logprob", value(lo, "mean_logprob"),
                                                     value(hi, "mean_logprob"), lo, hi) + "."})
+        # a text under 3 tokens has no 3-gram to repeat (no number for it)
+        measured = [r for r in rows if value(r, "repeated_3gram") is not None]
+        if measured and all(_number("repeated_3gram", value(r, "repeated_3gram")) ==
+                            _number("repeated_3gram", 0) for r in measured):
+            longest = max(r["tokens"]["mean"] or 0 for r in rows)
+            out.append({"kind": "repeats", "text": f"No sample repeated a 3-gram at any "
+                        f"temperature: texts of about {longest:.0f} tokens at most are too short "
+                        f"to loop. Loops show on longer text: English prose, T = 0.3, 200 new "
+                        f"tokens."})
+        elif len(measured) > 1:
+            a, b = measured[0], measured[-1]
+            out.append({"kind": "repeats", "text": "The share of repeated 3-grams " + change(
+                "repeated_3gram", value(a, "repeated_3gram"), value(b, "repeated_3gram"), a, b)
+                + "."})
         if value(lo, "known_share") is not None and value(hi, "known_share") is not None:
             out.append({"kind": "known", "text": "The share of words found in the training text "
                         + change("known_share", value(lo, "known_share"),
