@@ -589,6 +589,15 @@ def test_the_test_command_runs_every_tier_and_the_timed_browser_tests_alone():
     assert given.count("-m") == 1  # python -m pytest, no tier chosen
 
 
+def test_the_tests_run_with_one_blas_thread_per_process_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    env = build.testing_env()
+    assert env["OPENBLAS_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    assert env["OMP_NUM_THREADS"] == "3"  # the caller's own choice
+    assert env["PATH"] == __import__("os").environ["PATH"]
+
+
 def test_help_lists_every_command_once(capsys):
     assert build.main(["help"]) == 0
     text = capsys.readouterr().out
