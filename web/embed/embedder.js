@@ -261,7 +261,30 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     dialog.showModal();
     update({ now: true });
   });
-  hooks.ready.then(() => { opener.disabled = false; }, () => {});
+  // Each panel of the page has its own "Embed this…": the dialog opens with that panel alone
+  // chosen, where the author is reading (the Share card's button keeps the usual three).
+  const panelOpeners = [];
+  for (const part of document.querySelectorAll("main [data-panel]")) {
+    const heading = part.querySelector(":scope > h2, :scope > h3");
+    if (!heading || part.dataset.panel === "share") continue;
+    const name = part.dataset.panel;
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "embed-panel";
+    button.textContent = "Embed this…";
+    button.setAttribute("aria-label", `Embed “${PANEL_WORDS[name] || heading.textContent.trim()}” alone in a course page`);
+    button.disabled = true;
+    button.addEventListener("click", () => {
+      choices.panels = [name];
+      opener.click();
+    });
+    heading.before(button);
+    panelOpeners.push(button);
+  }
+  hooks.ready.then(() => {
+    opener.disabled = false;
+    for (const button of panelOpeners) button.disabled = false;
+  }, () => {});
   hooks.embedder = embedder;
   return embedder;
 }
