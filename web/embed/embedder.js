@@ -16,6 +16,17 @@ import { DEFAULT_PANELS, NAMESPACE, VERSION } from "./embed.js";
 
 const TITLE = "decodelab: watch a language model pick text";
 const LIMITS = { height: [200, 4000], width: [280, 1600] };
+// A panel's result, hidden until it has run (the panel grows then).
+const NOT_RUN = ".kv-result[hidden], .xp-results[hidden], [id$='-out'][hidden]";
+
+/** Has the widget in this preview frame a panel that has not run yet? (false if unreadable) */
+function waitsForARun(frame) {
+  try {
+    return Boolean(frame.contentDocument?.querySelector(NOT_RUN));
+  } catch {
+    return false;
+  }
+}
 // Panels whose heading does not say what they are.
 const PANEL_WORDS = {
   controls: "The rules: the settings and the next token",
@@ -88,6 +99,7 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
   const caption = $("embed-preview-caption");
   const measuredHint = $("embed-height-measured");
   const base = new URL("./", location.href);
+  $("embed-element-site").textContent = base.href;
   const embedder = { last: null, preview: null, measured: null };
   let timer = 0;
   // The iframe's height follows the preview: the widget tells its parent its height whenever it
@@ -101,7 +113,9 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     if (!frame || event.source !== frame.contentWindow || !m || m[NAMESPACE] !== VERSION || m.type !== "height") return;
     if (!Number.isFinite(m.height) || m.height <= 0) return;
     embedder.measured = { height: m.height, width: embedder.last?.width, src: frame.dataset.src };
-    measuredHint.textContent = `Measured in the preview: ${m.height} pixels at ${embedder.last?.width} wide.`;
+    measuredHint.textContent = `Measured in the preview: ${m.height} pixels at ${embedder.last?.width} wide.${waitsForARun(frame)
+      ? " That is before it has run, and it grows when it runs: run it in the preview to measure it after a run, or use the custom element, which follows the widget’s height."
+      : ""}`;
     measuredHint.hidden = false;
     if (ownHeight) return;
     const [lo, hi] = LIMITS.height;
