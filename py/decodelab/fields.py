@@ -232,7 +232,7 @@ FIELDS = (
       "Speculative decoding: a cheap model on the same tokens guesses ahead, and the model "
       "checks all its guesses in one pass; the text is the model's own either way.",
       choices=DRAFTS, group="search",
-      choice_labels=("Off: the model alone", "Bigram: the bigram on the same tokens")),
+      choice_labels=("Off: the model alone", "Bigram, same tokens")),
     F("num_draft_tokens", "Draft tokens", "int", 4,
       "Speculative decoding: the tokens the draft guesses each round (gamma).",
       min=1, max=8, group="search"),

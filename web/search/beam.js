@@ -97,6 +97,8 @@ export function createBeam(app) {
     dom.stepOut.textContent = String(k);
     const label = `The beam tree up to step ${k}: ${plural(tree.nodes[0].length, "beam", "beams")} per step; ${tree.finished.filter((f) => f.step <= k).length} finished so far.`;
     dom.tree.replaceChildren(drawTree(tree, k, readable, label));
+    // the drawing ends at step k: on a narrow screen, keep that end in view as the slider moves
+    dom.tree.scrollLeft = dom.tree.scrollWidth - dom.tree.clientWidth;
     const step = trace.steps[k];
     dom.rows.textContent = k < trace.steps.length - 1
       ? rowsSentence(tree.rows_from[k], k)
