@@ -81,6 +81,7 @@ const app = {
   }),
   kv: () => kv,
   serving: () => serving,
+  search: () => searchLab,
   /** A link to this page with the form's settings and `extra` (a panel's own), and what the
    * page's address gave for a panel's own settings (state/link.js). */
   link: (extra) => hooks.share.link(extra),

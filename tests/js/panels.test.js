@@ -11,6 +11,7 @@ import { TRIES as ANSWERS } from "../../web/lesson/tries/answers.js";
 import { TRIES as CACHE } from "../../web/lesson/tries/cache.js";
 import { TRIES as PAGING } from "../../web/lesson/tries/paging.js";
 import { TRIES as SAMPLING, findLoop, sameLoop } from "../../web/lesson/tries/sampling.js";
+import { TRIES as SEARCH } from "../../web/lesson/tries/search.js";
 import { TRIES as START } from "../../web/lesson/tries/start.js";
 import { TRIES as STOPPING, spacedWords } from "../../web/lesson/tries/stopping.js";
 import { CSV_COLUMNS, commandWords, shellWord, traceToCsv } from "../../web/ui/exports.js";
@@ -91,7 +92,7 @@ test("the zip's bytes come back whole from base64, every byte value included", (
 });
 
 test("each chapter's Try this suggestions go to that chapter's list, each with an id of its own", () => {
-  const chapters = { sampling: SAMPLING, lesson: START, tokens: STOPPING, tools: ANSWERS, kv: CACHE, serving: PAGING };
+  const chapters = { sampling: SAMPLING, lesson: START, tokens: STOPPING, tools: ANSWERS, kv: CACHE, search: SEARCH, serving: PAGING };
   for (const [where, tries] of Object.entries(chapters)) {
     assert.ok(tries.length);
     assert.deepEqual([...new Set(tries.map((t) => t.where))], [where]);

@@ -6,7 +6,8 @@
 // A suggestion is {id, where, text, act(page) -> Promise of what it saw, answer(seen) ->
 // {text, evidence: [[selector, words], ...]}}; `page` offers run(settings) (apply, Generate, wait
 // for the end), apply(settings), kv() (the KV-cache panels, each with its own way to be run),
-// serving() (the paging chapter's panel), info() (what Python said at start-up), text (the
+// serving() (the paging chapter's panel), search() (the beam and draft panels: beam.runWith,
+// speculative.runWith), info() (what Python said at start-up), text (the
 // generated text) and runs (the runs kept for comparing). A suggestion works the panels through
 // what they offer, never through another panel's buttons.
 //
@@ -18,10 +19,11 @@ import { TRIES as ANSWERS } from "./tries/answers.js";
 import { TRIES as CACHE } from "./tries/cache.js";
 import { TRIES as PAGING } from "./tries/paging.js";
 import { TRIES as SAMPLING } from "./tries/sampling.js";
+import { TRIES as SEARCH } from "./tries/search.js";
 import { TRIES as START } from "./tries/start.js";
 import { TRIES as STOPPING } from "./tries/stopping.js";
 
-const TRIES = [...SAMPLING, ...START, ...STOPPING, ...ANSWERS, ...CACHE, ...PAGING];
+const TRIES = [...SAMPLING, ...START, ...STOPPING, ...ANSWERS, ...CACHE, ...SEARCH, ...PAGING];
 
 export function createTries(app) {
   const lists = {
@@ -30,6 +32,7 @@ export function createTries(app) {
     tokens: document.getElementById("tokens-try-list"),
     tools: document.getElementById("tools-try-list"),
     kv: document.getElementById("kv-try-list"),
+    search: document.getElementById("search-try-list"),
     serving: document.getElementById("serving-try-list"),
   };
   const items = {};
@@ -48,6 +51,7 @@ export function createTries(app) {
     apply: (settings) => app.apply(settings),
     kv: () => app.kv(),
     serving: () => app.serving(),
+    search: () => app.search(),
     info: () => app.info(),
     text: app.text,
     runs: app.runs,

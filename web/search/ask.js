@@ -11,8 +11,9 @@ import { ask, fieldError, formSettings } from "../ui/render.js";
  * endpoint: Python's; key: what the panel's fields travel as ({settings, [key]: own()});
  * field: where an error of the call itself is shown; working: the status while it runs;
  * show(reply): draw a good reply. The form's submit runs it.
- * Returns run() (the reply, ok or not, or null when nothing was sent), own() (the panel's
- * fields as they stand) and fromLink() (put in the panel's fields a link gave).
+ * Returns run() (the reply, ok or not, or null when nothing was sent), runWith(values) (the
+ * panel's fields by name set first, as a learner types them), own() (the panel's fields as they
+ * stand) and fromLink() (put in the panel's fields a link gave).
  */
 export function createSearchAsk({ app, controls, form, section, status, button, endpoint, key, field, working, show }) {
   let busy = false;
@@ -51,6 +52,10 @@ export function createSearchAsk({ app, controls, form, section, status, button, 
   });
   return {
     run,
+    runWith(values) {
+      for (const [name, value] of Object.entries(values)) controls[name].value = String(value);
+      return run();
+    },
     own,
     // the panel's own settings a link gave (Python checks them when the search runs)
     fromLink() {

@@ -157,5 +157,6 @@ export function createBeam(app) {
       search.fromLink();
     },
     run: search.run,
+    runWith: search.runWith,
   };
 }

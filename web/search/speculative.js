@@ -205,6 +205,7 @@ export function createSpeculative(app) {
       if (d.temperatures) xp.inputs.temperatures.value = d.temperatures;
     },
     run: search.run,
+    runWith: search.runWith,
     experiment: planned.start,
     lastExperiment: planned.last,
   };
