@@ -275,7 +275,7 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     dialog.showModal();
     update({ now: true });
   });
-  // Each panel of the page has its own "Embed this…": the dialog opens with that panel alone
+  // Each panel of the page has its own "Embed this panel": the dialog opens with that panel alone
   // chosen, where the author is reading (the Share card's button keeps the usual three).
   const panelOpeners = [];
   for (const part of document.querySelectorAll("main [data-panel]")) {
@@ -285,8 +285,8 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     const button = document.createElement("button");
     button.type = "button";
     button.className = "embed-panel";
-    button.textContent = "Embed this…";
-    button.setAttribute("aria-label", `Embed “${PANEL_WORDS[name] || heading.textContent.trim()}” alone in a course page`);
+    button.textContent = "Embed this panel";
+    button.setAttribute("aria-label", `Embed this panel: ${PANEL_WORDS[name] || heading.textContent.trim()}, alone in a course page`);
     button.disabled = true;
     button.addEventListener("click", () => {
       choices.panels = [name];

@@ -21,7 +21,8 @@ const FIELDS = {
 };
 const TITLES = { beam: "Beam search, best path", greedy: "Greedy", sampled: "Sampled" };
 
-function logp(x) {
+/** A log-probability as the panel writes it: −0.55. */
+export function logp(x) {
   return x == null ? "–" : x.toFixed(2).replace(/^-/, "−");
 }
 

@@ -1,6 +1,7 @@
 // The chapter Beam search and drafts' suggestions: what the n-gram ban does to the best beam,
 // and what the draft's length does to the passes of the model (never to a greedy text).
 
+import { logp } from "../../search/beam.js";
 import { fixed, pct, plural, quoted } from "../../ui/render.js";
 
 // The workbench's settings these suggestions run on (shared with it, as the panels are).
@@ -9,7 +10,7 @@ const REFUSED = "the panel’s fields need fixing first: see the messages next t
 
 function words(reply) {
   const [beam, greedy] = reply.side;
-  return { beam: fixed(beam.logprob_per_token, 3), greedy: fixed(greedy.logprob_per_token, 3), repeated: pct(beam.repeated_3gram) };
+  return { beam: logp(beam.logprob_per_token), greedy: logp(greedy.logprob_per_token), repeated: pct(beam.repeated_3gram) };
 }
 
 export const TRIES = [
