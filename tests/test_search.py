@@ -414,7 +414,8 @@ def test_what_the_tree_says_entered_the_bank_is_what_the_bank_holds(page, datase
                 seen["banked" if c["banked"] else "pushed out"] += 1
                 [node] = [f for f in finished if f["step"] == s and f["parent"] ==
                           (c["beam"] if s else None) and f["token_text"] == c["token_text"]]
-                held = [k for k in range(s, len(steps)) if ids in [b["ids"] for b in steps[k]["bank"]]]
+                held = [k for k in range(s, len(steps))
+                        if ids in [b["ids"] for b in steps[k]["bank"]]]
                 assert held == list(range(s, s + len(held)))  # once let go, never back
                 assert node["left"] == (None if s + len(held) == len(steps) else s + len(held))
     final = [b["ids"] for b in reply["trace"]["beams"]]

@@ -83,13 +83,12 @@ def why(settings, prompt_ids, side: list, ids: list) -> dict:
     """Why the best beam (side[0]) is, or is not, the likeliest per token of the texts beside
     it (`ids`: each text's tokens). causes, when some text is likelier: "no_repeat_ngram" (a
     likelier text repeats an n-gram the search bans: those are `barred`), "length_penalty" (a
-    penalty other than 1
-    ranks the beams by something other than log-probability per token, and the likelier text
-    has another length), else "narrow" (the search keeps num_beams paths a step, and the
-    likelier path was dropped on the way). `same`: the texts exactly as likely per token as the
-    best beam (often greedy's own text, found by the search too)."""
-    best = side[0]["logprob_per_token"]  # the search's sum and a run's records add up in
-    # another order: a text equal to the beam's may differ from it in the last bits
+    penalty other than 1 ranks the beams by something other than log-probability per token,
+    and the likelier text has another length), else "narrow" (the search keeps num_beams paths
+    a step, and the likelier path was dropped on the way). `same`: the texts as likely per token
+    as the best beam, to SAME (often greedy's own text, found by the search too: the search's
+    sum and a run's records add up in another order, so they may differ in the last bits)."""
+    best = side[0]["logprob_per_token"]
     better = [k for k in range(1, len(side)) if side[k]["logprob_per_token"] > best + SAME]
     same = [side[k]["name"] for k in range(1, len(side))
             if abs(side[k]["logprob_per_token"] - best) <= SAME]
@@ -104,8 +103,9 @@ def why(settings, prompt_ids, side: list, ids: list) -> dict:
     if better and not causes:
         causes.append("narrow")
     return {"likelier": not better, "better": [side[k]["name"] for k in better], "same": same,
-            "barred": [side[k]["name"] for k in barred], "causes": causes, "no_repeat_ngram_size": n,
-            "length_penalty": settings.length_penalty, "num_beams": settings.num_beams}
+            "barred": [side[k]["name"] for k in barred], "causes": causes,
+            "no_repeat_ngram_size": n, "length_penalty": settings.length_penalty,
+            "num_beams": settings.num_beams}
 
 
 def beam_lesson(library, req: dict) -> dict:
