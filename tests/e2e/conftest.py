@@ -93,11 +93,7 @@ class SitesGuard:
             self.blocked.append(url)
 
 
-class OfflineGuard(SitesGuard):
-    """SitesGuard for a page of one site."""
-
-    def __init__(self, context, base_url):
-        super().__init__(context, base_url)
+OfflineGuard = SitesGuard  # for a page of one site: OfflineGuard(context, base_url)
 
 
 def record_errors(page):

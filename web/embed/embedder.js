@@ -27,6 +27,7 @@ function waitsForARun(frame) {
     return false;
   }
 }
+
 // Panels whose heading does not say what they are.
 const PANEL_WORDS = {
   controls: "The rules: the settings and the next token",
