@@ -9,24 +9,14 @@ ARTIFACTS = ROOT / "artifacts"
 E2E = ROOT / "tests" / "e2e"
 
 
-# browser tests that time the page, wait for a watchdog's deadline, or start the site from cold
-# with its service worker and whole downloads: another Chromium on the same two cores would make
-# them slow for reasons that are not the page's (a new build's visit under test_offline once
-# waited more than 30 s for its page to load)
-ALONE = {"test_hardening.py", "test_shared_python.py", "test_benchmark.py", "test_offline.py",
-         "test_return.py"}
-
-
 def pytest_collection_modifyitems(config, items):
     """The browser tier is a folder: every test under tests/e2e/ is marked `browser`, so
-    `-m "not browser"` never starts Chromium (pyproject.toml lists the tiers); the files of
-    ALONE are marked `alone` too."""
+    `-m "not browser"` never starts Chromium (pyproject.toml lists the tiers). The few that
+    hold the page to a clock (a watchdog's deadline, a task's time, a throttled download) say
+    `@pytest.mark.alone` themselves."""
     for item in items:
-        path = Path(item.fspath)
-        if E2E in path.parents:
+        if E2E in Path(item.fspath).parents:
             item.add_marker(pytest.mark.browser)
-            if path.name in ALONE:
-                item.add_marker(pytest.mark.alone)
 
 NAMES = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "harper", "evelyn",
          "abigail", "emily", "ella", "elizabeth", "camila", "luna", "sofia", "avery", "mila",

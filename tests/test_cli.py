@@ -1,5 +1,6 @@
 """The CLI contract: JSON on stdout, exit status 2 and one line naming the option on bad input."""
 
+import functools
 import json
 import os
 import subprocess
@@ -20,6 +21,13 @@ def ok(*args):
     r = cli(*args)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+@functools.cache
+def prose_eval(model, tokenizer="chars"):
+    """`eval` on prose, run once per test process: scoring a transformer's whole training and
+    validation splits takes a minute, and two tests read the same output."""
+    return ok("eval", "--model", model, "--dataset", "prose", "--tokenizer", tokenizer)
 
 
 def fails(*args) -> str:
@@ -125,7 +133,7 @@ def test_eval_in_nats_per_character_and_bits_per_byte_against_a_sum_over_the_tex
     from decodelab.core.library import Library
     from decodelab.core.tokenizer import EOS
 
-    out = ok("eval", "--model", "bigram", "--dataset", "prose")
+    out = prose_eval("bigram")
     lib = Library(artifacts)
     model, val = lib.model("bigram", "prose"), lib.corpus("prose").val
     total = 0.0  # every prediction of every sequence, its end included, scored from the table
@@ -145,8 +153,7 @@ def test_eval_in_nats_per_character_and_bits_per_byte_against_a_sum_over_the_tex
 def test_eval_of_a_bpe_model_counts_its_tokens_and_the_same_characters(artifacts, model):
     from decodelab.core.library import Library
 
-    bpe = ok("eval", "--model", model, "--dataset", "prose", "--tokenizer", "bpe")
-    chars = ok("eval", "--model", model, "--dataset", "prose")
+    bpe, chars = prose_eval(model, "bpe"), prose_eval(model)
     assert bpe["tokenizer"] == "bpe" and chars["tokenizer"] == "chars"
     val = Library(artifacts).corpus("prose").val
     tokens = Library(artifacts).tokenizer("bpe", "prose")
@@ -160,8 +167,7 @@ def test_eval_of_a_bpe_model_counts_its_tokens_and_the_same_characters(artifacts
 
 @pytest.mark.quality
 def test_the_bpe_transformer_beats_the_bpe_bigram_per_character(artifacts):
-    bigram = ok("eval", "--model", "bigram", "--dataset", "prose", "--tokenizer", "bpe")
-    transformer = ok("eval", "--model", "transformer", "--dataset", "prose", "--tokenizer", "bpe")
+    bigram, transformer = prose_eval("bigram", "bpe"), prose_eval("transformer", "bpe")
     assert bigram["nats_per_char"] - transformer["nats_per_char"] >= 0.5
 
 

@@ -28,6 +28,8 @@ from tests.e2e.tasktime import PRESS_STOP, PageTrace
 from tests.e2e.test_page import generate, generated_text, reset, set_fields, settle
 
 pytestmark = pytest.mark.browser
+# Marked `alone`: the tests that hold the page to a watchdog's deadline (a short one, set in the
+# address) or to a task's time; another Chromium on the same cores would make them late.
 
 LONG_TASKS = """() => {
     performance.clearMarks('soak:run-start');
@@ -124,6 +126,7 @@ def page_worker(page):
     return workers[0]
 
 
+@pytest.mark.alone
 def test_stop_ends_a_run_within_200_ms(app):
     worker = page_worker(app)
     worker.evaluate(WORKER_WATCH)
@@ -197,6 +200,7 @@ def assert_responsive_and_bounded(heaps, memory, tasks, since):
     assert memory[-1]["python_objects"] < memory[since]["python_objects"] + 2000, memory
 
 
+@pytest.mark.alone
 def test_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
     reset(app)
     # 4 x 5,000 = 20,000 bigram tokens in one page session
@@ -249,6 +253,7 @@ def test_a_sealed_character_of_a_long_run_can_still_be_inspected(app):
     assert len(generated_text(app)) == 3000  # putting the spans back changed no text
 
 
+@pytest.mark.alone
 def test_transformer_soak_keeps_the_main_thread_responsive_and_memory_bounded(app):
     # 4 x 1,250 = 5,000 transformer tokens, after the bigram soak
     runs = [{"model": "transformer", "max_new_tokens": 1250, "cache_check": False, "seed": seed}
@@ -285,6 +290,7 @@ def recover(page, kind):
     return page.locator("#status").inner_text()
 
 
+@pytest.mark.alone
 def test_a_hung_worker_is_restarted_and_the_run_in_flight_gives_way(faulty):
     page = faulty
     reset(page, Dataset="custom", Prompt="ab", Seed=7, Temperature=0.8, Max_new_tokens=10000,
@@ -311,6 +317,7 @@ def test_a_hung_worker_is_restarted_and_the_run_in_flight_gives_way(faulty):
     assert set(generated_text(page)) <= {"a", "b"} and len(generated_text(page)) == 40
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("kind, words", [("crash", "crashed"), ("fatal", "Python failed")])
 def test_a_crashed_worker_is_restarted_with_settings_and_output_kept(faulty, kind, words):
     page = faulty
@@ -336,6 +343,7 @@ def test_a_crashed_worker_is_restarted_with_settings_and_output_kept(faulty, kin
     assert unexpected == []
 
 
+@pytest.mark.alone
 def test_a_new_run_right_after_a_restart_wins_over_making_the_old_one_again(chromium, base_url):
     # a page of its own: the restarts of the tests above count towards giving up
     page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
@@ -352,6 +360,7 @@ def test_a_new_run_right_after_a_restart_wins_over_making_the_old_one_again(chro
     page.context.close()
 
 
+@pytest.mark.alone
 def test_a_worker_that_fails_again_while_restarting_is_given_up_in_words(chromium, base_url):
     page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
     reset(page, Seed=9)
@@ -375,6 +384,7 @@ def isolated(chromium, site_root):
     server.shutdown()
 
 
+@pytest.mark.alone
 def test_an_isolated_page_interrupts_a_stuck_python_call_instead_of_restarting(isolated):
     page = isolated
     assert page.evaluate("() => self.crossOriginIsolated && window.decodelab.health.interruptible")

@@ -29,6 +29,9 @@ def site_copy(site_root, tmp_path):
 @pytest.fixture
 def context(chromium):
     context = chromium.new_context(service_workers="allow")
+    # a first visit saves the whole site before its page loads: beside other tests' browsers
+    # that can take longer than Playwright's 30 s
+    context.set_default_timeout(BOOT_TIMEOUT_MS)
     yield context
     context.close()
 
@@ -220,6 +223,7 @@ document.addEventListener('DOMContentLoaded', () => {
 """
 
 
+@pytest.mark.alone  # counts progress figures over a throttled download
 def test_a_slow_start_counts_the_megabytes_as_they_arrive(chromium, base_url, site_root):
     context = chromium.new_context(service_workers="block")
     try:

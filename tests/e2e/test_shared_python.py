@@ -126,6 +126,7 @@ def test_on_a_course_page_of_another_site_each_widget_has_its_own_python(open_ho
     assert page.errors == []
 
 
+@pytest.mark.alone  # a 1.5 s watchdog: another Chromium beside it can make a healthy worker late
 def test_a_widget_whose_shared_python_hangs_goes_on_with_its_own(chromium, widget_url):
     """Two widgets on one shared worker; it hangs; each notices and starts a worker of its own."""
     context = chromium.new_context(service_workers="block")
