@@ -116,6 +116,15 @@ def test_gguf_path_reads_the_given_file(smol):
     assert code == 0, err
     trace = json.loads(out)
     assert trace["text"] == "The capital of Japan" and trace["finish_reason"] == "length"
+    # a command whose model defaults to the transformer takes the file as the model: the
+    # default does not stand beside --gguf, a --model given does
+    code, out, err = cli("cache-check", "--gguf", str(files.find_smollm2()), "--prompt", "Hi",
+                         "--steps", "2")
+    assert code == 0, err
+    assert json.loads(out)["ok"] and json.loads(out)["dtype"] == "float32"
+    code, _, err = cli("cache-check", "--gguf", str(files.find_smollm2()), "--model",
+                       "transformer", "--steps", "2")
+    assert code == 2 and "--gguf is read as the pretrained model" in err
 
 
 def test_a_bad_or_missing_file_is_said_and_the_trained_models_go_on(tmp_path):
@@ -161,3 +170,36 @@ def test_its_shape_and_file_are_read_from_the_metadata(smol):
     assert smol.params["h0.w_qkv"].flags.f_contiguous  # (in, out) column-major: no copy to use
     assert smol.session().dtype == np.float32
     assert smol.tokenizer.start_ids == () and smol.tokenizer.eos_id == 2
+
+
+def test_paged_serves_the_real_model_and_each_request_is_its_run_alone():
+    """`paged --model smollm2`: a seeded workload of prose prompts served from a float32 pool
+    with a prefix tree, and a workload of one's own lines; every request writes what it writes
+    generated alone with its own contiguous cache, a request that comes after one with the same
+    start reads that start's blocks from the tree, and the result names the model and the
+    command that serves it again."""
+    from decodelab.core.generate import start
+
+    code, out, err = cli("paged", "--model", "smollm2", "--requests", "2", "--seed", "1",
+                         "--block-size", "4")
+    assert code == 0, err
+    served = json.loads(out)
+    assert served["model"] == "smollm2" and served["tokenizer"] is None
+    assert served["window"] == 2048 and served["memory_blocks"] == 8 * 2048 // 4
+    assert served["command"] == ("python -m decodelab paged --model smollm2 --block-size 4 "
+                                 "--seed 1 --requests 2 --json")
+    assert served["waste"]["paged"] < served["waste"]["contiguous_actual"] < \
+        served["waste"]["contiguous_max"]
+    line = "The history of the city of Paris begins"  # 8 tokens: two full blocks of 4
+    code, out, err = cli("paged", "--model", "smollm2", "--block-size", "4", "--seed", "2",
+                         "--workload", f"0 5 {line}", "--workload", f"9 5 {line} with")
+    assert code == 0, err
+    own = json.loads(out)
+    assert own["requests"][0]["finished_step"] < own["requests"][1]["joined_step"]
+    assert own["prefill_tokens_saved"] == 8 and own["prefix_hit_rate"] > 0
+    library = Library(ROOT / "artifacts")
+    for r in served["requests"] + own["requests"]:
+        assert r["settings"]["model"] == "smollm2" and "dataset" not in r["settings"]
+        assert r["ids"] == start(library, r["settings"]).run().output_ids, r["number"]
+    code, _, err = cli("paged", "--model", "smollm2", "--dataset", "prose")
+    assert code == 2 and "--dataset: Dataset: smollm2 brings its own tokenizer" in err

@@ -10,7 +10,11 @@ relative to logits of 37 that is 3e-6): the float32 bound here is 4e-4.
 """
 
 import copy
+import json
+import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -23,6 +27,7 @@ from decodelab.core.inference import BatchSession
 from decodelab.core.settings import validate
 from decodelab.errors import UnknownCharacters
 from decodelab.pretrained import files, model as pretrained
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.reference  # held to PyTorch and transformers: the reference tier
 
@@ -269,3 +274,43 @@ def test_each_cache_bug_fails_against_transformers(smol, tm64, bug, float64_step
     for ours, theirs in seen:
         assert abs(ours - theirs) < 1e-6
     assert max(theirs for _, theirs in seen) > 1e-2  # transformers sees the damage too
+
+
+def test_export_hf_writes_a_folder_transformers_loads_as_smollm2(smol, tm32, tmp_path):
+    """`export-hf --model smollm2`: the dequantized float32 folder, read by transformers' own
+    Llama and fast tokenizer with no GGUF and no remote code, is SmolLM2 as transformers reads
+    it from the GGUF: every weight equal, the tokenizer's ids, the chat template's, and greedy
+    generation under the exported generation config."""
+    out = tmp_path / "smollm2"
+    proc = subprocess.run([sys.executable, "-m", "decodelab", "export-hf", "--model", "smollm2",
+                           "--out", str(out), "--greedy", "--max-new-tokens", "12"],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "py")})
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    assert said["params"] == smol.n_params and said["config"]["tie_word_embeddings"] is True
+    assert (said["config"]["bos_token_id"], said["config"]["eos_token_id"]) == (1, 2)
+    assert said["config"]["max_position_embeddings"] == 8192  # the trained window, not ours
+
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    want = tm32.state_dict()
+    got = theirs.state_dict()
+    assert set(got) == set(want)
+    for name, tensor in want.items():  # the same dequantized numbers, in the same layout
+        assert torch.equal(got[name], tensor), name
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    for text in random_texts(300, seed=1):
+        if not smol.tokenizer.unencodable(text):
+            ids = smol.tokenizer.encode(text)
+            assert tok.encode(text, add_special_tokens=False, split_special_tokens=True) == ids
+            assert tok.decode(ids) == text
+    ids = smol.template.ids(CHAT)
+    rendered = tok.apply_chat_template(CHAT, add_generation_prompt=True)
+    assert list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered) == ids
+
+    run = Generation(smol, validate({"model": "smollm2", "greedy": True, "max_new_tokens": 12,
+                                     "cache_check": False}), prompt=(ids, None)).run()
+    with torch.no_grad():  # its generation_config.json: greedy, 12 new tokens, <|im_end|> ends
+        made = theirs.generate(torch.tensor([ids]))[0, len(ids):].tolist()
+    assert made == run.output_ids, (smol.tokenizer.decode(made), run.text)

@@ -370,12 +370,14 @@ class Prefix:
         self.logits = np.array(self.session.prefill(self.ids))  # a copy: runs only read it
 
 
-def prepare(library, raw: dict, not_a_number=()):
+def prepare(library, raw: dict, not_a_number=(), reads_prompt: bool = True):
     """Every check a run makes before it starts, against what the library holds: the settings
     (`settings.validate`, with the prompt's characters), then what depends on the model (the
     prompt as it reads it, stop strings it can write, JSON it can write). Returns (settings,
     model, prompt): the prompt as `healing.prompt_ids` gives it. Raises FieldErrors naming
-    every bad field it can tell at once. not_a_number: as `settings.check_each` reads it."""
+    every bad field it can tell at once. not_a_number: as `settings.check_each` reads it.
+    reads_prompt False: the settings are not run here (an export keeps the rules, not the
+    prompt), so an empty prompt is no fault even for a model with no start token."""
     try:
         settings = validate(raw, datasets=library.catalog(), not_a_number=not_a_number)
     except FieldErrors as e:
@@ -383,7 +385,7 @@ def prepare(library, raw: dict, not_a_number=()):
     try:
         model = library.for_settings(settings)
         prompt = healing.prompt_ids(model.tokenizer, settings)
-        if not prompt[0] and not model.tokenizer.start_ids:
+        if reads_prompt and not prompt[0] and not model.tokenizer.start_ids:
             raise FieldError("prompt", "Prompt: this model starts a sequence with no token of its "
                                        "own, so an empty prompt gives it nothing to read; type "
                                        "something.")

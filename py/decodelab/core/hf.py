@@ -11,6 +11,9 @@ the MLP's gate and up into another; Llama keeps them apart. The head layout is t
 head h (of H) uses key/value head h // G, and each head's D channels are rotated in pairs
 (i, i + D/2), transformers' `rotate_half`.
 
+A pretrained model read from its GGUF file (SmolLM2) is exported the same way, dequantized to
+float32: its head tied to its embedding as the file has it, its own begin, end and padding ids.
+
 Left out: tokenizers (`hftokenizer`), other architectures, rope scaling, biases, bfloat16
 checkpoints (numpy has no bfloat16; save in float32).
 """
@@ -35,21 +38,42 @@ MAX_PARAMS = 50_000_000  # what `load` accepts: 200 MB in float32, seconds per t
 FILES = ("config.json", "model.safetensors", "generation_config.json")
 
 
-def config_json(cfg: Config) -> dict:
-    """The model's shape in transformers' LlamaConfig names."""
+def token_ids(tokenizer=None) -> dict:
+    """The begin, end and padding ids in transformers' names. A model trained here has one
+    token for all three: EOS (id 0) ends a text and also starts one, since decodelab's context
+    always opens with it. A pretrained tokenizer has its own (SmolLM2: 1, 2 and 2)."""
+    if tokenizer is None or not hasattr(tokenizer, "bos_id"):
+        return {"bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": EOS}
+    return {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id,
+            "pad_token_id": tokenizer.pad_id}
+
+
+def tied(params: dict) -> bool:
+    """Is the output head the embedding itself (read from a file that ties them)?"""
+    return np.shares_memory(params["w_head"], params["wte"])
+
+
+def model_config(model) -> dict:
+    """config.json of a model: its shape, its tokenizer's ids, a tied head, and the positions
+    it was trained on where decodelab keeps fewer (a pretrained model's window)."""
+    return config_json(model.cfg, token_ids(model.tokenizer), tied(model.params),
+                       model.info.get("trained_context"))
+
+
+def config_json(cfg: Config, ids=None, tie: bool = False, positions=None) -> dict:
+    """The model's shape in transformers' LlamaConfig names (ids: `token_ids`; positions: the
+    window it was trained on, when not cfg.context_size)."""
     return {
         "architectures": [ARCHITECTURE], "model_type": "llama",
         "vocab_size": cfg.vocab_size, "hidden_size": cfg.n_embd,
         "intermediate_size": cfg.mlp_hidden, "num_hidden_layers": cfg.n_layer,
         "num_attention_heads": cfg.n_head, "num_key_value_heads": cfg.n_kv_head,
-        "head_dim": cfg.head_dim, "max_position_embeddings": cfg.context_size,
+        "head_dim": cfg.head_dim, "max_position_embeddings": positions or cfg.context_size,
         "hidden_act": "silu", "rms_norm_eps": cfg.norm_eps,
         "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
         "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0,
-        "tie_word_embeddings": False, "initializer_range": 0.02, "use_cache": True,
-        # EOS (id 0) ends a text and also starts one: decodelab's context always opens with it
-        "bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": EOS,
-        "dtype": "float32",
+        "tie_word_embeddings": tie, "initializer_range": 0.02, "use_cache": True,
+        **(ids or token_ids()), "dtype": "float32",
     }
 
 
@@ -57,8 +81,9 @@ def state_dict(params: dict, cfg: Config) -> dict:
     """decodelab's parameters -> Llama's named tensors (float32, torch's (out, in) layout)."""
     H, Hkv, D, F = cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.mlp_hidden
     f32 = lambda a: np.ascontiguousarray(a, np.float32)  # noqa: E731
-    out = {"model.embed_tokens.weight": f32(params["wte"]), "model.norm.weight": f32(params["g_f"]),
-           "lm_head.weight": f32(params["w_head"].T)}
+    out = {"model.embed_tokens.weight": f32(params["wte"]), "model.norm.weight": f32(params["g_f"])}
+    if not tied(params):  # a tied head is the embedding: transformers makes it from the config
+        out["lm_head.weight"] = f32(params["w_head"].T)
     for i in range(cfg.n_layer):
         p, pre = (lambda k: params[f"h{i}.{k}"]), f"model.layers.{i}."  # noqa: E731
         qkv, gu = p("w_qkv"), p("w_fc")  # (C, (H+2Hkv)D), (C, 2F)
@@ -87,13 +112,14 @@ RULES = {"greedy": "do_sample", "repetition_penalty": "repetition_penalty",
 NOT_IN_TRANSFORMERS = {"order": "transformers always applies temperature before the filters"}
 
 
-def generation_config(settings=None) -> dict:
-    """A run's settings in transformers' GenerationConfig names (defaults when None).
+def generation_config(settings=None, ids=None) -> dict:
+    """A run's settings in transformers' GenerationConfig names (defaults when None; ids:
+    `token_ids`).
 
     decodelab's temperature 0 and greedy both mean do_sample = false. transformers has no
     setting for decodelab's filter-first order, JSON mode or tool calls: those stay out. A
     FieldError names a decoding rule that is on and has no place here (see RULES)."""
-    out = {"bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": EOS}
+    out = dict(ids or token_ids())
     if settings is None:
         return out
     for name in RULE_NAMES:
@@ -111,21 +137,22 @@ def generation_config(settings=None) -> dict:
     if settings.stop:
         out["stop_strings"] = list(settings.stop)
     if settings.ignore_eos:  # decodelab blocks EOS (logit -inf); transformers suppresses it
+        out["suppress_tokens"] = [out["eos_token_id"]]
         out["eos_token_id"] = None
-        out["suppress_tokens"] = [EOS]
     return out
 
 
 def files(model, settings=None, extra_files=None) -> dict:
     """{name: bytes}: the folder's files, in memory (the page zips them)."""
-    if getattr(model, "kind", None) != "transformer":
+    if getattr(model, "kind", None) not in ("transformer", "pretrained"):
         raise FieldError("model", "Only a transformer can be exported to transformers; the "
                                   "bigram is a table of counts, not an architecture it knows. "
                                   "Use --model transformer.")
-    out = {"config.json": config_json(model.cfg),
+    ids = token_ids(model.tokenizer)
+    out = {"config.json": model_config(model),
            "model.safetensors": safetensors.to_bytes(state_dict(model.params, model.cfg),
                                                      {"format": "pt"}),
-           "generation_config.json": generation_config(settings), **(extra_files or {})}
+           "generation_config.json": generation_config(settings, ids), **(extra_files or {})}
     return {name: content if isinstance(content, bytes) else
             (json.dumps(content, indent=2, ensure_ascii=False) + "\n").encode()
             for name, content in out.items()}

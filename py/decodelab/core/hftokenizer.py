@@ -7,6 +7,12 @@ table), then the merges by rank. decodelab's ids differ from GPT-2's (EOS is 0 a
 b + 1), so the vocabulary lists every id explicitly. Characters: one token per character, a
 word-level vocabulary over single characters.
 
+A GGUF file's tokenizer (SmolLM2's) is written as its own tokenizer.json has it: the file's
+vocabulary and merges, each number character cut out alone before the ByteLevel step's GPT-2
+split, its special tokens, and its chat template in tokenizer_config.json. Typed markup is the one
+difference: transformers reads "<|im_end|>" in text as the special token (its chat template
+needs that), decodelab reads it as text.
+
 EOS and the tasks data's markers are special tokens. decodelab never reads a marker out of typed
 text ("<|call|>" typed is eight characters), so the tokenizer is told not to either
 (`split_special_tokens`).
@@ -77,6 +83,28 @@ def bpe_json(tok) -> dict:
     }
 
 
+def gguf_bpe_json(tok) -> dict:
+    """A GGUF file's byte-level BPE (pretrained.tokenizer.GGUFTokenizer): its tokens are
+    already written in the ByteLevel step's alphabet."""
+    specials = sorted(tok.special_ids.values())
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": True}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [_added(i, tok.tokens[i]) for i in specials],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": True}, byte_level]},
+        "post_processor": None,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {t: i for i, t in enumerate(tok.tokens)},
+                  "merges": tok.merges()},
+    }
+
+
 def chars_json(tok) -> dict:
     vocab = {EOS_LABEL: EOS, **{c: i for i, c in enumerate(tok.chars, 1)}}
     return {
@@ -91,8 +119,26 @@ def chars_json(tok) -> dict:
     }
 
 
-def tokenizer_files(tok) -> dict:
-    """{file name: bytes} of the tokenizer's export: tokenizer.json and tokenizer_config.json."""
+def gguf_config(tok, template=None) -> dict:
+    """tokenizer_config.json of a GGUF file's tokenizer, with its chat template (a
+    pretrained.chat.ChatTemplate) when the file has one decodelab reads."""
+    name = lambda i: None if i is None else tok.tokens[i]  # noqa: E731
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1_000_000,
+              "bos_token": name(tok.bos_id), "eos_token": name(tok.eos_id),
+              "pad_token": name(tok.pad_id), "add_bos_token": bool(tok.start_ids),
+              "add_eos_token": False, "clean_up_tokenization_spaces": False}
+    if template is not None:
+        config["chat_template"] = template.jinja()
+    return config
+
+
+def tokenizer_files(tok, template=None) -> dict:
+    """{file name: bytes} of the tokenizer's export: tokenizer.json and tokenizer_config.json
+    (template: a pretrained model's chat template)."""
+    dump = lambda d: (json.dumps(d, ensure_ascii=False, indent=1) + "\n").encode()  # noqa
+    if tok.name == "gguf-bpe":
+        return {"tokenizer.json": dump(gguf_bpe_json(tok)),
+                "tokenizer_config.json": dump(gguf_config(tok, template))}
     body = bpe_json(tok) if tok.name == "bpe" else chars_json(tok)
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1_000_000,
               "bos_token": EOS_LABEL, "eos_token": EOS_LABEL, "pad_token": EOS_LABEL,
@@ -100,7 +146,6 @@ def tokenizer_files(tok) -> dict:
               "clean_up_tokenization_spaces": False}
     if tok.name == "bpe" and tok.specials:
         config["additional_special_tokens"] = list(tok.specials)
-    dump = lambda d: (json.dumps(d, ensure_ascii=False, indent=1) + "\n").encode()  # noqa
     return {"tokenizer.json": dump(body), "tokenizer_config.json": dump(config)}
 
 

@@ -43,6 +43,13 @@ from decodelab.core.layers import (
 from decodelab.fields import SHIFTS
 
 SESSION_DTYPE = np.float64  # what generation computes in (see TransformerModel.session)
+
+
+def generation_dtype(model):
+    """What the model's sessions compute in: SESSION_DTYPE, or the model's own (a pretrained
+    model runs in float32: a float64 copy of its weights would take another gigabyte)."""
+    return getattr(model, "generation_dtype", None) or SESSION_DTYPE
+
 CHECK_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}  # the live check's limit, per dtype
 # SHIFTS: how a full window goes on: re-read the kept tokens, or turn their cached keys back
 # (llama.cpp's K-shift); the choices of the field context_shift

@@ -33,7 +33,7 @@ Dimension legend: N blocks in the pool, Hkv KV heads, b block size, D head dim, 
 
 import numpy as np
 
-from decodelab.core.inference import Session, cached_forward
+from decodelab.core.inference import Session, cached_forward, generation_dtype
 from decodelab.core.kvcache import NEG, KVCache
 
 
@@ -65,9 +65,11 @@ class BlockPool:
         self.copied = []  # (shared block, its private copy), every copy-on-write in order
 
     @classmethod
-    def for_model(cls, model, num_blocks: int, block_size: int = 16, dtype=np.float64):
+    def for_model(cls, model, num_blocks: int, block_size: int = 16, dtype=None):
+        """A pool for the model's caches, in what its sessions compute in unless told."""
         cfg = model.cfg
-        return cls(cfg.n_layer, num_blocks, cfg.n_kv_head, block_size, cfg.head_dim, dtype)
+        return cls(cfg.n_layer, num_blocks, cfg.n_kv_head, block_size, cfg.head_dim,
+                   dtype or generation_dtype(model))
 
     def blocks_for(self, positions: int) -> int:
         """The blocks of this pool that hold `positions` positions."""
@@ -283,13 +285,13 @@ class PagedSession(Session):
     prefix tree (`prefixtree.PrefixTree`), new blocks may come from evicting its leaves, and
     `prefill` starts from the blocks of the longest prefix it holds."""
 
-    def __init__(self, model, pool: BlockPool, dtype=np.float64, shift: str = "reread",
+    def __init__(self, model, pool: BlockPool, dtype=None, shift: str = "reread",
                  tree=None):
         if shift != "reread":
             raise ValueError("a session on a pool rereads a full window (shift reread): kshift "
                              "turns keys in place, and its blocks may be shared")
         self.pool, self.tree = pool, tree
-        super().__init__(model, dtype, shift)
+        super().__init__(model, dtype or pool.k[0].dtype, shift)  # in the pool's dtype
         self.reused = 0  # positions the last prefill took from the prefix tree
 
     def cache_class(self, n_layer, batch, n_kv_head, max_len, head_dim, dtype):

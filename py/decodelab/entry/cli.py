@@ -10,7 +10,7 @@
     paged        a workload served from a paged cache: prefix tree, continuous batching
     cache-check  cached against recomputed logits, step by step
     eval         validation negative log-likelihood of a model on its dataset
-    export-hf    a transformer as a folder Hugging Face transformers loads (LlamaForCausalLM)
+    export-hf    a transformer, or SmolLM2, as a folder transformers loads (LlamaForCausalLM)
     import-hf    a Llama checkpoint saved by transformers, run in decodelab
     tokenize     text to token ids, with each token's text and bytes
     detokenize   token ids back to text
@@ -52,9 +52,10 @@ def option(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_fields(p, names, required=(), defaults=None):
+def add_fields(p, names, required=()):
     """One option per field: its help and allowed values from the table. Values stay raw text;
-    the commands check them against the table."""
+    the commands check them against the table. A command's own defaults are set after parsing
+    (`with_defaults`)."""
     for name in names:
         f = FIELD_BY_NAME[name]
         text = f"{f.help} Allowed: {f.allowed()}.".replace("%", "%%")
@@ -66,8 +67,16 @@ def add_fields(p, names, required=(), defaults=None):
         elif f.kind == "lines":
             p.add_argument(option(name), action="append", help=text + " Repeat for more.")
         else:
-            p.add_argument(option(name), required=name in required, help=text,
-                           default=(defaults or {}).get(name))
+            p.add_argument(option(name), required=name in required, help=text)
+
+
+def with_defaults(args):
+    """The command's own defaults where an option was not given; a --gguf file is the model,
+    so the default model does not apply beside it."""
+    for name, value in COMMANDS[args.command][3].items():
+        if getattr(args, name, None) is None and not (name == "model" and getattr(args, "gguf", None)):
+            setattr(args, name, value)
+    return args
 
 
 def given(args, names) -> dict:
@@ -221,10 +230,8 @@ def cmd_validity(args) -> dict:
 def cmd_paged(args) -> dict:
     from decodelab.lesson.serving import FIELDS, serve
 
-    values = given(args, ("model",) + FIELDS)
-    if values.pop("model", "transformer") != "transformer":
-        raise FieldError("model", "Model must be transformer: only it has a KV cache to page.")
-    return serve(library(args), values)
+    needs_dataset(args)
+    return serve(library(args), given(args, ("model",) + FIELDS))
 
 
 def cmd_kv_memory(args) -> dict:
@@ -278,14 +285,16 @@ def cmd_export_hf(args) -> dict:
     from decodelab.core.generate import prepare
     from decodelab.core.hftokenizer import tokenizer_files
 
+    needs_dataset(args)
     if not args.out:
         raise FieldError("out", "Out must name the folder to write (it must not exist yet, or "
                                 "be empty).")
-    settings, model, _ = prepare(library(args), given(args, SETTING_NAMES))
-    written = hf.export(model, args.out, settings, tokenizer_files(model.tokenizer))
+    settings, model, _ = prepare(library(args), given(args, SETTING_NAMES), reads_prompt=False)
+    written = hf.export(model, args.out, settings,
+                        tokenizer_files(model.tokenizer, getattr(model, "template", None)))
     return {"out": str(args.out), "files": [p.name for p in written],
             "architecture": hf.ARCHITECTURE, "params": model.n_params,
-            "config": hf.config_json(model.cfg)}
+            "config": hf.model_config(model)}
 
 
 IMPORT_RUN = ("prompt", "seed", "temperature", "greedy", *FILTER_NAMES, "repetition_penalty",
@@ -381,16 +390,17 @@ COMMANDS = {
               "prefix tree and continuous batching: every request, the memory wasted, blocks "
               "shared, steps",
               ("model", "dataset", "tokenizer", "requests", "block_size", "seed",
-               "memory_blocks", "max_running", "parallel_samples", "workload"), ("dataset",),
+               "memory_blocks", "max_running", "parallel_samples", "workload"), (),
               {"model": "transformer"}, cmd_paged),
     "cache-check": ("cached vs full-recompute logits, step by step", CHECK,
                     ("steps",), {"model": "transformer", "seed": "0"}, cmd_cache_check),
     "eval": ("validation NLL (nats per token) of a model", ("model", "dataset", "tokenizer"),
              ("dataset",),
              {"model": "bigram"}, cmd_eval),
-    "export-hf": ("write a transformer as a folder Hugging Face transformers loads "
-                  "(AutoModelForCausalLM.from_pretrained), the settings as its generation config",
-                  SETTING_NAMES, ("dataset",), {"model": "transformer"}, cmd_export_hf),
+    "export-hf": ("write a transformer, or SmolLM2 dequantized, as a folder Hugging Face "
+                  "transformers loads (AutoModelForCausalLM.from_pretrained), the settings as its "
+                  "generation config",
+                  SETTING_NAMES, (), {"model": "transformer"}, cmd_export_hf),
     "import-hf": ("generate with a Llama checkpoint folder saved by transformers (or by "
                   "export-hf)", IMPORT_RUN, (), {}, cmd_import_hf),
     "tokenize": ("text to token ids", ("model", "dataset", "tokenizer", "text"), ("text",), {},
@@ -403,9 +413,9 @@ COMMANDS = {
 def build_parser() -> Parser:
     parser = Parser(prog="decodelab", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for name, (text, names, required, defaults, _) in COMMANDS.items():
+    for name, (text, names, required, _, _) in COMMANDS.items():
         p = sub.add_parser(name, help=text)
-        add_fields(p, names, required, defaults)
+        add_fields(p, names, required)
         if name == "generate":
             p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
         if name == "ask":
@@ -427,7 +437,8 @@ def build_parser() -> Parser:
             p.add_argument("--history", help="a JSON file of the conversation so far: a list of "
                                              "{role, content}, or an earlier chat's output")
             p.add_argument("--json", action="store_true", help="JSON (the only output form)")
-        if name in ("generate", "chat", "cache-check", "tokenize", "detokenize", "export-hf"):
+        if name in ("generate", "chat", "cache-check", "tokenize", "detokenize", "export-hf",
+                    "paged"):
             p.add_argument("--gguf", help="read the pretrained model from this GGUF file "
                                           "(Llama architecture; F32, F16, Q8_0, Q4_0 or Q4_1; at "
                                           "most 256 MB) instead of SmolLM2's")
@@ -481,7 +492,8 @@ def say_search(trace: dict, prompt: str) -> None:
 def main(argv=None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(_join_number_lists(sys.argv[1:] if argv is None else argv))
+        args = with_defaults(parser.parse_args(_join_number_lists(sys.argv[1:] if argv is None
+                                                                  else argv)))
     except UsageError as e:
         print(str(e).replace("\n", " "), file=sys.stderr)
         return 2

@@ -1,6 +1,9 @@
 """Serving many requests from one paged cache: a workload, the scheduler run over it
 (`core.scheduler`), and what the vLLM paper measured, at this page's scale.
 
+The model is the dataset's transformer, or the pretrained model (SmolLM2, read from its GGUF
+file), whose seeded prompts are cut from the prose data's held-out texts in the same way.
+
 The workload is seeded, or the learner's own. Seeded: `requests` requests, each a prompt cut
 from a held-out text of the dataset (a few base texts, so that requests share their starts as
 requests of one application do), a budget of 8 to 40 new tokens, a temperature of 0.7, 1 or
@@ -33,7 +36,7 @@ import re
 from decodelab.core.paged import blocks_for
 from decodelab.core.scheduler import CannotFit, Request, Scheduler
 from decodelab.errors import FieldError
-from decodelab.fields import FIELD_BY_NAME, encode, label_of, read
+from decodelab.fields import FIELD_BY_NAME, PRETRAINED, encode, label_of, read
 from decodelab.lesson.planned import Planned
 
 FIELDS = ("dataset", "tokenizer", "requests", "block_size", "seed", "memory_blocks",
@@ -44,6 +47,15 @@ LINK_FIELDS = ("requests", "block_size", "memory_blocks", "max_running", "parall
 MAX_SEQUENCES = 400  # requests x samples in one run
 GRID_LIMIT = 1024  # frames carry every block's state up to this many blocks
 LINE = "arrival step, new tokens, prompt (like “0 20 The ship”)"
+MODELS = ("transformer", *PRETRAINED)  # the models with a KV cache to page
+PRETRAINED_TEXTS = "prose"  # the data a seeded workload of the pretrained model cuts prompts from
+
+
+def _head(model, dataset: str, tokenizer: str) -> dict:
+    """The settings every request of a workload starts with: which model runs it."""
+    if model.kind == "pretrained":
+        return {"model": PRETRAINED[0]}
+    return {"model": "transformer", "dataset": dataset, "tokenizer": tokenizer}
 
 
 def room_for(model, block_size: int, running: int = MAX_RUNNING) -> int:
@@ -62,10 +74,12 @@ def _expand(base: list, samples: int) -> list:
     return out
 
 
-def workload(library, dataset: str, tokenizer: str, n: int, seed: int, samples: int = 1) -> list:
-    """n seeded requests on the dataset's transformer (each `samples` samples)."""
+def workload(library, dataset: str, tokenizer: str, n: int, seed: int, samples: int = 1,
+             model=None) -> list:
+    """n seeded requests on the dataset's transformer, or on `model` (each `samples` samples),
+    their prompts cut from the dataset's held-out texts."""
     rng = random.Random(seed)
-    model = library.model("transformer", dataset, tokenizer)
+    model = model or library.model("transformer", dataset, tokenizer)
     texts = [t for t in library.corpus(dataset).val if len(t) >= 4]
     bases = [rng.choice(texts) for _ in range(max(2, n // 4))]
     window = model.cfg.context_size
@@ -77,8 +91,7 @@ def workload(library, dataset: str, tokenizer: str, n: int, seed: int, samples: 
         while len(model.tokenizer.encode(prompt)) + 1 + 8 > window:
             prompt = prompt[:len(prompt) // 2]
         room = window - 1 - len(model.tokenizer.encode(prompt))
-        settings = {"model": "transformer", "dataset": dataset, "tokenizer": tokenizer,
-                    "prompt": prompt, "seed": rng.randrange(2**31),
+        settings = {**_head(model, dataset, tokenizer), "prompt": prompt, "seed": rng.randrange(2**31),
                     "temperature": rng.choice([0.7, 1.0, 1.3]),
                     "max_new_tokens": min(rng.randint(8, 40), room), "cache_check": False,
                     "tools": "off"}
@@ -117,8 +130,8 @@ def own_workload(model, lines, dataset: str, tokenizer: str, seed: int, samples:
             raise FieldError("workload", f"{where}: {budget} new tokens after a prompt of "
                                          f"{len(ids)} tokens do not fit the model's window of "
                                          f"{window} positions; at most {max(room, 0)} fit.")
-        settings = {"model": "transformer", "dataset": dataset, "tokenizer": tokenizer,
-                    "prompt": prompt, "seed": (seed + len(base) * samples) % 2**32,
+        settings = {**_head(model, dataset, tokenizer), "prompt": prompt,
+                    "seed": (seed + len(base) * samples) % 2**32,
                     "temperature": 1.0, "max_new_tokens": int(budget), "cache_check": False,
                     "tools": "off"}
         base.append((settings, int(arrival)))
@@ -137,21 +150,29 @@ class Serving(Planned):
     steps at a time (`advance`, from Planned), a frame per continuous step."""
 
     def __init__(self, library, req: dict):
+        req = dict(req) if isinstance(req, dict) else req
+        name = req.pop("model", MODELS[0]) if isinstance(req, dict) else MODELS[0]
+        if name not in MODELS:
+            raise FieldError("model", f"Model must be {' or '.join(MODELS)}: only they have a KV "
+                                      f"cache to page; got {name!r}.")
+        if name != MODELS[0]:  # it brings its own tokenizer; its seeded prompts are prose
+            req.setdefault("dataset", PRETRAINED_TEXTS)
         values = read(req, FIELDS, {"dataset": {"choices": tuple(library.datasets())},
                                     "tokenizer": {"choices": ("chars", "bpe")}})
         dataset, tokenizer = values["dataset"], values["tokenizer"]
-        if not library.has_model("transformer", dataset, tokenizer):
+        if name == MODELS[0] and not library.has_model("transformer", dataset, tokenizer):
             raise FieldError("tokenizer", f"There is no transformer of the {dataset} data read "
                                           f"as {tokenizer}; the site has "
                                           f"{', '.join(library.tokenizers(dataset))}.")
-        self.library, self.values = library, values
-        self.model = model = library.model("transformer", dataset, tokenizer)
+        self.library, self.values, self.model_name = library, values, name
+        self.model = model = library.pretrained() if name != MODELS[0] else \
+            library.model("transformer", dataset, tokenizer)
         self.samples = k = values["parallel_samples"]
         own = [line for line in values["workload"] if line.strip()]
         make = (lambda: own_workload(model, values["workload"], dataset, tokenizer, values["seed"],
                                      k)) if own \
             else (lambda: workload(library, dataset, tokenizer, values["requests"],
-                                   values["seed"], k))
+                                   values["seed"], k, model))
         self.requests = make()
         if len(self.requests) > MAX_SEQUENCES:
             raise FieldError("parallel_samples", f"Samples per request: {len(self.requests) // k} "
@@ -294,7 +315,8 @@ class Serving(Planned):
             "block_size": self.block_size, "memory_blocks": self.blocks,
             "max_running": self.values["max_running"], "parallel_samples": self.samples,
             "window": window, "blocks_per_window": self.per_request,
-            "dataset": self.values["dataset"], "tokenizer": self.values["tokenizer"],
+            "model": self.model_name, "dataset": self.values["dataset"],
+            "tokenizer": None if self.model.kind == "pretrained" else self.values["tokenizer"],
             "seed": self.values["seed"], "own_workload": bool(
                 [line for line in self.values["workload"] if line.strip()]),
             "workload_lines": [f"{r.arrival} {r.settings['max_new_tokens']} "
@@ -314,9 +336,10 @@ class Serving(Planned):
         import shlex  # here, not at the page's start (its Python is snapshotted before)
 
         v = self.values
-        args = ["python", "-m", "decodelab", "paged", "--model", "transformer",
-                "--dataset", v["dataset"], "--tokenizer", v["tokenizer"],
-                "--block-size", str(v["block_size"]), "--seed", str(v["seed"])]
+        args = ["python", "-m", "decodelab", "paged", "--model", self.model_name]
+        if self.model.kind != "pretrained":
+            args += ["--dataset", v["dataset"], "--tokenizer", v["tokenizer"]]
+        args += ["--block-size", str(v["block_size"]), "--seed", str(v["seed"])]
         own = [line for line in v["workload"] if line.strip()]
         if own:
             for line in own:

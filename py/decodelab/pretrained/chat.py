@@ -47,6 +47,10 @@ class ChatTemplate:
             return None
         return cls(tokenizer, found.group(1))
 
+    def jinja(self) -> str:
+        """The template as the file wrote it (what transformers' apply_chat_template runs)."""
+        return CHATML.replace("{SYSTEM}", self.default_system)
+
     def check(self, messages) -> list:
         """Messages as a list of {"role", "content"} dicts, or FieldError naming what is wrong."""
         if not isinstance(messages, list) or not messages:

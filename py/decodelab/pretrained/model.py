@@ -43,6 +43,7 @@ def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
 
 class PretrainedModel(TransformerModel):
     kind = "pretrained"
+    generation_dtype = np.float32  # its sessions, and the pools that page its caches
 
     def __init__(self, cfg: Config, params: dict, tokenizer: GGUFTokenizer, info=None,
                  template=None):
@@ -55,8 +56,8 @@ class PretrainedModel(TransformerModel):
         tied = np.shares_memory(self.params["w_head"], self.params["wte"])
         return int(sum(a.size for k, a in self.params.items() if not (tied and k == "w_head")))
 
-    def session(self, dtype=np.float32, shift: str = "reread"):
-        return super().session(dtype, shift)
+    def session(self, dtype=None, shift: str = "reread"):
+        return super().session(dtype or self.generation_dtype, shift)
 
     def save(self, path) -> None:
         raise ValueError("a pretrained model stays in its GGUF file; decodelab does not save it")

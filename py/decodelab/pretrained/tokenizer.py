@@ -90,7 +90,7 @@ class GGUFTokenizer:
     name = "gguf-bpe"
 
     def __init__(self, tokens, token_types, merges, eos_id: int, bos_id=None,
-                 add_bos: bool = False, model_name: str = "gguf"):
+                 add_bos: bool = False, model_name: str = "gguf", pad_id=None):
         self.vocab_size = len(tokens)
         if len(token_types) != self.vocab_size:
             raise GGUFError(f"the tokenizer lists {self.vocab_size} tokens and "
@@ -105,7 +105,9 @@ class GGUFTokenizer:
         self._special = np.zeros(self.vocab_size, bool)
         self._special[list(self.special_ids.values())] = True
         self.eos_id = int(eos_id)
-        self.start_ids = (int(bos_id),) if add_bos and bos_id is not None else ()
+        self.bos_id = None if bos_id is None else int(bos_id)
+        self.pad_id = self.eos_id if pad_id is None else int(pad_id)
+        self.start_ids = (self.bos_id,) if add_bos and bos_id is not None else ()
         ids = {t: i for i, t in enumerate(self.tokens)}
         chars = byte_chars()
         self._byte_ids = [ids.get(c) for c in chars]  # byte b -> its token's id (None: no token)
@@ -148,7 +150,7 @@ class GGUFTokenizer:
                    gguf.require("tokenizer.ggml.merges"), gguf.require("tokenizer.ggml.eos_token_id"),
                    gguf.get("tokenizer.ggml.bos_token_id"),
                    bool(gguf.get("tokenizer.ggml.add_bos_token", False)),
-                   gguf.get("general.name", "gguf"))
+                   gguf.get("general.name", "gguf"), gguf.get("tokenizer.ggml.padding_token_id"))
 
     def describe(self) -> str:
         return (f"any text (byte-level BPE, {self.vocab_size} tokens, "
@@ -200,6 +202,11 @@ class GGUFTokenizer:
     def decode(self, ids) -> str:
         """Ids to text; special tokens are dropped; bytes that are not UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def merges(self) -> list:
+        """The merges by rank, each as its two tokens' strings (the file's order)."""
+        by_rank = sorted(self.ranks.items(), key=lambda item: item[1])
+        return [[self.tokens[a], self.tokens[b]] for (a, b), _ in by_rank]
 
     def label(self, token_id: int) -> str:
         if self._special[token_id]:
