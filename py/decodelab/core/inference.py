@@ -68,7 +68,7 @@ class InferenceWeights:
 
     def __init__(self, params: dict, cfg, dtype):
         C, HD = cfg.n_embd, cfg.n_head * cfg.head_dim
-        fold = lambda g, w: (math.sqrt(C) * g[:, None].astype(np.float64) * w).astype(dtype)  # noqa
+        fold = lambda g, w: folded(math.sqrt(C) * g.astype(np.float64), w, dtype)  # noqa: E731
         self.cfg, self.dtype, self.c_eps = cfg, np.dtype(dtype), C * cfg.norm_eps
         self.wte = params["wte"].astype(dtype)
         self.cos, self.sin = rope_tables(cfg, dtype)  # (T, D) each, made once
@@ -88,6 +88,16 @@ class InferenceWeights:
             v = x.reshape(-1)  # Python floats take 2 numpy calls instead of 5 (WebAssembly)
             return x * (1.0 / math.sqrt(float(v @ v) + self.c_eps))
         return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + self.c_eps)
+
+
+def folded(scale, w, dtype, columns: int = 4096):
+    """scale[:, None] * w, computed in float64 and rounded once to `dtype`, written straight
+    into a column-major matrix (`matmul_layout`) a few thousand columns at a time: a float64
+    copy of a whole matrix would be the load's peak (SmolLM2's head: 226 MB)."""
+    out = np.empty(w.shape, dtype, order="F")
+    for j in range(0, w.shape[1], columns):
+        out[:, j:j + columns] = scale[:, None] * w[:, j:j + columns].astype(np.float64)
+    return out
 
 
 def weights_of(model, dtype) -> InferenceWeights:
