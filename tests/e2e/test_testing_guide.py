@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import ROOT, serve, wait_ready
+from tests.e2e.conftest import ROOT, new_context, serve, wait_ready
 
 GUIDE = (ROOT / "docs" / "testing.md").read_text()
 EXAMPLE_SITE = "https://example.org/decodelab/"
@@ -52,9 +52,9 @@ def test_the_guide_has_its_examples():
 @pytest.mark.parametrize("name", sorted(TESTS))
 def test_every_example_in_the_guide_passes(name, chromium, base_url, course):
     fn = TESTS[name]
-    context = chromium.new_context(service_workers="block")
+    context = new_context(chromium, base_url)  # warm for the site's own pages (see conftest)
     try:
-        page = context.new_page()
+        page = context.pages[0] if context.pages else context.new_page()
         fixtures = {"page": page, "site": base_url, "course": course}
         fn(**{arg: fixtures[arg] for arg in fn.__code__.co_varnames[:fn.__code__.co_argcount]})
     finally:
