@@ -73,8 +73,9 @@ def add_fields(p, names, required=()):
 def with_defaults(args):
     """The command's own defaults where an option was not given; a --gguf file is the model,
     so the default model does not apply beside it."""
+    gguf = getattr(args, "gguf", None)
     for name, value in COMMANDS[args.command][3].items():
-        if getattr(args, name, None) is None and not (name == "model" and getattr(args, "gguf", None)):
+        if getattr(args, name, None) is None and not (name == "model" and gguf):
             setattr(args, name, value)
     return args
 

@@ -91,8 +91,8 @@ def workload(library, dataset: str, tokenizer: str, n: int, seed: int, samples: 
         while len(model.tokenizer.encode(prompt)) + 1 + 8 > window:
             prompt = prompt[:len(prompt) // 2]
         room = window - 1 - len(model.tokenizer.encode(prompt))
-        settings = {**_head(model, dataset, tokenizer), "prompt": prompt, "seed": rng.randrange(2**31),
-                    "temperature": rng.choice([0.7, 1.0, 1.3]),
+        settings = {**_head(model, dataset, tokenizer), "prompt": prompt,
+                    "seed": rng.randrange(2**31), "temperature": rng.choice([0.7, 1.0, 1.3]),
                     "max_new_tokens": min(rng.randint(8, 40), room), "cache_check": False,
                     "tools": "off"}
         base.append((settings, at))
@@ -150,8 +150,10 @@ class Serving(Planned):
     steps at a time (`advance`, from Planned), a frame per continuous step."""
 
     def __init__(self, library, req: dict):
-        req = dict(req) if isinstance(req, dict) else req
-        name = req.pop("model", MODELS[0]) if isinstance(req, dict) else MODELS[0]
+        name = MODELS[0]  # (a request that is not an object: read() below says what it must be)
+        if isinstance(req, dict):
+            name = req.get("model", name)
+            req = {k: v for k, v in req.items() if k != "model"}
         if name not in MODELS:
             raise FieldError("model", f"Model must be {' or '.join(MODELS)}: only they have a KV "
                                       f"cache to page; got {name!r}.")
