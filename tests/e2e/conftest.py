@@ -240,6 +240,41 @@ def fresh_page(chromium, base_url):
     page.context.close()
 
 
+class Widgets:
+    """Widget pages of the site (embed.html, index.html?embed=true) opened in one browser context
+    beside a widget that stays open, so each joins the Python that one started, as the widgets of
+    a course page share one (web/runtime/supervisor.js): a start of about a second instead of
+    five, for the tests of what a widget shows rather than of how it starts."""
+
+    def __init__(self, chromium, base_url):
+        self.base_url = base_url
+        self.context = new_context(chromium, base_url, viewport={"width": 1280, "height": 900})
+        self.guard = OfflineGuard(self.context, base_url)
+        self.keeper = self.context.pages[0] if self.context.pages else self.context.new_page()
+        self.keeper.goto(base_url + "embed.html?lazy=none&panels=share&run=false")
+        wait_ready(self.keeper)
+
+    def open(self, path, viewport=None):
+        """A widget page at `path`, not yet ready; page.errors as open_page's."""
+        page = record_errors(self.context.new_page())
+        if viewport:
+            page.set_viewport_size(viewport)
+        page.guard = self.guard
+        page.goto(self.base_url + path)
+        return page
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture(scope="module")
+def widgets(chromium, base_url):
+    """Widget pages that share one Python (Widgets)."""
+    shared = Widgets(chromium, base_url)
+    yield shared
+    shared.close()
+
+
 @pytest.fixture(scope="module")
 def app(chromium, base_url):
     """One booted page shared by a module's tests (booting costs seconds)."""

@@ -124,6 +124,24 @@ def test_one_polite_announcement_per_run_not_per_character(app):
     assert app.evaluate("() => window.changes") <= 6  # "Generating…" and the result, each cleared first
 
 
+@pytest.fixture(scope="module")
+def pages(chromium, base_url, widgets):
+    """Ready pages this module's tests share, one per address and width: the full page in a
+    browser of its own, a widget (embed=true) joining the widgets' shared Python. What a test
+    looks at is its own doing: the settings (reset), the colour scheme (emulate_media)."""
+    opened = {}
+
+    def page(path="", width=1280):
+        if (path, width) not in opened:
+            viewport = {"width": width, "height": 900}
+            opened[path, width] = wait_ready(widgets.open(path, viewport) if "embed=true" in path
+                                             else open_page(chromium, base_url, path, viewport))
+        return opened[path, width]
+    yield page
+    for shown in opened.values():
+        shown.close() if shown.context is widgets.context else shown.context.close()
+
+
 PALETTE = ['--bg', '--surface', '--text', '--muted', '--faint', '--border', '--accent',
            '--on-accent', '--raw', '--temp', '--final', '--chosen', '--danger', '--danger-soft',
            '--hatch', '--field', '--note-bg', '--chosen-bg', '--xp-0', '--xp-5']
@@ -139,22 +157,22 @@ def palette(page):
 
 
 @pytest.mark.parametrize("theme,system", [("dark", "light"), ("light", "dark")])
-def test_theme_parameter_gives_the_same_palette_as_the_system_setting(chromium, base_url, theme, system):
+def test_theme_parameter_gives_the_same_palette_as_the_system_setting(chromium, base_url, pages, theme, system):
     forced = open_page(chromium, base_url, path=f"?theme={theme}", color_scheme=system)
-    natural = open_page(chromium, base_url, color_scheme=theme)
-    other = open_page(chromium, base_url, color_scheme=system)
+    plain = pages()  # the system's setting, one then the other
     try:
-        wanted = palette(natural)
+        plain.emulate_media(color_scheme=theme)
+        wanted = palette(plain)
         assert palette(forced) == wanted
         assert forced.evaluate("() => getComputedStyle(document.documentElement).colorScheme") == theme
         # and the two palettes really differ, colour by colour
-        unlike = palette(other)
+        plain.emulate_media(color_scheme=system)
+        unlike = palette(plain)
         assert all(wanted[n] != unlike[n] for n in PALETTE), (wanted, unlike)
         dark = wanted if theme == "dark" else unlike
         assert dark['--bg'] == "rgb(19, 21, 23)" and dark['--text'] == "rgb(230, 228, 223)"
     finally:
-        for page in (forced, natural, other):
-            page.context.close()
+        forced.context.close()
 
 
 def test_browsers_without_light_dark_get_the_whole_light_palette():
@@ -177,31 +195,29 @@ def test_browsers_without_light_dark_get_the_whole_light_palette():
 
 
 @pytest.mark.parametrize("path", ["", "index.html?embed=true&panels=controls,text,inspector,share,lesson"])
-def test_nothing_scrolls_sideways_at_360px(chromium, base_url, path):
-    page = wait_ready(open_page(chromium, base_url, path=path, viewport={"width": 360, "height": 800}))
-    try:
-        reset(page, Dataset="prose", Prompt="The ", Seed=3, Max_new_tokens=120, Top_k=5)
-        page.get_by_role("button", name="Generate", exact=True).click()
-        settle(page)
-        page.locator("#text-gen [data-step]").nth(2).click()
-        # what sticks out past the right edge without a scrolling box of its own around it
-        wide = page.evaluate("""() => [...document.querySelectorAll('body *')].filter((e) => {
-            const r = e.getBoundingClientRect();
-            if (!r.width || r.right <= document.documentElement.clientWidth + 1) return false;
-            for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
-                if (getComputedStyle(a).overflowX !== 'visible') return false;
-            }
-            return true;
-        }).map((e) => e.id || e.className || e.tagName).slice(0, 10)""")
-        assert page.evaluate("() => document.documentElement.scrollWidth") <= 360, wide
-        assert wide == []
-        for name in ("Generate", "Copy link", "Export CSV"):
-            button = page.get_by_role("button", name=name, exact=True)
-            if button.is_visible():
-                box = button.bounding_box()
-                assert box["height"] >= 24 and box["width"] >= 24, name
-    finally:
-        page.context.close()
+def test_nothing_scrolls_sideways_at_360px(pages, path):
+    page = pages(path, 360)
+    page.emulate_media(color_scheme="light")
+    reset(page, Dataset="prose", Prompt="The ", Seed=3, Max_new_tokens=120, Top_k=5)
+    page.get_by_role("button", name="Generate", exact=True).click()
+    settle(page)
+    page.locator("#text-gen [data-step]").nth(2).click()
+    # what sticks out past the right edge without a scrolling box of its own around it
+    wide = page.evaluate("""() => [...document.querySelectorAll('body *')].filter((e) => {
+        const r = e.getBoundingClientRect();
+        if (!r.width || r.right <= document.documentElement.clientWidth + 1) return false;
+        for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+            if (getComputedStyle(a).overflowX !== 'visible') return false;
+        }
+        return true;
+    }).map((e) => e.id || e.className || e.tagName).slice(0, 10)""")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 360, wide
+    assert wide == []
+    for name in ("Generate", "Copy link", "Export CSV"):
+        button = page.get_by_role("button", name=name, exact=True)
+        if button.is_visible():
+            box = button.bounding_box()
+            assert box["height"] >= 24 and box["width"] >= 24, name
 
 
 def axe_violations(page):
@@ -223,34 +239,31 @@ def axe_violations(page):
     ("", 360),
     ("index.html?embed=true&panels=controls,text,inspector,share,train,lesson", 720),
 ])
-def test_axe_finds_no_serious_violation_on_the_page(chromium, base_url, scheme, path, width):
+def test_axe_finds_no_serious_violation_on_the_page(pages, scheme, path, width):
     if not AXE.exists():
         pytest.fail("node_modules/axe-core is missing: run npm ci")
-    page = wait_ready(open_page(chromium, base_url, path=path, color_scheme=scheme,
-                                viewport={"width": width, "height": 900}))
-    try:
-        reset(page, Dataset="names", Prompt="ma", Seed=7, Temperature=0.8, Top_k=5, Max_new_tokens=12,
-              Ignore_EOS=True)
-        page.get_by_role("button", name="Generate", exact=True).click()
-        settle(page)
-        page.locator("#text-gen [data-step]").nth(1).click()  # the inspector, with removed rows
-        page.get_by_role("button", name="Copy link", exact=True).click()
-        page.get_by_label("Greedy", exact=True).check()  # fields marked "not used"
-        page.get_by_label("Top-p", exact=True).fill("7")  # an error next to its field
-        page.locator("#top_p").blur()
-        page.wait_for_selector("#top_p-error:not([hidden])")
-        violations = axe_violations(page)
-        assert violations == [], json.dumps(violations, indent=1)
-    finally:
-        page.context.close()
+    page = pages(path, width)
+    page.emulate_media(color_scheme=scheme)
+    reset(page, Dataset="names", Prompt="ma", Seed=7, Temperature=0.8, Top_k=5, Max_new_tokens=12,
+          Ignore_EOS=True)
+    page.get_by_role("button", name="Generate", exact=True).click()
+    settle(page)
+    page.locator("#text-gen [data-step]").nth(1).click()  # the inspector, with removed rows
+    page.get_by_role("button", name="Copy link", exact=True).click()
+    page.get_by_label("Greedy", exact=True).check()  # fields marked "not used"
+    page.get_by_label("Top-p", exact=True).fill("7")  # an error next to its field
+    page.locator("#top_p").blur()
+    page.wait_for_selector("#top_p-error:not([hidden])")
+    violations = axe_violations(page)
+    assert violations == [], json.dumps(violations, indent=1)
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_axe_finds_no_serious_violation_on_the_poster_or_a_bad_link(chromium, base_url, scheme):
+def test_axe_finds_no_serious_violation_on_the_poster_or_a_bad_link(chromium, base_url, pages, scheme):
     poster = open_page(chromium, base_url, path="embed.html?lazy=click&dataset=names&prompt=ma",
                        color_scheme=scheme, viewport={"width": 640, "height": 480})
-    bad = wait_ready(open_page(chromium, base_url, path="?top_p=9&theme=x&frobnicate=1",
-                               color_scheme=scheme))
+    bad = pages("?top_p=9&theme=x&frobnicate=1")
+    bad.emulate_media(color_scheme=scheme)
     try:
         poster.wait_for_selector("#poster-start")
         violations = axe_violations(poster)
@@ -260,24 +273,21 @@ def test_axe_finds_no_serious_violation_on_the_poster_or_a_bad_link(chromium, ba
         assert violations == [], json.dumps(violations, indent=1)
     finally:
         poster.context.close()
-        bad.context.close()
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_axe_finds_no_serious_violation_in_the_embed_dialog(chromium, base_url, scheme):
-    page = wait_ready(open_page(chromium, base_url, color_scheme=scheme))
-    try:
-        page.get_by_role("button", name="Embed this…").click()
-        dialog = page.get_by_role("dialog", name="Embed this in a course page")
-        dialog.get_by_label("Only these (the others are fixed)").check()
-        dialog.get_by_label("Show the Temperature control").check()
-        dialog.get_by_label("Height", exact=True).fill("90")  # an error next to its field
-        page.wait_for_selector("#embed-height-error:not([hidden])")
-        assert page.evaluate("() => document.activeElement.closest('dialog') !== null")  # focus inside
-        violations = axe_violations(page)
-        assert violations == [], json.dumps(violations, indent=1)
-        page.keyboard.press("Escape")  # a dialog closes with Escape, and focus goes back
-        assert not dialog.is_visible()
-        assert page.evaluate("() => document.activeElement.id") == "embed-open"
-    finally:
-        page.context.close()
+def test_axe_finds_no_serious_violation_in_the_embed_dialog(pages, scheme):
+    page = pages()
+    page.emulate_media(color_scheme=scheme)
+    page.get_by_role("button", name="Embed this…").click()
+    dialog = page.get_by_role("dialog", name="Embed this in a course page")
+    dialog.get_by_label("Only these (the others are fixed)").check()
+    dialog.get_by_label("Show the Temperature control").check()
+    dialog.get_by_label("Height", exact=True).fill("90")  # an error next to its field
+    page.wait_for_selector("#embed-height-error:not([hidden])")
+    assert page.evaluate("() => document.activeElement.closest('dialog') !== null")  # focus inside
+    violations = axe_violations(page)
+    assert violations == [], json.dumps(violations, indent=1)
+    page.keyboard.press("Escape")  # a dialog closes with Escape, and focus goes back
+    assert not dialog.is_visible()
+    assert page.evaluate("() => document.activeElement.id") == "embed-open"

@@ -8,7 +8,6 @@ import pytest
 from tests.e2e.conftest import (
     BOOT_TIMEOUT_MS,
     ROOT,
-    new_context,
     open_chapter,
     open_page,
     wait_seen,
@@ -77,9 +76,8 @@ def test_controls_show_one_idea_and_keep_the_rest_at_the_links_values(open_host)
     assert page.errors == []
 
 
-def test_a_fixed_setting_that_stops_a_run_is_named_where_it_can_be_seen(chromium, base_url):
-    page = open_page(chromium, base_url, "index.html?embed=true&controls=max_new_tokens"
-                                         "&min_new_tokens=20&max_new_tokens=30")
+def test_a_fixed_setting_that_stops_a_run_is_named_where_it_can_be_seen(widgets):
+    page = widgets.open("index.html?embed=true&controls=max_new_tokens&min_new_tokens=20&max_new_tokens=30")
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     page.get_by_label("Max new tokens", exact=True).fill("10")
     page.get_by_role("button", name="Generate", exact=True).click()
@@ -91,17 +89,17 @@ def test_a_fixed_setting_that_stops_a_run_is_named_where_it_can_be_seen(chromium
     page.get_by_role("button", name="Generate", exact=True).click()
     assert page.evaluate("() => window.decodelab.lastRun.then((r) => [r.status, r.settings.min_new_tokens])") \
         == ["done", 20]
-    page.context.close()
+    page.close()
 
 
-def test_controls_that_do_not_exist_are_named(chromium, base_url):
-    page = open_page(chromium, base_url, "index.html?embed=true&controls=temprature,top-p")
+def test_controls_that_do_not_exist_are_named(widgets):
+    page = widgets.open("index.html?embed=true&controls=temprature,top-p")
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     notice = page.locator("#link-notice").inner_text()
     assert "controls must be a comma-separated list of model, dataset, tokenizer" in notice
     assert "got 'temprature'" in notice
     assert visible_fields(page) == ["top_p"]  # the good one still applies, written either way
-    page.context.close()
+    page.close()
 
 
 @pytest.mark.parametrize("query", [
@@ -112,8 +110,8 @@ def test_controls_that_do_not_exist_are_named(chromium, base_url):
     "panels=controls,inspector&controls=top_k",
     "panels=shapes,tries",
 ])
-def test_a_widget_points_only_at_what_it_shows(chromium, base_url, query):
-    page = open_page(chromium, base_url, f"embed.html?lazy=none&{query}")
+def test_a_widget_points_only_at_what_it_shows(widgets, query):
+    page = widgets.open(f"embed.html?lazy=none&{query}")
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     panels = query.split("&")[0].split("=")[1].split(",")
     runs = any(p in panels for p in ("text", "inspector", "cache"))
@@ -125,10 +123,10 @@ def test_a_widget_points_only_at_what_it_shows(chromium, base_url, query):
     else:  # the step view has its first sample to show
         page.wait_for_selector("#stepper:not([hidden])", timeout=BOOT_TIMEOUT_MS)
     assert page.errors == []
-    page.context.close()
+    page.close()
 
 
-def test_the_full_page_keeps_its_pointers_and_run_false_keeps_an_embed_empty(chromium, base_url):
+def test_the_full_page_keeps_its_pointers_and_run_false_keeps_an_embed_empty(chromium, base_url, widgets):
     page = open_page(chromium, base_url)
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     text = ""  # every chapter's, each opened from the map
@@ -143,12 +141,12 @@ def test_the_full_page_keeps_its_pointers_and_run_false_keeps_an_embed_empty(chr
     assert "this widget" not in text.lower()
     page.context.close()
 
-    page = open_page(chromium, base_url, "embed.html?lazy=none&run=false")
+    page = widgets.open("embed.html?lazy=none&run=false")
     # a link's first run starts in the very moment the page is ready: at ready, none has
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     assert page.evaluate("() => window.decodelab.lastRun") is None
     assert page.locator("#finish-text").inner_text() == "No text generated yet."
-    page.context.close()
+    page.close()
 
 
 WIDE = """() => { const W = document.documentElement.clientWidth; const out = [];
@@ -165,23 +163,16 @@ WIDE = """() => { const W = document.documentElement.clientWidth; const out = []
     "panels=text,inspector",
     "panels=controls,text,inspector",
 ])
-def test_a_widget_in_a_phone_column_stays_inside_its_frame(chromium, base_url, query):
+def test_a_widget_in_a_phone_column_stays_inside_its_frame(widgets, query):
     """320 px, a course page's column on a phone: no part of the widget reaches past the frame's
     right edge (the run bar once pushed the text card 14 px out of sight)."""
-    page = open_page(chromium, base_url, f"embed.html?lazy=none&dataset=names&prompt=ma&seed=7&{query}",
-                     viewport={"width": 320, "height": 800})
+    page = widgets.open(f"embed.html?lazy=none&dataset=names&prompt=ma&seed=7&{query}",
+                        viewport={"width": 320, "height": 800})
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     page.evaluate("() => window.decodelab.lastRun")
     assert page.evaluate(WIDE) == []
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 320
-    page.context.close()
-
-
-@pytest.fixture(scope="module")
-def one_context(chromium, base_url):
-    context = new_context(chromium, base_url)
-    yield context
-    context.close()
+    page.close()
 
 
 def test_the_panels_listed_are_every_panel_of_the_page():
@@ -190,11 +181,10 @@ def test_the_panels_listed_are_every_panel_of_the_page():
 
 
 @pytest.mark.parametrize("panel", PANELS)
-def test_every_panel_alone_points_only_at_itself(one_context, base_url, panel):
+def test_every_panel_alone_points_only_at_itself(widgets, panel):
     """Each panel as a widget of its own: no sentence points at a control or a panel that is
-    not there (one browser, so each widget after the first starts from what the first kept)."""
-    page = one_context.new_page()
-    page.goto(f"{base_url}embed.html?lazy=none&panels={panel}")
+    not there (the widgets share one Python, as on a course page)."""
+    page = widgets.open(f"embed.html?lazy=none&panels={panel}")
     page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
     if panel in ("text", "inspector", "cache"):  # the first sample, and what it says
         page.wait_for_function("() => window.decodelab.lastRun !== null")
