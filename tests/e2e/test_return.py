@@ -94,7 +94,7 @@ def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_
 
 
 def test_damaged_copies_are_not_used_and_are_replaced(chromium, base_url):
-    page = open_page(chromium, base_url)
+    page = open_page(chromium, base_url, warm=True)  # a return: the copies are there
     try:
         start(page)
         found = wait_kept(page)
@@ -143,7 +143,7 @@ def test_damaged_copies_are_not_used_and_are_replaced(chromium, base_url):
 
 
 def test_kept_packages_that_name_a_file_outside_site_packages_are_not_written(chromium, base_url):
-    page = open_page(chromium, base_url)
+    page = open_page(chromium, base_url, warm=True)  # a return: the copies are there
     try:
         start(page)
         found = wait_kept(page)
@@ -175,7 +175,7 @@ REFUSED = 'self.caches.open = () => Promise.reject(new DOMException("The operati
 
 
 def test_where_nothing_can_be_kept_every_start_is_a_plain_one(chromium, base_url):
-    page = open_page(chromium, base_url)
+    page = open_page(chromium, base_url, warm=True)  # a return: the copies are there
     try:
         def refuse(route):
             response = route.fetch()
