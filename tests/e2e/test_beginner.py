@@ -237,6 +237,16 @@ def test_every_chapters_try_this_shows_its_answer_and_its_evidence_where_the_lea
                 before, after = steps[close]["cache_length"], tool[-1]["cache_length"]
                 assert after - before == len(tool) + 1  # the closing token went in the same pass
                 assert f"from {before} to {after} positions (1 + {len(tool)})" in result["text"]
+            if name in ("ends-eos", "ends-stop"):  # its numbers against the run's own trace
+                trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
+                assert trace["text"].replace(" ", "␣") in result["text"]  # quoted, spaces shown
+                if name == "ends-eos":
+                    assert trace["stop_reason"] == "eos" and trace["steps"][-1]["token_text"] == "<eos>"
+                    assert f"at step {len(trace['steps'])}" in result["text"]
+                    assert trace["json"]["status"] == "valid" and "valid JSON, one whole object" in result["text"]
+                else:
+                    assert trace["stop_reason"] == "," and trace["json"]["status"] == "incomplete"
+                    assert "incomplete JSON" in result["text"]
             trip = app.locator("#trip")
             away = trip.is_visible()
             if away:  # at the workbench, with the answer in the note at the top of the window
@@ -269,7 +279,7 @@ def test_every_chapters_try_this_shows_its_answer_and_its_evidence_where_the_lea
         if items.count():
             assert link.get_attribute("data-mark") == "done"
             assert link.locator(".course-progress").inner_text() == f"all {items.count()} tried"
-    assert len(seen) == 20 and len(set(seen)) == 20
+    assert len(seen) == 23 and len(set(seen)) == 23
     open_chapter(app, "start")
     reset(app)
 

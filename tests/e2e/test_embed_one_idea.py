@@ -22,7 +22,7 @@ POINTING = re.compile(
     r"|under More rules|beside the model|The step view says|the cache card shows"
     r"|of the batch view|the experiment below|under Compare runs", re.I)
 PANELS = ("controls", "text", "inspector", "runs", "tries", "share", "train", "playground",
-          "experiment", "tokens", "tools", "shapes", "compare", "kvcache", "cache", "batch",
+          "experiment", "ends", "tokens", "tools", "shapes", "compare", "kvcache", "cache", "batch",
           "break", "costs", "beam", "speculative", "serving", "questions")
 
 

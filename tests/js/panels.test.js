@@ -9,6 +9,7 @@ import { envelope } from "../../web/kv/cache.js";
 import { firstDifference, settingsDiff } from "../../web/lesson/runs.js";
 import { TRIES as ANSWERS } from "../../web/lesson/tries/answers.js";
 import { TRIES as CACHE } from "../../web/lesson/tries/cache.js";
+import { TRIES as ENDS } from "../../web/lesson/tries/ends.js";
 import { TRIES as PAGING } from "../../web/lesson/tries/paging.js";
 import { TRIES as SAMPLING, findLoop, sameLoop } from "../../web/lesson/tries/sampling.js";
 import { TRIES as SEARCH } from "../../web/lesson/tries/search.js";
@@ -92,7 +93,7 @@ test("the zip's bytes come back whole from base64, every byte value included", (
 });
 
 test("each chapter's Try this suggestions go to that chapter's list, each with an id of its own", () => {
-  const chapters = { sampling: SAMPLING, lesson: START, tokens: STOPPING, tools: ANSWERS, kv: CACHE, search: SEARCH, serving: PAGING };
+  const chapters = { sampling: SAMPLING, lesson: START, ends: ENDS, tokens: STOPPING, tools: ANSWERS, kv: CACHE, search: SEARCH, serving: PAGING };
   for (const [where, tries] of Object.entries(chapters)) {
     assert.ok(tries.length);
     assert.deepEqual([...new Set(tries.map((t) => t.where))], [where]);

@@ -17,18 +17,20 @@
 import { el } from "../ui/render.js";
 import { TRIES as ANSWERS } from "./tries/answers.js";
 import { TRIES as CACHE } from "./tries/cache.js";
+import { TRIES as ENDS } from "./tries/ends.js";
 import { TRIES as PAGING } from "./tries/paging.js";
 import { TRIES as SAMPLING } from "./tries/sampling.js";
 import { TRIES as SEARCH } from "./tries/search.js";
 import { TRIES as START } from "./tries/start.js";
 import { TRIES as STOPPING } from "./tries/stopping.js";
 
-const TRIES = [...SAMPLING, ...START, ...STOPPING, ...ANSWERS, ...CACHE, ...SEARCH, ...PAGING];
+const TRIES = [...SAMPLING, ...START, ...ENDS, ...STOPPING, ...ANSWERS, ...CACHE, ...SEARCH, ...PAGING];
 
 export function createTries(app) {
   const lists = {
     lesson: document.getElementById("try-list"),
     sampling: document.getElementById("sampling-try-list"),
+    ends: document.getElementById("ends-try-list"),
     tokens: document.getElementById("tokens-try-list"),
     tools: document.getElementById("tools-try-list"),
     kv: document.getElementById("kv-try-list"),

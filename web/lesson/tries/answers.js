@@ -1,7 +1,7 @@
 // The chapter Tools and answers with a shape's suggestions: a tool call and who writes the
-// result, with tools off, and with the model guessing.
+// result, and the model guessing it (a call with tools off is in tries/ends.js).
 
-import { finishSentence, plural } from "../../ui/render.js";
+import { plural } from "../../ui/render.js";
 import { onScreen } from "../../embed/presence.js";
 
 // What the live cache check of a run with a tool call found, in words that follow its numbers.
@@ -31,22 +31,6 @@ export const TRIES = [
       return {
         text: `The model wrote the call “${call ? call.call : "?"}” and closed it at step ${close + 1}: there its turn ended. The calculator (a program, not the model) answered ${call && call.result != null ? `“${call.result}”` : `with an error: ${call ? call.error : "?"}`}, and the model’s closing token went through the model together with the answer’s ${plural(tool.length, "token", "tokens")}, in one pass: the cache went from ${before} to ${after} positions (${after - before === tool.length + 1 ? `1 + ${tool.length}` : `${after - before}`}), and nothing before them was computed again. Then the model went on and wrote “${r.text}”, which is ${right ? "right: 512 + 399 = 911" : "wrong: 512 + 399 = 911"}. ${checkSentence(r.steps)}`,
         evidence: [["#text-gen", r.text.slice(0, 10)], ["#cache-meta", "tool result"]],
-      };
-    },
-  },
-  {
-    id: "tools-off",
-    where: "tools",
-    text: "Same question with Tool calls set to off. How does the run end?",
-    async act(page) {
-      return page.run({ model: "transformer", dataset: "tasks", prompt: "What is 512 plus 399?", greedy: true, tools: "off", max_new_tokens: 40 });
-    },
-    answer(r) {
-      return {
-        text: r.finish_reason === "tool_calls"
-          ? `It ends at the call: finish reason tool_calls. The model asked for the calculator and stopped; with tools off nothing runs the call, so there is no answer yet. A real application would run the tool itself and start the model again with the result, which is exactly what Tool calls “on” does for you.`
-          : `The model did not make a call this time, so it ended with ${r.finish_reason}.`,
-        evidence: [["#finish-text", finishSentence(r.finish_reason, r.stop_reason, 40)]],
       };
     },
   },
