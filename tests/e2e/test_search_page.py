@@ -240,3 +240,65 @@ def test_the_search_chapter_passes_axe_and_fits_a_phone(chromium, base_url, sche
         assert violations == [], json.dumps(violations, indent=1)
     finally:
         page.context.close()
+
+
+def test_the_searches_show_the_workbench_settings_they_run_on_and_change_them_there(app, widgets):
+    """Chapter 6's copies of the workbench's prompt, dataset and budget (and the draft's
+    temperature and greedy): one setting each with the workbench's control, both ways; its error
+    shown beside the copy too; the search runs on what the copy shows."""
+    set_fields(app, **{**BASE, "Dataset": "names", "Prompt": "el", "Max_new_tokens": 12})
+    open_chapter(app, "search")
+    beam = app.get_by_role("group", name="The settings it searches from")
+    spec = app.get_by_role("group", name="The settings it runs")
+    assert beam.get_by_label("Prompt (beam search)", exact=True).input_value() == "el"
+    assert spec.get_by_label("Dataset (speculative decoding)", exact=True).input_value() == "names"
+    assert beam.get_by_label("Max new tokens (beam search)", exact=True).input_value() == "12"
+    # a change in a copy is a change at the workbench, in the other copy and in the address
+    beam.get_by_label("Prompt (beam search)", exact=True).fill("ma")
+    app.evaluate("() => window.decodelab.settled()")
+    assert app.locator("#prompt").input_value() == "ma"
+    assert spec.get_by_label("Prompt (speculative decoding)", exact=True).input_value() == "ma"
+    app.wait_for_function("() => new URLSearchParams(location.search).get('prompt') === 'ma'")
+    spec.get_by_label("Dataset (speculative decoding)", exact=True).select_option("prose")
+    app.evaluate("() => window.decodelab.settled()")
+    assert app.locator("#dataset").input_value() == "prose"
+    assert beam.get_by_label("Dataset (beam search)", exact=True).input_value() == "prose"
+    spec.get_by_label("Greedy (speculative decoding)", exact=True).check()
+    app.evaluate("() => window.decodelab.settled()")
+    assert app.locator("#greedy").is_checked()
+    # a change at the workbench shows in the copies
+    set_fields(app, Prompt="The ", Max_new_tokens=9)
+    open_chapter(app, "search")
+    assert beam.get_by_label("Prompt (beam search)", exact=True).input_value() == "The "
+    assert spec.get_by_label("Max new tokens (speculative decoding)", exact=True).input_value() == "9"
+    # Python's verdict on a bad value typed in a copy, beside the copy and at the workbench
+    budget = beam.get_by_label("Max new tokens (beam search)", exact=True)
+    budget.fill("0")
+    budget.blur()
+    app.evaluate("() => window.decodelab.settled()")
+    error = app.locator("#beam-budget-error")
+    assert error.is_visible() and error.inner_text() == app.locator("#max_new_tokens-error").text_content()
+    assert "Max new tokens" in error.inner_text()
+    budget.fill("9")
+    budget.blur()
+    app.evaluate("() => window.decodelab.settled()")
+    assert not error.is_visible()
+    # the search runs on what the copies show
+    reply = search(app, **{"#beam-beams": 2, "#beam-return": 1, "#beam-penalty": 1, "#beam-ngram": 0})
+    assert reply["ok"], reply
+    assert reply["trace"]["settings"]["prompt"] == "The " and reply["trace"]["settings"]["dataset"] == "prose"
+    assert reply["trace"]["settings"]["max_new_tokens"] == 9
+    set_fields(app, **BASE)
+
+    # a widget: a setting its link keeps fixed has no copy to change it
+    page = widgets.open("embed.html?lazy=none&panels=beam&controls=prompt&dataset=names&prompt=ma")
+    wait_ready(page)
+    page.evaluate("() => window.decodelab.settled()")
+    assert page.get_by_label("Prompt (beam search)", exact=True).input_value() == "ma"
+    assert not page.get_by_label("Dataset (beam search)", exact=True).is_visible()
+    assert not page.get_by_label("Max new tokens (beam search)", exact=True).is_visible()
+    page.close()
+    page = widgets.open("embed.html?lazy=none&panels=beam&controls=temperature")  # none of them
+    wait_ready(page)
+    assert not page.get_by_role("group", name="The settings it searches from").is_visible()
+    page.close()

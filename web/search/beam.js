@@ -10,6 +10,7 @@ import { drawTree, fate, score } from "./tree.js";
 import { sci, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
 import { createSearchAsk } from "./ask.js";
+import { mirrorSettings } from "../ui/mirror.js";
 import { el, finishSentence, pct, plural, readable } from "../ui/render.js";
 
 const FIELDS = {
@@ -45,6 +46,7 @@ export function createBeam(app) {
     list: $("beam-list"), check: $("beam-check"), section: $("beam"),
   };
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
+  mirrorSettings(app.store, { prompt: $("beam-prompt"), dataset: $("beam-dataset"), max_new_tokens: $("beam-budget") }, "beam");
   const search = createSearchAsk({ app, controls, form: dom.form, section: dom.section, status: dom.status, button: dom.run,
     endpoint: "beam", key: "beam", field: "num_beams", working: "Searching…", show });
   const exports = installSearchExports("beam", app, search.own, "beam");

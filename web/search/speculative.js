@@ -11,6 +11,7 @@ import { createPlanned } from "../lesson/planned.js";
 import { sci, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
 import { createSearchAsk } from "./ask.js";
+import { mirrorSettings } from "../ui/mirror.js";
 import { el, finishSentence, fixed, pct, plural, readable, tableHead } from "../ui/render.js";
 
 const FIELDS = { draft: "spec-draft", num_draft_tokens: "spec-gamma" };
@@ -57,6 +58,8 @@ export function createSpeculative(app) {
     legendResampled: $("spec-legend-resampled"),
   };
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
+  mirrorSettings(app.store, { prompt: $("spec-prompt"), dataset: $("spec-dataset"), temperature: $("spec-temperature"),
+    max_new_tokens: $("spec-budget"), greedy: $("spec-greedy") }, "speculative");
   const search = createSearchAsk({ app, controls, form: dom.form, section: dom.section, status: dom.status, button: dom.run,
     endpoint: "speculate", key: "draft", field: "num_draft_tokens", working: "Decoding with the draft…", show });
   const exports = installSearchExports("spec", app, search.own, "speculative");

@@ -7,8 +7,9 @@
 // A change is announced as {type, ...}:
 //   info       Python's start-up answer arrived (the field table, the datasets)
 //   phase      the page's state: loading, ready, generating or error (<html data-state>)
-//   settings   {names, source, commit}: these settings changed; source "form" (the learner: a
-//              keystroke, or with commit a change made, as a chosen option),
+//   settings   {names, source, commit, by}: these settings changed; source "form" (the learner: a
+//              keystroke, or with commit a change made, as a chosen option; by: in which
+//              panel's copy of the workbench's control, ui/mirror.js),
 //              "apply" (Reset, a link, a host page, Try this) or "python" (a new dataset's
 //              own tokenizer or question)
 //   checked    Python's verdict on the settings is in: errors shown, what greedy leaves unused
@@ -209,15 +210,17 @@ export function createStore() {
     },
 
     /** The learner changed a control: commit (a change, not a keystroke) checks it at once;
-     * source: who changed it, when not the control itself (the control then shows it). */
-    edit(name, value, { badInput = false, commit = false, source = "form" } = {}) {
+     * source: who changed it, when not the control itself (the control then shows it); by: the
+     * panel whose copy of the workbench's control it was (ui/mirror.js), so the workbench's
+     * control shows it. */
+    edit(name, value, { badInput = false, commit = false, source = "form", by = null } = {}) {
       if (!state.names.includes(name)) return;
       state.raw[name] = value;
       written[name] = ++version;
       state.said = {};
       if (badInput) state.badInput.add(name);
       else state.badInput.delete(name);
-      emit({ type: "settings", names: [name], source, commit });
+      emit({ type: "settings", names: [name], source, commit, by });
       if (commit || state.errors[name]) { // a fixed error clears at once
         clearTimeout(timer);
         ask(name);

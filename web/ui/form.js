@@ -87,7 +87,7 @@ export function createForm(store, { generate }) {
     if (change.type === "phase") return setEnabled(state.phase === "ready" || state.phase === "generating");
     if (change.type === "datasets") return addDataset(state, change.name);
     if (change.type === "settings") {
-      if (change.source !== "form") {
+      if (change.source !== "form" || change.by) { // not typed here: a panel's copy, Reset, ...
         for (const name of change.names) writeControl(name, state.raw[name]);
         if (change.names.includes("temperature")) syncSlider();
       }
