@@ -144,7 +144,6 @@ client.on("ready", async ({ info, timings }) => {
   readyResolve(info);
   for (const fn of after) fn();
   if (hooks.share.view.run) runbar.generate(); // a link that asks for its run: in the same moment
-  else client.post({ type: "warm-up" }); // while the learner reads (runtime/python.js warmUp)
   offline.start(); // saving the site waits for the page's start (a second call does nothing)
 });
 client.listen("error", (event) => {

@@ -280,23 +280,19 @@ export async function startPython(broadcastTo) {
   return { info, timings };
 }
 
-/** After the start has been announced: what the next start can keep. The pages' requests wait
- * for this (they queue behind the start). */
+/** After the start has been announced: the warm-up run, and what the next start can keep. The
+ * pages' requests wait for these (they queue behind the start). */
 export function afterStart(booted) {
+  warmUp(booted);
   if (bytecode.state === "none") keepBytecode(booted);
   if (installed.state === "none") keepInstalled(booted);
 }
 
-// One short run of each model once the page has opened, while the learner reads (webapi.warm_up
-// says why): the first run the learner starts is then as smooth as every later one, and a run
-// asked for meanwhile waits a few tenths of a second at most. The page asks for it once it is
-// ready (app.js): run before, it would hold up the page's own first requests, and so its ready.
-// Once per Python, however many pages ask. Only an optimisation: if it fails, a real run
-// reports whatever is wrong next to its fields.
-let warmedUp = false;
-export function warmUp(booted) {
-  if (warmedUp) return;
-  warmedUp = true;
+// One short run of each model as soon as the page has opened, while the learner reads
+// (webapi.warm_up says why): the first run the learner starts is then as smooth as every later
+// one, and a run asked for meanwhile waits a few tenths of a second at most. Only an
+// optimisation: if it fails, a real run reports whatever is wrong next to its fields.
+function warmUp(booted) {
   const t0 = performance.now();
   try {
     call(BOOT_SESSION, "warm_up");

@@ -18,7 +18,7 @@
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport } from "./health.js";
 import { runtimeProblem } from "./integrity.js";
 import * as replies from "./replies.js";
-import { ASSETS_FS, BOOT_SESSION, afterStart, call, describeError, dropKept, progressNow, python, startPython, warmUp } from "./python.js";
+import { ASSETS_FS, BOOT_SESSION, afterStart, call, describeError, dropKept, progressNow, python, startPython } from "./python.js";
 
 const BATCH_MS = 12;
 const SHARED = typeof SharedWorkerGlobalScope !== "undefined" && self instanceof SharedWorkerGlobalScope;
@@ -199,10 +199,9 @@ function restore(client, { id, settings = {}, steps }) {
 }
 
 // What a page can ask, besides the heartbeat and "stop": one call into Python (any endpoint of
-// decodelab.entry.webapi), the two requests that run over many jobs, the warm-up once the page is
-// ready, and the memory the worker holds (WebAssembly memory, Python objects), for the soak test.
+// decodelab.entry.webapi), the two requests that run over many jobs, and the memory the worker holds
+// (WebAssembly memory, Python objects), for the soak test.
 const HANDLERS = {
-  "warm-up": () => warmUp(booted),
   call: (client, m) => client.send({ type: "reply", id: m.id, result: call(client.session, String(m.endpoint), m.request ?? {}) }),
   generate,
   restore,
