@@ -83,6 +83,9 @@ def test_the_second_visit_opens_and_runs_with_the_server_gone(context, site_copy
     assert page.errors == []
 
 
+# alone: the hand-over to a new build waits at most 3 s for it (web/sw.js handOver); beside
+# another browser that wait ran out in fresh-clone runs and the visit got the old build
+@pytest.mark.alone
 def test_a_new_build_is_taken_whole_on_the_next_visit(context, site_copy, tmp_path):
     server, url = serve(tmp_path)
     url += "courses/week-3/decodelab/"
