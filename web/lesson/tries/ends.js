@@ -49,7 +49,7 @@ export const TRIES = [
       }
       const same = plain.text === masked.text;
       return {
-        text: `The budget ended the run after ${plural(plain.steps.length, "token", "tokens")} at ${quoted(plain.text)} (${finishCode(plain.finish_reason, plain.stop_reason)}). ${verdict(plain)} With JSON mode on it ended the same way (${finishCode(masked.finish_reason, masked.stop_reason)}) ${same ? "with the very same text, because greedy’s tokens were ones the mask allows anyway" : `at ${quoted(masked.text)}`}: a mask chooses among tokens and cannot add any. Raise the budget instead.`,
+        text: `The budget ended the run after ${plural(plain.steps.length, "token", "tokens")} at ${quoted(plain.text)} (${finishCode(plain.finish_reason, plain.stop_reason)}). ${verdict(plain)} With JSON mode on it ended ${masked.finish_reason === plain.finish_reason ? "the same way" : "another way"} (${finishCode(masked.finish_reason, masked.stop_reason)}) ${same ? "with the very same text, because greedy’s tokens were ones the mask allows anyway" : `at ${quoted(masked.text)}`}: a mask chooses among tokens and cannot add any. Raise the budget instead.`,
         evidence: [["#finish-text", "limit of 12 new tokens"], ["#json-verdict", "Incomplete"]],
       };
     },
