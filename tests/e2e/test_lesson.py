@@ -300,6 +300,36 @@ def test_timeline_and_text_by_keyboard(app):
     assert outline != "none"
 
 
+
+SELECTED_BAR_IN_VIEW = """() => {
+    const box = document.querySelector('#stepthrough .st-scroll').getBoundingClientRect();
+    const bar = document.querySelector('#stepthrough .st-bar[aria-pressed=true]').getBoundingClientRect();
+    return bar.left >= box.left && bar.right <= box.right;
+}"""
+
+
+def test_the_timeline_follows_the_selected_step_and_leaves_a_scrolled_timeline_alone(app):
+    reset(app, Seed=5, Max_new_tokens=400, Ignore_EOS=True)
+    generate(app)
+    app.wait_for_selector("#stepthrough[data-state=ready]")
+    timeline = app.locator("#stepthrough .st-scroll")
+    assert timeline.evaluate("b => b.scrollWidth > 3 * b.clientWidth")  # 400 bars: it scrolls
+    app.wait_for_function(SELECTED_BAR_IN_VIEW)  # the last step, where the run ended
+    assert timeline.evaluate("b => b.scrollLeft") > 0
+    # the learner scrolls back to the start: nothing pulls the timeline back to the selection
+    timeline.evaluate("b => { b.scrollLeft = 0; }")
+    app.evaluate("() => new Promise(ok => requestAnimationFrame(() => requestAnimationFrame(ok)))")
+    app.evaluate("() => new Promise(ok => setTimeout(ok, 100))")
+    assert timeline.evaluate("b => b.scrollLeft") == 0
+    # a newly selected step is brought into view, from wherever the timeline was scrolled to
+    app.locator("#st-reset").click()
+    assert position(app) == "Step 1 of 400"
+    timeline.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
+    app.locator("#st-step").click()
+    assert position(app) == "Step 2 of 400"
+    app.wait_for_function(SELECTED_BAR_IN_VIEW)
+    assert timeline.evaluate("b => b.scrollLeft") < timeline.evaluate("b => b.clientWidth")
+
 # --- the temperature experiment -------------------------------------------------------------------
 
 def run_experiment(page, **fields):

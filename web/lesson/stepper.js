@@ -162,20 +162,34 @@ export function createStepper(app) {
     dimming = replaying;
   }
 
-  // Measured once per frame, in the frame's own layout: while a run streams, the selection moves
-  // with every batch of steps, and measuring at once would make the browser lay the page out
-  // again for each batch (hundreds of milliseconds over a long run).
-  let inView = null;
+  // The selected bar is kept in view by watching it against the timeline's scroll box: the
+  // browser reports it after the frame's own layout, so a streaming run (the selection moves with
+  // every batch of steps) never makes it lay the page out once more to measure. A bar not wholly
+  // in view is measured then, with the page's layout already done (a bar in a group that was off
+  // screen, which skips its layout, has its group laid out: 64 bars). Only the first report after
+  // each selection is acted on (then the bar is let go), so a learner who scrolls the timeline
+  // away is not pulled back.
+  let watched = null;
+  let follow = null;
   function keepInView(bar) {
-    if (!inView) requestAnimationFrame(scrollToBar);
-    inView = bar;
+    const box = bar.closest(".st-scroll");
+    if (!box) return;
+    if (!follow || follow.root !== box) {
+      if (follow) follow.disconnect();
+      follow = new IntersectionObserver(scrollToBar, { root: box, rootMargin: "0px -8px", threshold: 1 });
+    }
+    if (watched && watched !== bar) follow.unobserve(watched);
+    follow.observe(watched = bar);
   }
 
-  function scrollToBar() {
-    const bar = inView;
-    inView = null;
-    const box = bar && bar.isConnected ? bar.closest(".st-scroll") : null;
-    if (!box) return;
+  function scrollToBar(entries) {
+    for (const entry of entries) follow.unobserve(entry.target);
+    const entry = entries.findLast((e) => e.target === watched);
+    if (!entry) return;
+    watched = null;
+    const bar = entry.target;
+    const box = follow.root;
+    if (entry.intersectionRatio >= 1 || !bar.isConnected) return;
     const left = bar.getBoundingClientRect().left - box.getBoundingClientRect().left + box.scrollLeft; // bars sit in groups
     if (left < box.scrollLeft + 8 || left + bar.offsetWidth > box.scrollLeft + box.clientWidth - 8) {
       box.scrollLeft = Math.max(0, left - box.clientWidth / 2);

@@ -39,27 +39,28 @@ export function createTextView(store) {
   let tabbable = null; // the one span in the tab order
 
   // A box shorter than its text (a narrow screen keeps it to two lines) says where the rest is.
-  let cueFrame = 0;
-  function cue() {
-    if (cueFrame) return;
-    cueFrame = requestAnimationFrame(() => {
-      cueFrame = 0;
-      const box = dom.text;
-      const above = box.scrollTop > 2;
-      const below = box.scrollHeight - box.scrollTop - box.clientHeight > 2;
-      const more = above && below ? "both" : above ? "above" : below ? "below" : "";
-      if (box.dataset.more === more) return; // streaming calls this every frame: write on change
-      box.dataset.more = more;
-      dom.more.hidden = box.hidden || !more;
-      dom.more.textContent = above && below ? "More text above and below: scroll the box ↕"
-        : above ? "More text above: scroll the box ↑" : "More text below: scroll the box ↓";
-    });
-  }
-  dom.text.addEventListener("scroll", cue, { passive: true });
-  window.addEventListener("resize", cue);
+  // Two empty marks at the text's two ends are watched against the box: the browser works out
+  // whether each is in view in its own layout of the frame, so a streaming run never makes it
+  // lay the page out once more to answer (reading scrollTop and scrollHeight would).
+  const ends = [el("span", "text-end"), el("span", "text-end")];
+  for (const end of ends) end.setAttribute("aria-hidden", "true");
+  dom.text.prepend(ends[0]);
+  dom.text.append(ends[1]);
+  const inView = new Map(ends.map((end) => [end, true]));
+  const watch = new IntersectionObserver((entries) => {
+    for (const entry of entries) inView.set(entry.target, entry.isIntersecting);
+    const above = !inView.get(ends[0]);
+    const below = !inView.get(ends[1]);
+    const more = dom.text.hidden ? "" : above && below ? "both" : above ? "above" : below ? "below" : "";
+    if (dom.text.dataset.more === more) return;
+    dom.text.dataset.more = more;
+    dom.more.hidden = !more;
+    dom.more.textContent = above && below ? "More text above and below: scroll the box ↕"
+      : above ? "More text above: scroll the box ↑" : "More text below: scroll the box ↓";
+  }, { root: dom.text, rootMargin: "2px" });
+  for (const end of ends) watch.observe(end);
 
   store.subscribe((change) => {
-    if (change.type === "run-start" || change.type === "steps" || change.type === "run-end" || change.type === "select") cue();
     switch (change.type) {
       case "run-start": return started(change.run);
       case "steps": return stepsCame(change.run, change);
