@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from decodelab.fields import default
+
 from tests.e2e.conftest import open_chapter, open_page, reveal, wait_ready
 from tests.e2e.test_page import cli_trace, set_fields
 from tests.e2e.test_transformer_page import BASE
@@ -297,8 +299,29 @@ def test_the_searches_show_the_workbench_settings_they_run_on_and_change_them_th
     assert page.get_by_label("Prompt (beam search)", exact=True).input_value() == "ma"
     assert not page.get_by_label("Dataset (beam search)", exact=True).is_visible()
     assert not page.get_by_label("Max new tokens (beam search)", exact=True).is_visible()
+    # ... but says what they are, so the panel still shows all it runs on
+    names = page.locator("#dataset option[value=names]").inner_text()
+    budget = default("max_new_tokens")
+    fixed = page.locator("#beam .mirror-fixed")
+    assert fixed.inner_text() == f"Kept fixed by this widget: Dataset ({names}), Max new tokens ({budget})."
+    # the lede names the stop strings as the widget's own (no control of them is on screen)
+    lede = page.locator("#beam .part-lede").first
+    assert "on this widget’s stop strings" in lede.inner_text()
+    assert "the stop strings above" not in lede.inner_text()
     page.close()
     page = widgets.open("embed.html?lazy=none&panels=beam&controls=temperature")  # none of them
     wait_ready(page)
-    assert not page.get_by_role("group", name="The settings it searches from").is_visible()
+    group = page.get_by_role("group", name="The settings it searches from")
+    assert group.get_by_role("textbox").count() == 0 and group.get_by_role("combobox").count() == 0
+    assert group.locator(".mirror-fixed").inner_text() == (
+        f"Kept fixed by this widget: Prompt (empty), Dataset ({names}), Max new tokens ({budget}).")
+    page.close()
+    # beside the workbench's rules, the next token names its model: the search runs another one
+    page = widgets.open("embed.html?lazy=none&panels=controls,beam&controls=prompt")
+    wait_ready(page)
+    page.evaluate("() => window.decodelab.settled()")
+    model = page.locator("#model option[value=bigram]").inner_text()
+    page.wait_for_selector("#next[data-state=ready]")
+    assert page.locator("#next-where").inner_text().startswith(f"The model: {model}. ")
+    assert "on this widget’s stop strings" in page.locator("#beam .part-lede").first.inner_text()
     page.close()

@@ -76,9 +76,12 @@ export function createPreview(app) {
   function draw(data, run, step, settings) {
     dom.box.dataset.state = "ready";
     const prompt = settings.prompt || "";
-    dom.where.textContent = step != null
+    const where = step != null
       ? `At step ${step + 1} of the last run, with the rules as they are set now.`
       : prompt ? `After the prompt “${readable(prompt)}”, before any run.` : "At the start of a new sequence (empty prompt), before any run.";
+    // a widget without the model's control says which model this is (beside a panel that runs
+    // another one, chapter 6's searches on the transformer, it would be taken for theirs)
+    dom.where.textContent = onScreen("controls", "model") ? where : `${modelName(settings.model)}. ${where}`;
     const pipe = data.pipelines[data.order];
     const model = pipe.stages[0].p; // softmax of the model's logits (after any EOS block or penalty)
     const rows = data.rows.slice(0, SHOWN);
@@ -99,6 +102,11 @@ export function createPreview(app) {
     dom.say.textContent = `${data.greedy ? `Greedy takes ${spoken(top.token_text)}, the likeliest.` : `${kept} of ${data.vocab_size} candidates can be drawn.`} ` +
       rows.map((row, i) => `${spoken(row.token_text)}: model ${pct(model[i])}, after the rules ${pipe.final.kept[i] ? pct(pipe.final.p[i]) : "cut"}`).join("; ") + ".";
     dom.box.dataset.kept = String(kept);
+  }
+
+  function modelName(id) {
+    const model = (app.info().models || []).find((m) => m.id === id);
+    return `The model: ${model ? model.label || model.id : id}`;
   }
 
   return {

@@ -5,7 +5,7 @@
 // announces (Reset, a link, a Try this, the workbench) is drawn here. A setting a widget keeps
 // fixed is not shown.
 
-import { fieldError } from "./render.js";
+import { fieldError, quoted } from "./render.js";
 
 /** controls: {setting name: control}; by: who these controls are, so a change they made is
  * not drawn back into them. */
@@ -40,14 +40,46 @@ export function mirrorSettings(store, controls, by) {
         copyChoices(name);
         write(name);
       }
+      sayFixed();
     } else if (change.type === "settings" && change.by !== by) {
       for (const name of change.names) if (controls[name]) write(name);
     } else if (change.type === "checked") {
       for (const [name, c] of Object.entries(controls)) fieldError(c, state.errors[name] || null);
     } else if (change.type === "phase") { // a widget fixes its settings before it says it is ready
       for (const [name, c] of Object.entries(controls)) c.closest(".field").hidden = store.isLocked(name);
-      const box = Object.values(controls)[0].closest("fieldset");
-      if (box) box.hidden = Object.keys(controls).every((name) => store.isLocked(name));
+      sayFixed();
     }
   });
+
+  // The settings a widget keeps fixed are said with their values where their copies would be, so
+  // the panel still shows everything it runs on.
+  const box = Object.values(controls)[0].closest("fieldset");
+  const note = document.createElement("p");
+  note.className = "mirror-fixed";
+  if (box) box.append(note);
+  function sayFixed() {
+    const fixed = Object.keys(controls).filter((name) => store.isLocked(name));
+    note.hidden = !fixed.length;
+    note.textContent = fixed.length ? `Kept fixed by this widget: ${fixed.map((name) => `${labelOf(name)} (${shown(name)})`).join(", ")}.` : "";
+  }
+
+  // the copy's own label, without the words only a screen reader hears
+  function labelOf(name) {
+    const label = document.querySelector(`label[for="${controls[name].id}"]`);
+    if (!label) return name;
+    const words = label.cloneNode(true);
+    for (const hidden of words.querySelectorAll(".visually-hidden")) hidden.remove();
+    return words.textContent.trim();
+  }
+
+  function shown(name) {
+    const c = controls[name];
+    const value = store.state.raw[name];
+    if (c.type === "checkbox") return value ? "on" : "off";
+    if (c.tagName === "SELECT") {
+      const option = [...c.options].find((o) => o.value === String(value));
+      return option ? option.textContent : String(value);
+    }
+    return value === "" ? "empty" : name === "prompt" ? quoted(value) : String(value);
+  }
 }
