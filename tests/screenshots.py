@@ -131,8 +131,8 @@ def clip_from(page, selector: str, width: int, height: int) -> dict:
 
 
 def shoot_search(browser, url, out: Path, width: int, scheme: str) -> None:
-    """Chapter 6: at 1280 px, beam search on the names transformer (prompt "an", 4 beams) with
-    its tree; on a phone, speculative decoding round by round
+    """Chapter 6: at 1280 px, beam search on the names transformer (prompt "an", 4 beams): the
+    settings it searches from, its result and its tree; on a phone, speculative decoding round by round
     (docs/screenshot-chapter-search-*.png)."""
     page = open_page(browser, url, "?model=transformer&dataset=names&prompt=an&num_beams=4#search",
                      viewport={"width": width, "height": 900}, color_scheme=scheme)
@@ -140,11 +140,11 @@ def shoot_search(browser, url, out: Path, width: int, scheme: str) -> None:
     if width > 800:
         page.get_by_role("button", name="Search", exact=True).click()
         page.wait_for_function("() => window.decodelab.search.last.beam", timeout=120_000)
-        clip = clip_from(page, "#beam-summary", width, 1300)  # the three texts and the tree
+        clip = clip_from(page, "#beam-form", width, 1750)  # its settings, the three texts, the tree
     else:
         page.get_by_role("button", name="Decode with the draft", exact=True).click()
         page.wait_for_function("() => window.decodelab.search.last.speculate", timeout=120_000)
-        clip = clip_from(page, "#speculative", width, 1500)
+        clip = clip_from(page, "#spec-run", width, 1500)  # the button, then round by round
     page.wait_for_timeout(400)
     page.screenshot(path=str(out / f"screenshot-chapter-search-{width}-{scheme}.png"),
                     full_page=True, clip=clip)
