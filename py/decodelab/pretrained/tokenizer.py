@@ -26,7 +26,7 @@ import unicodedata
 
 import numpy as np
 
-from decodelab.core.bpe import CACHE_LIMIT, merge_tokens
+from decodelab.core.bpe import BPE, CACHE_LIMIT, merge_tokens
 from decodelab.core.hftokenizer import byte_chars
 from decodelab.errors import UnknownCharacters
 from decodelab.pretrained.gguf import GGUFError
@@ -179,29 +179,16 @@ class GGUFTokenizer:
         missing = set(self.missing_bytes)
         return sorted({c for c in text if missing.intersection(c.encode("utf-8"))})
 
-    def encode_marked(self, text: str) -> list:
-        """Text the package wrote itself where special-token markup stands for the token."""
-        ids = []
-        for i, part in enumerate(self._marked.split(text)):
-            if i % 2:
-                ids.append(self.special_ids[part])
-            elif part:
-                ids.extend(self.encode(part))
-        return ids
-
     def is_special(self, token_id: int) -> bool:
         return bool(self._special[token_id])
 
-    def token_bytes(self, token_id: int) -> bytes:
-        return self._bytes[token_id]
-
-    def decode_bytes(self, ids) -> bytes:
-        table = self._bytes
-        return b"".join(table[i] for i in ids)
-
-    def decode(self, ids) -> str:
-        """Ids to text; special tokens are dropped; bytes that are not UTF-8 become U+FFFD."""
-        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+    # The byte-level methods are decodelab's own BPE tokenizer's, taken from it rather than written
+    # twice: both keep a token's bytes in `_bytes`, their control tokens' markup in `_marked` and
+    # `special_ids`. (Special tokens have no bytes: decoding drops them.)
+    encode_marked = BPE.encode_marked
+    token_bytes = BPE.token_bytes
+    decode_bytes = BPE.decode_bytes
+    decode = BPE.decode
 
     def merges(self) -> list:
         """The merges by rank, each as its two tokens' strings (the file's order)."""
