@@ -325,3 +325,44 @@ def test_a_batch_reorders_its_cache_tokens_padding_and_positions_together():
     assert np.array_equal(b.ids, ids[[2, 0, 0]]) and np.array_equal(b.next_pos, pos[[2, 0, 0]])
     logits = b.decode([1, 2, 3])
     assert np.abs(logits - b.recompute_logits()).max() < TOL[np.float64]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_without_blas_large_matrices_go_through_einsum_with_the_same_logits(monkeypatch, dtype):
+    """Pyodide's numpy has no BLAS: there a decode step's vector times a large matrix goes
+    through einsum (inference.times), twice as fast as `@` there. Here, with that path switched
+    on, the same prefill and decode steps give the same logits, and einsum did the products."""
+    from decodelab.core import inference
+
+    tok = CharTokenizer("abcdefghij")
+    cfg = tf.Config(vocab_size=tok.vocab_size, context_size=16, n_layer=2, n_embd=384,
+                    n_head=6, n_kv_head=2)
+    params = {k: v.astype(np.float32) for k, v in tf.init_params(cfg, 3).items()}
+    model = TransformerModel(cfg, params, tok)
+    ids = tok.encode("abcab")
+
+    def steps():
+        s = model.session(dtype=dtype)
+        out = [s.prefill(ids)]
+        for t in (2, 5, 7, 1):
+            out.append(s.decode(t))
+        return np.array(out)
+
+    with_blas = steps()
+    products = []
+    einsum = np.einsum
+
+    def counted(subscripts, *operands, **kw):
+        if subscripts == "oi,i->o":
+            products.append(operands[0].shape)
+        return einsum(subscripts, *operands, **kw)
+
+    monkeypatch.setattr(inference, "NO_BLAS", True)
+    monkeypatch.setattr(np, "einsum", counted)
+    without = steps()
+    # per decode step and layer: the qkv, output and two MLP matrices (the head, 384 x 11, is
+    # under EINSUM_FROM and keeps `@`); the prefill's rows are not one vector
+    big = [w for w in inference.weights_of(model, dtype).layers[0]]
+    assert all(m.size >= inference.EINSUM_FROM for m in big)
+    assert len(products) == 4 * cfg.n_layer * 4
+    np.testing.assert_allclose(without, with_blas, rtol=0, atol=TOL[dtype])
