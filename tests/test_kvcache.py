@@ -366,3 +366,39 @@ def test_without_blas_large_matrices_go_through_einsum_with_the_same_logits(monk
     assert all(m.size >= inference.EINSUM_FROM for m in big)
     assert len(products) == 4 * cfg.n_layer * 4
     np.testing.assert_allclose(without, with_blas, rtol=0, atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_large_model_shares_its_matrices_and_gives_the_folded_logits(monkeypatch, dtype):
+    """Over FOLD_UP_TO bytes of parameters (SmolLM2), the inference weights are the parameters
+    themselves where the dtype is theirs, with the norms' gains and the query scale applied to
+    vectors: the same prefill and steps, batched too, give the logits of the folded form."""
+    from decodelab.core import inference
+
+    model = make_model("gqa", context=16, layers=2, seed=4)
+    # column-major, as a GGUF file's matrices are read (pretrained/model.py: transposed views)
+    model.params.update({k: np.asfortranarray(v) for k, v in model.params.items()})
+    ids = [0, 3, 1, 4, 1, 5]
+
+    def steps():
+        model.derived.clear()
+        s = model.session(dtype=dtype)
+        out = [s.prefill(ids)]
+        for t in (2, 6, 5, 3):
+            out.append(s.decode(t))
+        batch = BatchSession(model, 2, dtype)
+        rows = [batch.prefill([ids, ids[:3]])]
+        rows.append(batch.decode([2, 7]))
+        return np.array(out), np.array(rows), inference.weights_of(model, dtype)
+
+    folded, folded_rows, w = steps()
+    assert w.folded and w.q_scale is None
+    monkeypatch.setattr(inference, "FOLD_UP_TO", 0)
+    shared, shared_rows, w = steps()
+    assert not w.folded and w.q_scale == pytest.approx(1 / np.sqrt(model.cfg.head_dim))
+    same = np.dtype(dtype) == model.params["h0.w_fc"].dtype  # float32 parameters
+    for got, name in zip(w.layers[0], ("w_qkv", "w_o", "w_fc", "w_proj")):
+        assert np.shares_memory(got, model.params[f"h0.{name}"]) is same, name
+    assert np.shares_memory(w.wte, model.params["wte"]) is same
+    np.testing.assert_allclose(shared, folded, rtol=0, atol=TOL[dtype])
+    np.testing.assert_allclose(shared_rows, folded_rows, rtol=0, atol=TOL[dtype])

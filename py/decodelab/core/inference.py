@@ -61,6 +61,7 @@ def generation_dtype(model):
 # matrices and 2-3 times faster on small ones.
 NO_BLAS = sys.platform == "emscripten"
 EINSUM_FROM = 1 << 17  # elements of W from which a vector goes through einsum, without BLAS
+FOLD_UP_TO = 64 << 20  # parameter bytes up to which InferenceWeights folds the norms into W
 
 
 def times(x, w):
@@ -79,8 +80,13 @@ CHECK_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}  # the live check's limit, 
 class InferenceWeights:
     """The parameters in the form the cached path wants, in one dtype.
 
-    rms(x) * g @ W  ==  x / sqrt(sum(x^2) + C*eps) @ (sqrt(C) * g[:, None] * W), so the gain and
-    the 1/C of the mean go into W; the attention's 1/sqrt(D) goes into the query columns.
+    rms(x) * g @ W  ==  x / sqrt(sum(x^2) + C*eps) @ (sqrt(C) * g[:, None] * W), so on a small
+    model the gain and the 1/C of the mean go into W, and the attention's 1/sqrt(D) into the
+    query columns: fewer numpy calls a step, for a second copy of each matrix. A large model
+    (over FOLD_UP_TO bytes of parameters, e.g. SmolLM2's 621 MB) keeps its matrices as they are,
+    shared with its parameters, and multiplies each normed vector by sqrt(C) * g and each query
+    by 1/sqrt(D) instead (`gains`, `q_scale`): a copy would cost half a gigabyte, and the calls
+    are nothing beside its matrices.
 
     The matrices are stored column-major (`matmul_layout`): same shapes, same values, but each
     output's weights lie together in memory. numpy without BLAS (as in WebAssembly) then runs
@@ -89,26 +95,39 @@ class InferenceWeights:
 
     def __init__(self, params: dict, cfg, dtype):
         C, HD = cfg.n_embd, cfg.n_head * cfg.head_dim
-        fold = lambda g, w: folded(math.sqrt(C) * g.astype(np.float64), w, dtype)  # noqa: E731
         self.cfg, self.dtype, self.c_eps = cfg, np.dtype(dtype), C * cfg.norm_eps
-        self.wte = params["wte"].astype(dtype)
+        self.folded = sum(a.nbytes for a in params.values()) <= FOLD_UP_TO
+        gain = lambda g: (math.sqrt(C) * g.astype(np.float64)).astype(dtype)  # noqa: E731
+        if self.folded:
+            fold = lambda g, w: folded(math.sqrt(C) * g.astype(np.float64), w, dtype)  # noqa: E731
+        else:
+            fold = lambda g, w: w.astype(dtype, copy=False)  # noqa: E731
+        self.wte = params["wte"].astype(dtype, copy=False)
         self.cos, self.sin = rope_tables(cfg, dtype)  # (T, D) each, made once
-        self.layers = []
+        self.layers, self.gains = [], []
         for layer in range(cfg.n_layer):
             lp = layer_params(params, layer)
             w_qkv = fold(lp["g_attn"], lp["w_qkv"])  # (C, (H+2Hkv)*D)
-            w_qkv[:, :HD] /= math.sqrt(cfg.head_dim)
+            if self.folded:
+                w_qkv[:, :HD] /= math.sqrt(cfg.head_dim)
             self.layers.append(tuple(map(matmul_layout, (
-                w_qkv, lp["w_o"].astype(dtype), fold(lp["g_mlp"], lp["w_fc"]),
-                lp["w_proj"].astype(dtype)))))
+                w_qkv, lp["w_o"].astype(dtype, copy=False), fold(lp["g_mlp"], lp["w_fc"]),
+                lp["w_proj"].astype(dtype, copy=False)))))
+            self.gains.append((None, None) if self.folded
+                              else (gain(lp["g_attn"]), gain(lp["g_mlp"])))
         self.w_head = matmul_layout(fold(params["g_f"], params["w_head"]))  # (C, V)
+        self.g_f = None if self.folded else gain(params["g_f"])
+        self.q_scale = None if self.folded else 1.0 / math.sqrt(cfg.head_dim)
 
-    def unit(self, x):
-        """x / sqrt(sum(x^2) + C*eps): the norm without its gain and 1/C (folded into W)."""
+    def unit(self, x, gain=None):
+        """x / sqrt(sum(x^2) + C*eps): the norm without its gain and 1/C where they are folded
+        into W, or times `gain` (sqrt(C) * g) where they are not."""
         if x.size == x.shape[-1]:  # one vector (a decode step of one row): a dot product and
             v = x.reshape(-1)  # Python floats take 2 numpy calls instead of 5 (WebAssembly)
-            return x * (1.0 / math.sqrt(float(v @ v) + self.c_eps))
-        return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + self.c_eps)
+            x = x * (1.0 / math.sqrt(float(v @ v) + self.c_eps))
+        else:
+            x = x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + self.c_eps)
+        return x if gain is None else x * gain
 
 
 def folded(scale, w, dtype, columns: int = 4096):
@@ -145,26 +164,30 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
         cos, sin = w.cos[pos[:, 0]][:, None, None], w.sin[pos[:, 0]][:, None, None]  # (B,1,1,D)
     else:
         cos, sin = w.cos[pos][:, None], w.sin[pos][:, None]  # (B, 1, n, D)
-    for layer, (w_qkv, w_o, w_fc, w_proj) in enumerate(w.layers):
-        qkv = times(w.unit(x), w_qkv)  # (B, n, C) -> (B, n, (H+2Hkv)*D)
+    for layer, ((w_qkv, w_o, w_fc, w_proj), (g_attn, g_mlp)) in enumerate(zip(w.layers, w.gains)):
+        qkv = times(w.unit(x, g_attn), w_qkv)  # (B, n, C) -> (B, n, (H+2Hkv)*D)
         if n == 1:
             heads = qkv.reshape(B, H + 2 * Hkv, 1, D)  # (B, H+2Hkv, 1, D)
             qk = rope(heads[:, :H + Hkv], cos, sin)  # queries and keys in one rotation
             q = qk[:, :H].reshape(B, Hkv, G, D)  # (B, Hkv, G*1, D)
+            if w.q_scale is not None:
+                q = q * w.q_scale
             o = cache.attend(layer, q, qk[:, H:], heads[:, H + Hkv:])  # (B, Hkv, G, D)
             o = o.reshape(B, 1, H * D)  # (B, 1, H*D)
         else:
             q, k, v = split_heads(qkv, cfg)  # (B, Hkv, G*n, D), (B, Hkv, n, D) x2
             q = rope(q.reshape(B, Hkv, G, n, D), cos[:, None], sin[:, None])
+            if w.q_scale is not None:
+                q = q * w.q_scale
             o = merge_heads(cache.attend(layer, q.reshape(B, Hkv, G * n, D),
                                          rope(k, cos, sin), v), cfg)  # (B, n, H*D)
         x = x + times(o, w_o)  # (B, n, C)
-        h = swiglu_forward(times(w.unit(x), w_fc))  # (B, n, 2F) -> (B, n, F)
+        h = swiglu_forward(times(w.unit(x, g_mlp), w_fc))  # (B, n, 2F) -> (B, n, F)
         x = x + times(h, w_proj)  # (B, n, C)
     cache.length += n
     if every_row:
-        return w.unit(x) @ w.w_head  # (B, n, C) -> (B, n, V)
-    return times(w.unit(x[:, -1]), w.w_head)  # (B, C) -> (B, V)
+        return w.unit(x, w.g_f) @ w.w_head  # (B, n, C) -> (B, n, V)
+    return times(w.unit(x[:, -1], w.g_f), w.w_head)  # (B, C) -> (B, V)
 
 
 class Session:
