@@ -3,7 +3,7 @@
 // store, as the workbench's control is: what the learner types goes to the store (checked by
 // Python like any change, its error shown here and at the workbench), and what the store
 // announces (Reset, a link, a Try this, the workbench) is drawn here. A setting a widget keeps
-// fixed is not shown.
+// fixed has no control here: the panel names it with its value instead.
 
 import { fieldError, quoted } from "./render.js";
 
