@@ -325,3 +325,9 @@ def test_the_searches_show_the_workbench_settings_they_run_on_and_change_them_th
     assert page.locator("#next-where").inner_text().startswith(f"The model: {model}. ")
     assert "on this widget’s stop strings" in page.locator("#beam .part-lede").first.inner_text()
     page.close()
+    # a widget with no panel of another model says nothing of it
+    page = widgets.open("embed.html?lazy=none&panels=controls,text&controls=temperature&run=false")
+    wait_ready(page)
+    page.wait_for_selector("#next[data-state=ready]")
+    assert page.locator("#next-where").inner_text().startswith("At the start of a new sequence")
+    page.close()

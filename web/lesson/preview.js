@@ -11,6 +11,7 @@ import { onScreen } from "../embed/presence.js";
 import { $ } from "../ui/dom.js";
 
 const SHOWN = 8; // candidates drawn
+const OWN_MODEL_PANELS = ["beam", "speculative"]; // panels that run the transformer whatever the workbench's model
 
 export function createPreview(app) {
   const dom = { box: $("next"), where: $("next-where"), bars: $("next-bars"), say: $("next-say") };
@@ -79,9 +80,10 @@ export function createPreview(app) {
     const where = step != null
       ? `At step ${step + 1} of the last run, with the rules as they are set now.`
       : prompt ? `After the prompt “${readable(prompt)}”, before any run.` : "At the start of a new sequence (empty prompt), before any run.";
-    // a widget without the model's control says which model this is (beside a panel that runs
-    // another one, chapter 6's searches on the transformer, it would be taken for theirs)
-    dom.where.textContent = onScreen("controls", "model") ? where : `${modelName(settings.model)}. ${where}`;
+    // beside a panel that runs a model of its own (chapter 6's searches run the transformer), a
+    // widget without the model's control says which model these bars are
+    const naming = !onScreen("controls", "model") && OWN_MODEL_PANELS.some((panel) => onScreen(panel));
+    dom.where.textContent = naming ? `${modelName(settings.model)}. ${where}` : where;
     const pipe = data.pipelines[data.order];
     const model = pipe.stages[0].p; // softmax of the model's logits (after any EOS block or penalty)
     const rows = data.rows.slice(0, SHOWN);
