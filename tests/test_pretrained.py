@@ -203,3 +203,15 @@ def test_paged_serves_the_real_model_and_each_request_is_its_run_alone():
         assert r["ids"] == start(library, r["settings"]).run().output_ids, r["number"]
     code, _, err = cli("paged", "--model", "smollm2", "--dataset", "prose")
     assert code == 2 and "--dataset: Dataset: smollm2 brings its own tokenizer" in err
+
+
+def test_the_memory_calculator_s_smollm2_preset_is_what_its_cache_allocates(smol):
+    """The kv-memory preset is written from SmolLM2's published shape; the real model's cache
+    holds exactly its bytes per token (46,080: a third of what 9 KV heads would need)."""
+    from decodelab.lesson import costs
+
+    out = costs.memory({"preset": "smollm2", "tokens": 1})
+    session = smol.session()
+    per_token = session.cache.bytes_allocated // session.cache.max_len
+    assert per_token == out["bytes_per_token"] == 46_080
+    assert out["saving"] == 3

@@ -301,7 +301,8 @@ FIELDS = (
       min_chars=0, max_chars=120, max_items=64, rows=5),
     # --- the memory calculator (kv-memory) ---------------------------------------------------
     F("preset", "Preset", "choice", None, "A published model shape to start from.",
-      choices=("seed", "llama2-7b", "llama2-70b", "falcon-7b", "gpt2", "tiny"), optional=True),
+      choices=("seed", "llama2-7b", "llama2-70b", "falcon-7b", "gpt2", "smollm2", "tiny"),
+      optional=True),
     F("layers", "Layers", "int", 32, "Transformer blocks, each with its own cache.",
       min=1, max=1000),
     F("heads", "Query heads", "int", 32, "Attention heads that ask (queries).", min=1, max=1024),

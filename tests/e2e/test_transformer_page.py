@@ -265,12 +265,12 @@ def test_the_memory_calculator_presets_and_the_live_tiny_model(app):
     app.locator("#mem-tokens").fill("4096")
     app.wait_for_selector("#mem-block-size-error", state="hidden")
     for preset, per_token in (("llama2-7b", "512 KiB"), ("llama2-70b", "320 KiB"),
-                              ("falcon-7b", "8 KiB"), ("gpt2", "36 KiB")):
+                              ("falcon-7b", "8 KiB"), ("gpt2", "36 KiB"), ("smollm2", "45 KiB")):
         reveal(app, app.get_by_label("Model shape", exact=True)).select_option(preset)
         app.wait_for_function("t => document.querySelector('#mem-per-token').textContent === t",
                               arg=per_token)
     rows = app.locator("#mem-rows tr")
-    assert rows.count() == 6 and {"MHA", "GQA", "MQA"} <= set(rows.locator("td:nth-child(2)")
+    assert rows.count() == 7 and {"MHA", "GQA", "MQA"} <= set(rows.locator("td:nth-child(2)")
                                                              .all_inner_texts())
     # the page's own model, live: what the latest run's cache holds against what it allocated
     run(app, Dataset="prose", Prompt="A ", Seed=2, Max_new_tokens=20, Ignore_EOS=True)

@@ -42,6 +42,10 @@ PRESETS = (
     {"id": "gpt2", "label": "GPT-2 small (MHA)", "kind": "MHA", "layers": 12, "heads": 12,
      "kv_heads": 12, "head_dim": 64, "bytes_per_element": 2,
      "note": "The 124M-parameter GPT-2: 12 layers of 12 heads of 64 dimensions."},
+    {"id": "smollm2", "label": "SmolLM2-135M (GQA)", "kind": "GQA", "layers": 30, "heads": 9,
+     "kv_heads": 3, "head_dim": 64, "bytes_per_element": 4,
+     "note": "The real model decodelab reads from its GGUF file (the command line's --model "
+             "smollm2): 9 query heads share 3 KV heads, and it runs in float32, 4 bytes a number."},
 )
 PRESET_IDS = tuple(p["id"] for p in PRESETS) + ("tiny",)
 
