@@ -425,7 +425,16 @@ def build_wheels(stamps: Stamps) -> tuple[Path, Path]:
 # site
 
 
-def site(runtime: list[Path], page_wheel: Path, stamps: Stamps) -> Path:
+def site_models(cache: UserCache, with_model: bool) -> list[dict]:
+    """The real model's file for models/ (none when the site is built without it)."""
+    if not with_model:
+        return []
+    files = pretrained.FILES
+    return [{"model": "smollm2", "path": str(pretrained.obtain_gguf(cache)),
+             "sha256": files.GGUF_SHA256, "credit": files.CREDIT, "license": "Apache-2.0"}]
+
+
+def site(runtime: list[Path], page_wheel: Path, stamps: Stamps, models: list[dict] = ()) -> Path:
     """static/, made afresh in a folder beside it and swapped in, when its inputs changed."""
     if not WEB_DIR.is_dir():
         raise BuildError(f"{rel(WEB_DIR)}/ is missing")
@@ -436,6 +445,7 @@ def site(runtime: list[Path], page_wheel: Path, stamps: Stamps) -> Path:
               "runtime": {p.name: sha256_file(p) for p in runtime},
               "wheel": {page_wheel.name: sha256_file(page_wheel)},
               "assets": source_digests([p for _, p in assets], ARTIFACTS_DIR),
+              "models": [{k: m[k] for k in ("model", "sha256", "credit")} for m in models],
               "code": source_digests([TOOLS_DIR / "site.py", TOOLS_DIR / "page.py"])}
     artifact = Artifact("site", [STATIC_DIR], inputs, cached=False)
     if stamps.fresh(artifact.outputs, artifact.key):
@@ -447,7 +457,7 @@ def site(runtime: list[Path], page_wheel: Path, stamps: Stamps) -> Path:
     old = ROOT / f".static-old-{os.getpid()}"
     try:
         shutil.rmtree(fresh)
-        sizes = sitelib.assemble(fresh, WEB_DIR, runtime, page_wheel, lock, assets)
+        sizes = sitelib.assemble(fresh, WEB_DIR, runtime, page_wheel, lock, assets, models)
         if STATIC_DIR.exists():
             STATIC_DIR.rename(old)
         fresh.rename(STATIC_DIR)
@@ -459,7 +469,7 @@ def site(runtime: list[Path], page_wheel: Path, stamps: Stamps) -> Path:
     return STATIC_DIR
 
 
-def build(npm: bool = True) -> Path:
+def build(npm: bool = True, with_model: bool = True) -> Path:
     if npm:
         setup_npm()
     setup_pip("build")
@@ -468,7 +478,7 @@ def build(npm: bool = True) -> Path:
     runtime = fetching.fetch(cache)
     artifacts(cache, stamps)
     page_wheel, _ = build_wheels(stamps)
-    return site(runtime, page_wheel, stamps)
+    return site(runtime, page_wheel, stamps, site_models(cache, with_model))
 
 
 # --------------------------------------------------------------------------------------
@@ -485,6 +495,7 @@ MIME_TYPES = {
     ".whl": "application/octet-stream",
     ".zip": "application/octet-stream",
     ".npz": "application/octet-stream",
+    ".gguf": "application/octet-stream",
     ".txt": "text/plain; charset=utf-8",
     ".svg": "image/svg+xml",
     ".png": "image/png",
@@ -556,7 +567,21 @@ def parse_serve_args(args: list[str]):
     parser = argparse.ArgumentParser(prog="build.py serve")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(WITHOUT_MODEL, action="store_true", help=WITHOUT_MODEL_HELP)
     return parser.parse_args(args)
+
+
+# The site carries the real model (98 MB in models/) unless built with this option; its page then
+# says the model is not on this site, and every other model works as before.
+WITHOUT_MODEL = "--without-real-model"
+WITHOUT_MODEL_HELP = "leave the real model's 98 MB file out of static/models/"
+
+
+def with_model(args: list[str]) -> bool:
+    unknown = [a for a in args if a != WITHOUT_MODEL]
+    if unknown:
+        raise BuildError(f"unknown option {unknown[0]}; the one option here is {WITHOUT_MODEL}")
+    return WITHOUT_MODEL not in args
 
 
 def cmd_setup(args: list[str]) -> int:
@@ -582,18 +607,18 @@ def cmd_wheel(args: list[str]) -> int:
 
 
 def cmd_site(args: list[str]) -> int:
-    build(npm=False)
+    build(npm=False, with_model=with_model(args))
     return 0
 
 
 def cmd_build(args: list[str]) -> int:
-    build()
+    build(with_model=with_model(args))
     return 0
 
 
 def cmd_serve(args: list[str]) -> int:
     options = parse_serve_args(args)
-    build()
+    build(with_model=not options.without_real_model)
     try:
         server = make_server(STATIC_DIR, options.host, options.port, isolated=True)
     except OSError as exc:
@@ -691,9 +716,11 @@ COMMANDS = {
     "wheel": (cmd_wheel, "artifacts, then the two wheels: the page's, code only "
                          "(artifacts/pyodide/), and pip's, with the corpora and models (dist/)"),
     "site": (cmd_site, "fetch, artifacts, wheel, then static/: the page, the runtime, the "
-                       "wheels, a trimmed pyodide-lock.json, the assets and their manifest"),
-    "build": (cmd_build, "(the default) setup's npm part, then site"),
-    "serve": (cmd_serve, "build, then serve static/ over HTTP (--port 8000, --host 127.0.0.1)"),
+                       "wheels, a trimmed pyodide-lock.json, the assets and their manifest, "
+                       "and the real model in models/ (" + WITHOUT_MODEL + ": left out)"),
+    "build": (cmd_build, "(the default) setup's npm part, then site (" + WITHOUT_MODEL + ")"),
+    "serve": (cmd_serve, "build, then serve static/ over HTTP (--port 8000, --host 127.0.0.1, "
+                         + WITHOUT_MODEL + ")"),
     "test": (cmd_test, "setup, build, then every test tier: the native tests on every core, "
                        "then the browser tier (with [args]: one `python3 -m pytest -n auto "
                        "[args]`); --fast: node and native tests only, no browser, install, "

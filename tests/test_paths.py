@@ -56,6 +56,7 @@ GENERATED = {  # a path that starts with one of these is made by the build, and 
     # checked there (repo_path_ok); these parts the build writes from other inputs.
     "static/pyodide/": "the runtime, its wheels and integrity.json (tools/site.py)",
     "static/assets/": "the corpora, the models and manifest.json (tools/site.py)",
+    "static/models/": "the real model's GGUF file and models.json (tools/site.py)",
     "static/**": "the gzip and brotli copies beside the site's files (tools/site.py)",
     "py/decodelab/bundled/": "the corpora and models as pip's wheel carries them (build.py)",
 }

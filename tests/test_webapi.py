@@ -5,6 +5,7 @@ and a run made again after a restart."""
 import pytest
 from decodelab.core.inference import CHECK_TOLERANCE
 from decodelab.entry import webapi
+from decodelab.pretrained.files import find_smollm2
 
 from tests.conftest import api, run_to_end
 
@@ -96,6 +97,8 @@ EXPERIMENT_REQUESTS = {
     "acceptance": ({"settings": {"max_new_tokens": 10}, "gammas": "2", "temperatures": "0"},
                    {"gammas": "0"}),
     "serving": ({"requests": 2, "block_size": 8}, {"block_size": 0}),
+    # the real model read a part at a time (the worker writes its file where it says)
+    "pretrained_load": ({"path": str(find_smollm2())}, {"path": "/no/such/model.gguf"}),
 }
 
 

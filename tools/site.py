@@ -6,6 +6,10 @@
                          page's decodelab wheel, a pyodide-lock.json trimmed to those packages,
                          and integrity.json (every runtime file's sha256, checked by the worker)
     static/assets/       the corpora and models, and manifest.json with each file's sha256
+    static/models/       the real model's GGUF file and models.json (its name, bytes, sha256 and
+                         credit), unless the site is built without it; the page downloads it
+                         when the learner asks and keeps it in Cache Storage itself, so it is
+                         neither in the service worker's list nor precompressed
     static/sw.js         the service worker, with every file's SHA-256 (offline after a visit)
     static/**.gz, .br    gzip and brotli copies of the files they make smaller, for hosts that
                          serve them
@@ -88,8 +92,25 @@ def copy_assets(assets: list[tuple[str, Path]], dest: Path) -> list[dict]:
     return rows
 
 
+MODELS = "models"  # the folder of the real model's file, apart from the rest of the site
+MODEL_FILES = re.compile(r"models/[^/]+\.gguf")
+
+
+def copy_models(dest: Path, models: list[dict]) -> None:
+    """models/: each file given ({"model", "path": source, "sha256", "credit", "license"}) and
+    models.json, what the page reads before it downloads one (an empty list: none on this site)."""
+    folder = dest / MODELS
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for m in models:
+        src = Path(m["path"])
+        shutil.copyfile(src, folder / src.name)
+        rows.append({**m, "path": f"{MODELS}/{src.name}", "bytes": src.stat().st_size})
+    (folder / "models.json").write_text(json.dumps({"files": rows}, indent=2) + "\n")
+
+
 def assemble(dest: Path, web_dir: Path, runtime: list[Path], wheel_path: Path, lock: dict,
-             assets: list[tuple[str, Path]]) -> dict:
+             assets: list[tuple[str, Path]], models: list[dict] = ()) -> dict:
     """Write the site into the empty or missing folder `dest`; return its weight by part."""
     shutil.copytree(web_dir, dest, ignore=shutil.ignore_patterns("__pycache__", ".*"))
     # the page written whole (its parts included, its fields from Python's table) and one
@@ -109,6 +130,7 @@ def assemble(dest: Path, web_dir: Path, runtime: list[Path], wheel_path: Path, l
     assets_dir.mkdir(parents=True, exist_ok=True)
     rows = copy_assets(assets, assets_dir)
     (assets_dir / "manifest.json").write_text(json.dumps({"files": rows}, indent=2) + "\n")
+    copy_models(dest, list(models))
     write_start_weight(dest)
     write_service_worker(dest, (web_dir / "sw.js").read_text())
     write_precompressed(dest)
@@ -130,8 +152,9 @@ def write_precompressed(site: Path, saving: float = 0.1) -> dict:
 
     total = {"gzip": 0, "brotli": 0}
     for path in sorted(site.rglob("*")):
-        if not path.is_file() or path.name.endswith(PRECOMPRESSED):
-            continue
+        if not path.is_file() or path.name.endswith(PRECOMPRESSED) \
+                or MODEL_FILES.fullmatch(path.relative_to(site).as_posix()):
+            continue  # (quantized weights do not compress)
         data = path.read_bytes()
         packed = gzip.compress(data, compresslevel=9, mtime=0)
         if len(packed) > len(data) * (1 - saving):
@@ -179,7 +202,8 @@ def write_service_worker(site: Path, template: str) -> str:
     files = []
     for path in sorted(site.rglob("*")):
         name = path.relative_to(site).as_posix()
-        if path.is_file() and name != "sw.js" and not name.endswith(PRECOMPRESSED):
+        if path.is_file() and name != "sw.js" and not name.endswith(PRECOMPRESSED) \
+                and not MODEL_FILES.fullmatch(name):
             digest = hashlib.sha256(path.read_bytes()).digest()
             files.append([name, subresource_integrity(digest)])
     build = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
@@ -195,7 +219,7 @@ def weight(folder: Path) -> dict:
     for path in folder.rglob("*"):
         if path.is_file() and not path.name.endswith(PRECOMPRESSED):
             top = path.relative_to(folder).parts[0]
-            part = top if top in ("assets", "pyodide") else "page"  # the page: HTML, CSS, JS
+            part = top if top in ("assets", "pyodide", MODELS) else "page"  # HTML, CSS, JS
             sizes[part] = sizes.get(part, 0) + path.stat().st_size
     return sizes
 

@@ -5,6 +5,7 @@
 //             address), settings and query (pure helpers)
 //   ui/       the start-up line, the settings form, the run bar, the generated text, the step
 //             inspector, training on your own text, the share card, accessibility, the hooks
+//   pretrained/ the real model's card: loading SmolLM2 when the learner asks
 //   course/   the chapters: the map, the address of each, the trip of a Try this and back
 //   lesson/   the panels of the lesson, kv/ those of the KV cache, search/ beam search and
 //             speculative decoding, serving/ a paged cache serving many requests, embed/ the
@@ -18,6 +19,7 @@ import { installEmbedder } from "./embed/embedder.js";
 import { createKvLab } from "./kv/kv.js";
 import { createLesson } from "./lesson/lesson.js";
 import { createSearch } from "./search/search.js";
+import { createPretrained } from "./pretrained/pretrained.js";
 import { createServing } from "./serving/serving.js";
 import { createClient } from "./runtime/client.js";
 import { createOffline } from "./runtime/offline.js";
@@ -59,9 +61,11 @@ const form = createForm(store, { generate: runbar.generate });
 const text = createTextView(store);
 createInspector(store);
 createTraining(store, client.call);
+const pretrained = createPretrained(store, client);
 
 const hooks = createHooks({ store, runs, client, text, ready });
 window.decodelab = hooks;
+hooks.pretrained = pretrained;
 
 // What the lesson's panels and the KV-cache panels need of the page.
 const app = {

@@ -115,7 +115,7 @@ FIELDS = (
     F("model", "Model", "choice", "bigram", "The model that scores each possible next token.",
       choices=MODELS + PRETRAINED,
       group="model", choice_labels=("Bigram (counts)", "Transformer (KV cache)",
-                                    "SmolLM2-135M-Instruct (real)")),
+                                    "SmolLM2-135M-Instruct (real, 98 MB)")),
     F("dataset", "Dataset", "choice", "names", "The text the model learned from.",
       choices=("names", "prose", "tasks"),
       group="model"),

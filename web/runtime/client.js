@@ -1,7 +1,8 @@
 // The page's side of the Python worker: the worker, watched and restarted by the supervisor
 // (supervisor.js), and the two ways to ask it something. The main thread never runs Python.
 //
-//   request(message)          a message that gets one reply: a Promise of that reply
+//   request(message)          a message that gets one reply: a Promise of that reply (its id
+//                             from id(), when the page must name it later, as Stop does)
 //   call(endpoint, request)   one endpoint of decodelab.entry.webapi: a Promise of its answer,
 //                             {ok: true, ...} or {ok: false, errors: [{field, label, message}]}
 //
@@ -46,7 +47,7 @@ export function createClient(scriptUrl) {
   });
 
   function request(message) {
-    const id = nextId++;
+    const id = message.id ?? nextId++; // a message may carry an id of its own (to stop it by)
     return new Promise((resolve, reject) => {
       replies.set(id, { resolve, reject });
       worker.postMessage({ ...message, id });

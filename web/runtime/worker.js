@@ -17,6 +17,7 @@
 
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport } from "./health.js";
 import { runtimeProblem } from "./integrity.js";
+import { ModelFileError, forget as forgetModelFile, obtain as obtainModelFile } from "./modelfile.js";
 import * as replies from "./replies.js";
 import { ASSETS_FS, BOOT_SESSION, afterStart, call, describeError, dropKept, progressNow, python, startPython } from "./python.js";
 
@@ -32,7 +33,7 @@ let connections = 0;
 
 // One page: how to reach it, its session in Python, its run and its stops.
 function makeClient(send, session) {
-  return { send, session, current: null, next: null, earlyStops: new Set(), restoreAbandoned: false, announced: false };
+  return { send, session, current: null, next: null, earlyStops: new Set(), restoreAbandoned: false, announced: false, loading: null };
 }
 
 function broadcast(message) {
@@ -198,6 +199,81 @@ function restore(client, { id, settings = {}, steps }) {
   else finish(out);
 }
 
+// The real model: its file found in this browser or downloaded, and checked (modelfile.js),
+// outside the queue of jobs, so the page's other requests go on meanwhile; then written into
+// Python's file system and read by Python a part per job (webapi pretrained_load_*), so the
+// page sees each part and a "stop" is read between two. Progress goes to the page as
+// {type: "model-progress", id, phase: "download" | "check" | "read", ...}; the reply says how it
+// ended: {ok: true, info, from: "site" | "kept", kept, ms} or {ok: false, stopped | problem, message}.
+const MODEL_FS = "/tmp/decodelab-model.gguf";
+const READ_MS = 60; // a part of the model per job, about this long (a block takes ~50 ms)
+
+async function loadModel(client, message) {
+  const { id } = message;
+  const post = client.send;
+  if (client.loading) {
+    post({ type: "reply", id, result: { ok: false, problem: "busy", message: "The model is being loaded already." } });
+    return;
+  }
+  const load = { id, abort: new AbortController(), stopped: false };
+  client.loading = load;
+  const began = performance.now();
+  const report = (progress) => post({ type: "model-progress", id, ...progress });
+  const finish = (result) => {
+    if (client.loading === load) client.loading = null;
+    post({ type: "reply", id, result });
+  };
+  const stopped = () => finish({ ok: false, stopped: true, message: "Stopped: the model was not loaded. Load it again whenever you like." });
+  let got;
+  try {
+    await bootDone;
+    if (!python.ready) return finish({ ok: false, problem: "python", message: "Python did not start, so the model cannot be read." });
+    got = await obtainModelFile(String(message.model || "smollm2"), load.abort.signal, report);
+  } catch (err) {
+    if (load.stopped) return stopped();
+    if (err instanceof ModelFileError) return finish({ ok: false, problem: err.kind, message: err.message });
+    return finish({ ok: false, problem: "error", message: `The model's file could not be obtained: ${err.message || err}` });
+  }
+  const readBegan = { at: 0 };
+  const guarded = (work) => () => {
+    try {
+      work();
+    } catch (err) { // Python failed (e.g. memory refused): nothing half-read is kept
+      if (client.loading === load) client.loading = null;
+      try { call(client.session, "pretrained_cancel"); } catch { /* Python itself is gone */ }
+      throw err;
+    }
+  };
+  const part = guarded(() => {
+    if (load.stopped) {
+      call(client.session, "pretrained_cancel");
+      return stopped();
+    }
+    const out = call(client.session, "pretrained_load_advance", { budget_ms: READ_MS });
+    if (!out.ok) return finish({ ok: false, problem: "file", message: out.errors[0].message });
+    report({ phase: "read", part: out.progress.part, done: out.progress.done, total: out.progress.total });
+    if (!out.done) return enqueue(client, message, part);
+    const ms = { ...got.ms, read: Math.round(performance.now() - readBegan.at), total: Math.round(performance.now() - began) };
+    finish({ ok: true, info: out.result, from: got.from, kept: got.kept, bytes: got.entry.bytes, ms });
+  });
+  enqueue(client, message, guarded(() => {
+    if (load.stopped) return stopped();
+    readBegan.at = performance.now();
+    const fs = python.pyodide.FS;
+    fs.writeFile(MODEL_FS, got.bytes);
+    got.bytes = null; // Python reads the file whole; the file goes as soon as it has
+    let out;
+    try {
+      out = call(client.session, "pretrained_load_start", { path: MODEL_FS });
+    } finally {
+      fs.unlink(MODEL_FS);
+    }
+    if (!out.ok) return finish({ ok: false, problem: "file", message: out.errors[0].message });
+    report({ phase: "read", part: out.progress.part, done: 0, total: out.progress.total });
+    enqueue(client, message, part);
+  }));
+}
+
 // What a page can ask, besides the heartbeat and "stop": one call into Python (any endpoint of
 // decodelab.entry.webapi), the two requests that run over many jobs, and the memory the worker holds
 // (WebAssembly memory, Python objects), for the soak test.
@@ -207,10 +283,21 @@ const HANDLERS = {
   restore,
   "memory-report": (client, m) => client.send({ type: "reply", id: m.id, result: memoryReport(python.pyodide) }),
 };
+// Requests that are not jobs themselves (they queue their own): loading the real model, whose
+// download runs beside the queue; forgetting its kept copy.
+const BESIDE = {
+  "load-model": loadModel,
+  "forget-model": (client, m) => forgetModelFile().then(() => client.send({ type: "reply", id: m.id, result: { ok: true } })),
+};
 
 function receive(client, message) {
   const post = client.send;
   if (controlMessage(message, { post, pyodide: () => python.pyodide })) return; // heartbeat, test faults
+  if (message.type === "stop" && client.loading && message.id === client.loading.id) {
+    client.loading.stopped = true;
+    client.loading.abort.abort();
+    return;
+  }
   if (message.type === "stop") {
     const run = client.current;
     if (run && (message.id === undefined || message.id === run.id)) run.stopRequested = true;
@@ -225,6 +312,10 @@ function receive(client, message) {
   }
   if (message.type === "generate") client.restoreAbandoned = true; // the run on screen is replaced
   if (message.type === "restore") client.restoreAbandoned = false; // (a generate after it abandons it)
+  if (Object.hasOwn(BESIDE, message.type)) {
+    BESIDE[message.type](client, message);
+    return;
+  }
   const handler = Object.hasOwn(HANDLERS, message.type) ? HANDLERS[message.type] : null;
   if (!handler) {
     post({ type: "error", id: message.id, message: `Unknown request type ${JSON.stringify(message.type)}.` });

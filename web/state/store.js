@@ -20,6 +20,7 @@
 //              it), opened from the map, the address, a Try this or its way back
 //   progress   the chapters seen and the Try this suggestions run (kept for the next visit)
 //   trip       {trip}: a Try this has taken the learner to the workbench (null: the trip is over)
+//   pretrained the real model was loaded, or went with its worker (state.pretrained)
 //
 // Every rule about the settings is Python's (decodelab.entry.webapi.run, endpoint "check"): this
 // module asks and keeps the answer. It needs a way to call Python, given by connect().
@@ -65,6 +66,7 @@ export function createStore() {
     locks: null, // setting -> value: kept whatever asks to change it (an embed's hidden controls)
     baseline: null, // what Reset goes back to (null: Python's defaults)
     run: null, // the run on screen
+    pretrained: { loaded: false, info: null }, // the real model: read into this page's Python yet?
     // the course: the chapter on screen, the chapters seen and the suggestions run, and a Try
     // this that took the learner to the workbench: {id, from, text, status, answer}
     course: { chapter: null, seen: [], tried: [], trip: null },
@@ -204,6 +206,8 @@ export function createStore() {
       state.info = info;
       state.specs = Object.fromEntries((info.fields || []).map((spec) => [spec.name, spec]));
       state.datasets = { ...(info.datasets || {}) };
+      const loaded = info.pretrained && info.pretrained.loaded; // (a widget's shared Python)
+      state.pretrained = loaded ? { loaded: true, info: info.pretrained } : { loaded: false, info: null };
       state.names = Object.keys(state.specs).filter((name) => names.includes(name)); // the table's order
       emit({ type: "info" });
       return apply(info.defaults || {});
@@ -299,6 +303,14 @@ export function createStore() {
     /** "More rules (2 changed)": how many of these settings are not at their defaults. */
     changed(names) {
       return countChanged(state.raw, (state.info && state.info.defaults) || {}, names, state.specs);
+    },
+
+    /** The real model was read into Python (info: what Python said of it), or went with the
+     * worker that held it (null). The settings are checked again: a run of it may start now. */
+    pretrainedLoaded(info) {
+      state.pretrained = info ? { loaded: true, info } : { loaded: false, info: null };
+      emit({ type: "pretrained" });
+      if (call && state.info) ask("model", true);
     },
 
     /** A dataset was added (the learner's own text) or updated. */

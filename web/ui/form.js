@@ -12,7 +12,10 @@ import { fieldError, fixed, readable } from "./render.js";
 const MODEL_HINTS = {
   bigram: "A bigram model looks only at the last character. Its scores are the logarithms of how often each character followed that one in the training text.",
   transformer: "A tiny transformer reads every earlier character through attention. It keeps their keys and values in a cache, so each new step computes only one new position.",
+  smollm2: "A real transformer of the same kind (Llama’s architecture), trained by Hugging Face on trillions of tokens and tuned to chat. It brings its own byte-level BPE tokenizer of 49,152 tokens, so the dataset and tokenizer settings do not apply to it.",
 };
+// What the dataset hint says for a model trained elsewhere, with its own data and tokenizer.
+const OWN_DATA = "Not trained here: it learned from Hugging Face’s own mix of web text, code and maths, and writes any text its tokenizer can spell.";
 
 export function createForm(store, { generate }) {
   const form = $("settings");
@@ -219,6 +222,15 @@ export function createForm(store, { generate }) {
   function describeDataset(state) {
     const d = state.datasets[state.raw.dataset];
     if (!d) return;
+    const own = (state.info.models || []).some((m) => m.id === state.raw.model && m.pretrained);
+    if (own) {
+      dom.datasetHint.textContent = OWN_DATA;
+      dom.modelHint.textContent = MODEL_HINTS[state.raw.model] || "";
+      dom.vocabSummary.textContent = "Tokens this model knows (49,152)";
+      dom.vocabWords.textContent = "Any text: byte-level BPE with 17 special tokens, such as <|im_start|> and <|im_end|>, that typed text never produces.";
+      dom.vocabList.replaceChildren();
+      return;
+    }
     const lines = [];
     if (d.description) lines.push(d.description);
     if (Array.isArray(d.examples) && d.examples.length) {

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from decodelab.core.inference import BatchSession
+from decodelab.core.sampling import likeliest
 
 BLOCKED = -1.0e9  # a score that cannot win: a slot to skip (as transformers marks them)
 EARLY_STOPPING = (True, False, "never")
@@ -66,7 +67,7 @@ def banned_by_ngrams(seq: list, n: int) -> list:
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k largest, largest first (ties: the lower index first)."""
-    return np.argsort(-scores, kind="stable")[:k]
+    return likeliest(scores, k)
 
 
 def beam_search(model, prompt_ids, rules: BeamRules, eos=None, check: bool = False,

@@ -308,13 +308,15 @@ class Generation:
 
     def _record(self, step, d, token, u, orders_differ) -> dict:
         label = self.tokenizer.label
-        top = np.argsort(-d.p_temp, kind="stable")[:TOP_N].tolist()  # likeliest after temperature
+        top = sampling.likeliest(d.p_temp, TOP_N).tolist()  # likeliest after temperature
         if token not in top:
             top.append(token)
-        # Plain Python values for the per-candidate fields: in WebAssembly every numpy call
-        # costs microseconds, and indexing numpy scalars one by one would be TOP_N x 4 of them.
-        raw, temp, keep, final = d.p_raw.tolist(), d.p_temp.tolist(), d.kept.tolist(), \
-            d.p_final.tolist()
+        # Plain Python values for the candidates only: in WebAssembly every numpy call costs
+        # microseconds, indexing numpy scalars one by one would be TOP_N x 4 of them, and a whole
+        # vocabulary as a list (a real model's 49,152 tokens) costs milliseconds.
+        rows = np.array(top)
+        raw, temp, keep, final = (a[rows].tolist() for a in (d.p_raw, d.p_temp, d.kept, d.p_final))
+        at = {t: i for i, t in enumerate(top)}  # a token's row
         return {
             "step": step,
             "phase": "prefill" if step == 0 else "decode",
@@ -324,7 +326,7 @@ class Generation:
             "token_text": label(token),
             "token_bytes": self.tokenizer.token_bytes(token).hex(),
             "piece": "",  # the characters this token completed (set once it is decoded)
-            "prob": final[token],
+            "prob": final[at[token]],
             "logprob": d.logprob(token),
             "u": u,
             # final mass of the ids before the chosen one: u landed in [cdf_before, +prob)
@@ -333,8 +335,8 @@ class Generation:
             "entropy_raw": sampling.entropy(d.p_raw),
             "kept_count": int(d.kept.sum()),
             "orders_differ": orders_differ,
-            "top": [{"token_id": i, "token_text": label(i), "p_raw": raw[i], "p_temp": temp[i],
-                     "kept": keep[i], "p_final": final[i]} for i in top],
+            "top": [{"token_id": t, "token_text": label(t), "p_raw": raw[i], "p_temp": temp[i],
+                     "kept": keep[i], "p_final": final[i]} for i, t in enumerate(top)],
         }
 
     def trace(self) -> dict:

@@ -160,8 +160,8 @@ class Library:
             from decodelab.pretrained.gguf import GGUFError
 
             if self.gguf is None and sys.platform == "emscripten":
-                raise FieldError("model", "Model: SmolLM2 does not run in the page yet; choose "
-                                          "bigram or transformer.")
+                raise FieldError("model", "Model: SmolLM2 is not loaded in this page yet; press "
+                                          "Load the model (under the model list) first.")
             try:
                 path = self.gguf if self.gguf is not None else files.find_smollm2()
                 self._models[key] = model.load(path)
@@ -172,6 +172,15 @@ class Library:
             except GGUFError as e:
                 raise FieldError("gguf", f"GGUF: {e}.") from None
         return self._models[key]
+
+    def keep_pretrained(self, model) -> None:
+        """The pretrained model read elsewhere (the page reads it a part at a time): runs that
+        ask for it get this one, and so do the libraries that share this one's models."""
+        self._models[("pretrained", str(self.gguf))] = model
+
+    def has_pretrained(self) -> bool:
+        """Is the pretrained model read already (so asking for it costs nothing)?"""
+        return ("pretrained", str(self.gguf)) in self._models
 
     def for_settings(self, settings):
         """The model a run with these settings uses."""

@@ -96,6 +96,25 @@ def renormalise(p: np.ndarray, kept: np.ndarray) -> np.ndarray:
     return q / q.sum()
 
 
+SORT_UP_TO = 4096  # below this many values a full sort is fewer numpy calls than a partition
+
+
+def likeliest(p, n: int) -> np.ndarray:
+    """The indices of the n largest values of p, largest first, ties by the lower index: what
+    `np.argsort(-p, kind="stable")[:n]` gives, without sorting a large vocabulary whole (a
+    real model's 49,152 tokens: a partition finds the n-th largest value, and only the values
+    above it and its first ties are sorted)."""
+    V = p.shape[0]
+    n = min(int(n), V)
+    if V <= SORT_UP_TO or n <= 0:
+        return np.argsort(-p, kind="stable")[:n]
+    nth = np.partition(p, V - n)[V - n]
+    above = np.flatnonzero(p > nth)
+    ties = np.flatnonzero(p == nth)[:n - above.size]
+    chosen = np.concatenate([above, ties])
+    return chosen[np.lexsort((chosen, -p[chosen]))]
+
+
 def top_k_cut(p, k):
     """Tokens whose value is >= the k-th largest value (ties with the k-th are all kept).
 

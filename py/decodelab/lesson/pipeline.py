@@ -37,7 +37,7 @@ def _finite(x):
 
 def shown_rows(p, token, top_n: int) -> list:
     """The top_n likeliest ids of p (ties by id), plus the chosen token if it is not among them."""
-    rows = [int(i) for i in np.argsort(-p, kind="stable")[:top_n]]
+    rows = sampling.likeliest(p, top_n).tolist()
     if token is not None and int(token) not in rows:
         rows.append(int(token))
     return rows

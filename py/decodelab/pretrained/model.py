@@ -86,51 +86,100 @@ def config_of(gguf: GGUF, window: int) -> Config:
                   norm_eps=float(gguf.get(p + "attention.layer_norm_rms_epsilon", 1e-5)))
 
 
+def _tensor(gguf: GGUF, name: str, shape: tuple) -> np.ndarray:
+    got = gguf.array(name)
+    if got.shape != shape:
+        raise GGUFError(f"tensor {name} has shape {got.shape}; the metadata implies {shape}")
+    return got
+
+
+def head_params(gguf: GGUF, cfg: Config) -> dict:
+    """The embedding, the final norm and the output head (the embedding itself when tied)."""
+    C, V = cfg.n_embd, cfg.vocab_size
+    wte = _tensor(gguf, "token_embd.weight", (V, C))
+    head = _tensor(gguf, "output.weight", (V, C)) if "output.weight" in gguf.tensors else wte
+    return {"wte": wte, "g_f": _tensor(gguf, "output_norm.weight", (C,)), "w_head": head.T}
+
+
+def block_params(gguf: GGUF, cfg: Config, i: int) -> dict:
+    """Block i's parameters in decodelab's layout (float32)."""
+    C, F, D = cfg.n_embd, cfg.mlp_hidden, cfg.head_dim
+    H, Hkv = cfg.n_head, cfg.n_kv_head
+    b = f"blk.{i}."
+
+    def get(name, shape):
+        return _tensor(gguf, b + name, shape)
+
+    q = unpermute(get("attn_q.weight", (H * D, C)), H)
+    k = unpermute(get("attn_k.weight", (Hkv * D, C)), Hkv)
+    v = get("attn_v.weight", (Hkv * D, C))
+    return {f"h{i}.g_attn": get("attn_norm.weight", (C,)),
+            f"h{i}.w_qkv": np.concatenate([q, k, v]).T,  # (C, (H + 2Hkv) D), column-major
+            f"h{i}.w_o": get("attn_output.weight", (C, H * D)).T,  # (H D, C)
+            f"h{i}.g_mlp": get("ffn_norm.weight", (C,)),
+            f"h{i}.w_fc": np.concatenate([get("ffn_gate.weight", (F, C)),
+                                          get("ffn_up.weight", (F, C))]).T,  # (C, 2F)
+            f"h{i}.w_proj": get("ffn_down.weight", (C, F)).T}  # (F, C)
+
+
 def params_of(gguf: GGUF, cfg: Config) -> dict:
     """decodelab's parameter dict from the file's tensors (float32)."""
-    def get(name, shape):
-        got = gguf.array(name)
-        if got.shape != shape:
-            raise GGUFError(f"tensor {name} has shape {got.shape}; the metadata implies {shape}")
-        return got
-
-    C, V, F, D = cfg.n_embd, cfg.vocab_size, cfg.mlp_hidden, cfg.head_dim
-    H, Hkv = cfg.n_head, cfg.n_kv_head
-    wte = get("token_embd.weight", (V, C))
-    head = get("output.weight", (V, C)) if "output.weight" in gguf.tensors else wte  # tied
-    p = {"wte": wte, "g_f": get("output_norm.weight", (C,)), "w_head": head.T}  # (C, V)
+    p = head_params(gguf, cfg)
     for i in range(cfg.n_layer):
-        b = f"blk.{i}."
-        q = unpermute(get(b + "attn_q.weight", (H * D, C)), H)
-        k = unpermute(get(b + "attn_k.weight", (Hkv * D, C)), Hkv)
-        v = get(b + "attn_v.weight", (Hkv * D, C))
-        p[f"h{i}.g_attn"] = get(b + "attn_norm.weight", (C,))
-        p[f"h{i}.w_qkv"] = np.concatenate([q, k, v]).T  # (C, (H + 2Hkv) D), column-major
-        p[f"h{i}.w_o"] = get(b + "attn_output.weight", (C, H * D)).T  # (H D, C)
-        p[f"h{i}.g_mlp"] = get(b + "ffn_norm.weight", (C,))
-        p[f"h{i}.w_fc"] = np.concatenate([get(b + "ffn_gate.weight", (F, C)),
-                                          get(b + "ffn_up.weight", (F, C))]).T  # (C, 2F)
-        p[f"h{i}.w_proj"] = get(b + "ffn_down.weight", (C, F)).T  # (F, C)
+        p.update(block_params(gguf, cfg, i))
     return p
+
+
+def read_bytes(data, max_bytes=None):
+    """A GGUF file's bytes, or its path read (its size checked before a byte is read)."""
+    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    if isinstance(data, (bytes, bytearray, memoryview, np.ndarray)):
+        return data
+    size = os.path.getsize(data)
+    if size > limit:  # said before a byte of it is read
+        GGUF(bytes(0), limit, size=size)
+    with open(data, "rb") as fh:
+        return fh.read()
+
+
+class Reader:
+    """A GGUF file read in parts: the header and configuration at once, then the tokenizer, each
+    block and the embedding (`parts`, each `part(name)` a call of its own), then `model()`.
+    The page loads the model this way, a part per batch, so it can show progress and stop
+    between two parts; `load` reads every part in one go."""
+
+    def __init__(self, data, window: int = WINDOW, max_bytes=None):
+        limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
+        self.gguf = GGUF(read_bytes(data, limit), limit)
+        self.cfg = config_of(self.gguf, window)
+        self.tokenizer = None
+        self.params = {}
+        self.parts = ["tokenizer", *(f"block {i}" for i in range(self.cfg.n_layer)), "embedding"]
+
+    def part(self, name: str) -> None:
+        if name == "tokenizer":
+            self.tokenizer = GGUFTokenizer.from_gguf(self.gguf)
+        elif name == "embedding":
+            self.params.update(head_params(self.gguf, self.cfg))
+        else:
+            self.params.update(block_params(self.gguf, self.cfg, int(name.split()[1])))
+
+    def model(self) -> PretrainedModel:
+        gguf, cfg = self.gguf, self.cfg
+        info = {"name": gguf.get("general.name", ""), "license": gguf.get("general.license", ""),
+                "trained_context": int(gguf.get(cfg_key(gguf, "context_length"),
+                                                cfg.context_size)),
+                "file_types": sorted({t.type for t in gguf.tensors.values()})}
+        return PretrainedModel(cfg, self.params, self.tokenizer, info,
+                               ChatTemplate.from_gguf(gguf, self.tokenizer))
 
 
 def load(data, window: int = WINDOW, max_bytes=None) -> PretrainedModel:
     """A GGUF file's bytes (or its path) -> the model. Nothing is kept of a file that fails."""
-    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
-    if not isinstance(data, (bytes, bytearray, memoryview, np.ndarray)):
-        size = os.path.getsize(data)
-        if size > limit:  # said before a byte of it is read
-            GGUF(bytes(0), limit, size=size)
-        with open(data, "rb") as fh:
-            data = fh.read()
-    gguf = GGUF(data, limit)
-    cfg = config_of(gguf, window)
-    tokenizer = GGUFTokenizer.from_gguf(gguf)
-    info = {"name": gguf.get("general.name", ""), "license": gguf.get("general.license", ""),
-            "trained_context": int(gguf.get(cfg_key(gguf, "context_length"), cfg.context_size)),
-            "file_types": sorted({t.type for t in gguf.tensors.values()})}
-    return PretrainedModel(cfg, params_of(gguf, cfg), tokenizer, info,
-                           ChatTemplate.from_gguf(gguf, tokenizer))
+    reader = Reader(data, window, max_bytes)
+    for name in reader.parts:
+        reader.part(name)
+    return reader.model()
 
 
 def cfg_key(gguf: GGUF, key: str) -> str:

@@ -26,6 +26,7 @@ panel's script in web/ is:
     search      beam search and speculative decoding, the acceptance experiment
     serving     a workload served from a paged cache, a frame per scheduler step
     bench       the benchmark's rows, the same functions natively and in the page
+    pretrained  the real model, read from its file a part at a time
 
 Generation is driven from JavaScript in short time-budgeted batches (`advance`), so the worker
 reads a Stop message between batches. One run at a time per session.
@@ -50,6 +51,7 @@ from decodelab.entry.webapi import (  # noqa: F401
     playground,
     prefill,
     preview,
+    pretrained,
     reuse,
     run,
     search,

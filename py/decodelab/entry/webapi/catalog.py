@@ -14,8 +14,9 @@ from decodelab.core.inference import CHECK_TOLERANCE, SESSION_DTYPE
 from decodelab.core.kvcache import kv_cache_bytes
 from decodelab.core.livecheck import CHECK_EVERY
 from decodelab.core.settings import Settings
+from decodelab.entry.webapi.pretrained import state
 from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
-from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS
+from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS, PRETRAINED
 from decodelab.lesson.accuracy import DEFAULTS as ACCURACY_DEFAULTS
 from decodelab.lesson.experiment import PAGE_DEFAULTS as EXPERIMENT_DEFAULTS
 from decodelab.lesson.search import ACCEPTANCE_DEFAULTS, BEAM_FIELDS, DRAFT_FIELDS
@@ -23,7 +24,7 @@ from decodelab.lesson.serving import LINK_FIELDS as SERVING_LINK_FIELDS
 from decodelab.lesson.shapes import DEFAULTS as VALIDITY_DEFAULTS
 
 # the models' words, as the form's choices say them
-MODEL_LABELS = dict(zip(MODELS, FIELD_BY_NAME["model"].choice_labels))
+MODEL_LABELS = dict(zip(MODELS + PRETRAINED, FIELD_BY_NAME["model"].choice_labels))
 
 
 def _transformer_info(library, name: str, tokenizer: str = "chars"):
@@ -109,7 +110,10 @@ def _setup(session: Session, req: dict) -> dict:
         if f["name"] == "dataset":
             f["choices"] = library.datasets()
     return {"version": __version__,
-            "models": [{"id": m, "label": MODEL_LABELS[m]} for m in MODELS],
+            # the trained models, then the real one (read when the learner asks: "pretrained")
+            "models": [{"id": m, "label": MODEL_LABELS[m], "pretrained": m in PRETRAINED}
+                       for m in MODELS + PRETRAINED],
+            "pretrained": state(library),
             "datasets": {n: dataset_info(library, n) for n in library.datasets()},
             "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),
             "top_n": TOP_N,  # the likeliest candidates each step record lists

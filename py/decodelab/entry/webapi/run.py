@@ -19,7 +19,7 @@ from decodelab.core.settings import NAMES, Settings, check_each
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import FIELD_BY_NAME, error_json, read
+from decodelab.fields import FIELD_BY_NAME, PRETRAINED, error_json, read
 
 # A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
 # quick baseline compiler and recompiles each function that gets hot with the optimizing one, on
@@ -33,6 +33,9 @@ WARM_UP = (
      "cache_check": True},
 )
 
+
+# what the prompt becomes when the learner picks the real model with none typed
+PRETRAINED_PROMPT = "The three primary colours are"
 
 NOT_USED = {"greedy": "Not used in greedy mode.", "temperature": "Not used: greedy is on.",
             "zero": "Not used: temperature 0 means greedy."}
@@ -77,8 +80,12 @@ def _check(session: Session, req: dict) -> dict:
     # the settings that apply to this model and data: the cache check to the transformer (only
     # it has a cache), the tool calls to a model that calls tools (its tokens have the markers)
     dataset = values.get("dataset", Settings.dataset)
-    applies = {"cache_check": values.get("model", Settings.model) == "transformer",
-               "tools": dataset in session.datasets() and session.library.bpe_only(dataset)}
+    model = values.get("model", Settings.model)
+    own = model in PRETRAINED  # a model with its own tokenizer and training data
+    applies = {"cache_check": model != "bigram",  # a model with a KV cache
+               "tools": not own and dataset in session.datasets()
+               and session.library.bpe_only(dataset),
+               "dataset": not own, "tokenizer": not own}
     return {"errors": [error_json(e) for e in errors.values()],
             "values": {n: _json(values[n]) for n in NAMES if n in values and n not in errors},
             "greedy": greedy, "not_used": not_used, "applies": applies, "adjust": adjust,
@@ -98,6 +105,9 @@ def _word(name: str, value) -> str:
 def _adjust(session: Session, raw: dict, changed) -> tuple:
     """What the other settings become after a change, and why in words ({field: sentence}).
 
+    A change of model to the real one with no prompt: a prompt to continue (it has no start
+    token of its own, so an empty prompt gives it nothing to read).
+
     A change of dataset: its own tokenizer when the one set is not one it reads, and its sample
     question as the prompt when it answers questions and the prompt is empty. A change of
     tokenizer to one the dataset has not got: the first dataset that has it (byte-level BPE
@@ -105,6 +115,11 @@ def _adjust(session: Session, raw: dict, changed) -> tuple:
     catalog = session.datasets()
     dataset = raw.get("dataset")
     out, said = {}, {}
+    prompt = raw.get("prompt", "")
+    if changed == "model" and raw.get("model") in PRETRAINED and isinstance(prompt, str) \
+            and not prompt.strip():
+        out["prompt"] = PRETRAINED_PROMPT  # it has no start token of its own to begin from
+        return out, said
     if changed == "tokenizer" and dataset in catalog:
         tokenizer = raw.get("tokenizer")
         if tokenizer not in catalog[dataset]:

@@ -1,0 +1,105 @@
+"""pretrained: the real model read in the page, a part per batch.
+
+The worker downloads the GGUF file (or takes the one kept in the browser), checks its sha256 and
+writes it into Python's file system; `pretrained_load_start` {"path"} reads its header and
+configuration, and `pretrained_load_advance` reads the rest a part at a time (the tokenizer,
+each block, the embedding), so the page shows how far it has got and can stop between two
+parts. The last part hands the model to the library, which every page sharing this Python
+shares; runs with Model SmolLM2 use it from then on. `pretrained_cancel` drops a load stopped
+half-way (its arrays go with it). `pretrained` says whether the model is loaded, and what it is.
+"""
+
+import os
+import time
+
+import numpy as np
+
+from decodelab.core.kvcache import kv_cache_bytes
+from decodelab.entry.webapi.registry import Session, endpoint, experiment
+from decodelab.errors import FieldError
+from decodelab.fields import PRETRAINED
+from decodelab.lesson.planned import Planned
+
+NAME = PRETRAINED[0]
+
+
+def describe(model) -> dict:
+    """What the page says of a loaded model: its name and licence, its shape, and what a token
+    of its cache takes in the dtype its runs use."""
+    cfg = model.cfg
+    itemsize = np.dtype(model.generation_dtype).itemsize
+    return {"model": NAME, "name": model.info.get("name", ""),
+            "license": model.info.get("license", ""), "params": model.n_params,
+            "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_kv_head": cfg.n_kv_head,
+            "head_dim": cfg.head_dim, "n_embd": cfg.n_embd, "vocab_size": cfg.vocab_size,
+            "context_size": cfg.context_size,
+            "trained_context": model.info.get("trained_context"),
+            "file_types": model.info.get("file_types", []),
+            "chat": model.template is not None, "bytes_per_element": itemsize,
+            "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
+                                              itemsize, 1)["total_bytes"]}
+
+
+class Loading(Planned):
+    """One GGUF file read a part at a time (`pretrained.model.Reader`); the model goes to the
+    library when the last part is read."""
+
+    def __init__(self, library, req: dict):
+        from decodelab.pretrained.gguf import GGUFError
+        from decodelab.pretrained.model import Reader
+
+        path = req.get("path")
+        if not isinstance(path, str) or not os.path.isfile(path):
+            raise FieldError("gguf", f"GGUF: no file at {path}.")
+        self.library, self.began = library, time.perf_counter()
+        try:
+            self.reader = Reader(path)
+        except GGUFError as e:
+            raise FieldError("gguf", f"GGUF: {e}.") from None
+        self.plan = list(self.reader.parts)
+        self.total, self.steps = len(self.plan), 0
+        self.info = None
+
+    def _make(self, part: str) -> None:
+        from decodelab.pretrained.gguf import GGUFError
+
+        try:
+            self.reader.part(part)
+            if not self.plan:
+                model = self.reader.model()
+                self.library.keep_pretrained(model)
+                self.reader = None  # the model holds what it needs of the file
+                self.info = {**describe(model),
+                             "seconds": round(time.perf_counter() - self.began, 3)}
+        except GGUFError as e:
+            self.plan = []
+            raise FieldError("gguf", f"GGUF: {e}.") from None
+
+    def progress(self) -> dict:
+        return {**super().progress(), "part": self.plan[0] if self.plan else "done"}
+
+    def result(self) -> dict:
+        return self.info
+
+
+experiment("pretrained_load", Loading, "No load of the model has been started.")
+
+
+@endpoint
+def _pretrained_cancel(session: Session, req: dict) -> dict:
+    """Stop a load half-way: what it read so far is dropped."""
+    session.planned["pretrained_load"] = None
+    return {}
+
+
+def state(library) -> dict:
+    """{"loaded": false}, or {"loaded": true, ...describe(model)} once it is read."""
+    if not library.has_pretrained():
+        return {"loaded": False}
+    return {"loaded": True, **describe(library.pretrained())}
+
+
+@endpoint
+def _pretrained(session: Session, req: dict) -> dict:
+    """Is the real model loaded in this Python, and what is it (`state`)."""
+    return state(session.library)

@@ -1,0 +1,145 @@
+"""The real model in the page: SmolLM2-135M-Instruct loaded from the built site when the learner
+asks (its download, the check of its sha256, its parts read in the worker), kept in the browser
+for the next visit, run in the workbench with the same trace as the CLI; and every way loading
+can go wrong (not on this site, a damaged or cut download, a file that is not a model, Stop)
+said in a sentence, with the page working on."""
+
+import hashlib
+import json
+
+import pytest
+
+from tests.e2e.conftest import open_page, wait_ready
+from tests.e2e.test_page import assert_same_trace, cli_trace, generate, reset
+
+GGUF = "**/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+LIST = "**/models/models.json"
+
+
+def status(page):
+    return page.locator("#pretrained-status").inner_text()
+
+
+def wait_status(page, *words, timeout=120_000):
+    """Until the card's status holds one of `words`; returns it."""
+    page.wait_for_function("""words => words.some((w) =>
+        document.getElementById('pretrained-status').textContent.includes(w))""",
+                           arg=list(words), timeout=timeout)
+    return status(page)
+
+
+def listing(page, rows):
+    """Answer the site's list of models with `rows` (a site built otherwise)."""
+    page.route(LIST, lambda route: route.fulfill(status=200, content_type="application/json",
+                                                 body=json.dumps({"files": rows})))
+
+
+def fake_file(page, data: bytes, sha256=None):
+    """A listed model file of these bytes (and this digest, else its own)."""
+    listing(page, [{"model": "smollm2", "path": "models/fake.gguf", "bytes": len(data),
+                    "sha256": sha256 or hashlib.sha256(data).hexdigest()}])
+    page.route("**/models/fake.gguf", lambda route: route.fulfill(
+        status=200, content_type="application/octet-stream", body=data))
+
+
+def still_works(page):
+    """The page runs a trained model as before."""
+    page.get_by_label("Model", exact=True).select_option("bigram")
+    page.get_by_label("Dataset", exact=True).wait_for()  # shown again: it applies to this model
+    reset(page, Model="bigram", Dataset="names", Tokenizer="chars")
+    generate(page, Max_new_tokens=5)
+    assert page.evaluate("() => window.decodelab.steps().length") > 0
+
+
+@pytest.fixture(scope="module")
+def app(chromium, base_url):
+    page = wait_ready(open_page(chromium, base_url))
+    yield page
+    page.context.close()
+
+
+def choose_the_real_model(page):
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.locator("#pretrained").wait_for()
+
+
+def test_loading_problems_are_said_and_the_page_keeps_working(app):
+    choose_the_real_model(app)
+    # a run before the model is loaded is refused by name, with what to do
+    error = app.locator("#model-error")
+    error.wait_for()
+    assert "not loaded in this page yet" in error.inner_text()
+    assert app.get_by_label("Prompt", exact=True).input_value() == "The three primary colours are"
+    load = app.locator("#pretrained-load")
+
+    listing(app, [])  # a site built without the model
+    load.click()
+    assert "built without the real model" in wait_status(app, "built without")
+    assert load.is_visible() and app.locator("#pretrained-status.error").is_visible()
+    app.unroute(LIST)
+
+    fake_file(app, b"GGUF" + bytes(996), sha256="0" * 64)  # damaged on the way
+    load.click()
+    assert "SHA-256 is not the one this site lists" in wait_status(app, "damaged")
+    app.unroute_all()
+
+    fake_file(app, b"not a model at all, but listed with its own digest")
+    load.click()
+    said = wait_status(app, "GGUF")
+    assert said.startswith("GGUF: not a GGUF file")
+    app.unroute_all()
+
+    held = []  # a download that never answers: Stop ends it
+    app.route(GGUF, lambda route: held.append(route))
+    load.click()
+    app.locator("#pretrained-stop").wait_for()
+    app.wait_for_function("() => !!window.decodelab.pretrained.loading")
+    app.locator("#pretrained-stop").click()
+    assert wait_status(app, "Stopped").startswith("Stopped: the model was not loaded.")
+    assert app.locator("#pretrained-stop").is_hidden() and load.is_visible()
+    app.unroute_all()
+    for route in held:
+        try:
+            route.abort()
+        except Exception:  # the page gave the request up already
+            pass
+    assert app.evaluate("() => window.decodelab.pretrained.loaded") is False
+    still_works(app)
+    assert app.errors == []
+
+
+def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app):
+    choose_the_real_model(app)
+    app.locator("#pretrained-load").click()
+    said = wait_status(app, "Loaded", "could not", "failed")
+    assert said.startswith("Loaded in ") and "downloaded 98.4 MB" in said
+    assert "Kept in this browser" in said
+    facts = app.locator("#pretrained-facts").inner_text()
+    for words in ("30 layers", "9 query heads sharing 3 key-value heads of 64", "49,152 tokens",
+                  "2,048 positions kept (trained on 8,192)", "45 KiB a token"):
+        assert words in facts
+    app.locator("#model-error").wait_for(state="hidden", timeout=10_000)  # checked again
+    reset(app, Prompt="The capital of France is", Seed=7, Greedy=True, Max_new_tokens=8)
+    generate(app)
+    trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
+    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=7,
+                         greedy=True, max_new_tokens=8)
+    # the same tokens, and probabilities within float32's rounding (numpy with BLAS natively,
+    # einsum in the page: the sums are added in another order)
+    assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
+    assert trace["text"] == expected["text"] and " Paris" in trace["text"]
+    assert_same_trace(trace, expected, tol=1e-4)
+    assert app.errors == []
+
+    # the next visit, in the same browser: the kept copy, checked, and no download
+    page = app.context.new_page()
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if r.url.endswith(".gguf") else None)
+    page.goto(app.url)
+    wait_ready(page)
+    choose_the_real_model(page)
+    page.locator("#pretrained-load").click()
+    said = wait_status(page, "Loaded", "could not", "failed")
+    assert said.startswith("Loaded from the copy kept in this browser (checked)"), said
+    assert asked == []
+    page.close()

@@ -1,0 +1,144 @@
+// The real model's card, under the model list while Model is SmolLM2: what the model is, Load
+// and Stop, the download's bytes and time left, the check of its SHA-256 and the reading of
+// its parts, then its shape. The worker does the work (runtime/modelfile.js and worker.js's
+// loadModel); the store keeps whether the model is loaded (store.pretrainedLoaded), and a run
+// with Model SmolLM2 is refused by Python, in words, until it is.
+
+import { $ } from "../ui/dom.js";
+
+const MODEL = "smollm2";
+const SHORT_MEMORY_GB = 4; // navigator.deviceMemory under this: the page warns before loading
+
+function mb(bytes) {
+  return (bytes / 1e6).toFixed(1);
+}
+
+function seconds(ms) {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** What the loaded model is, in one line of the page's words. */
+export function facts(info) {
+  const kib = info.bytes_per_token / 1024;
+  return [
+    `${Math.round(info.params / 1e6)} million parameters`,
+    `${info.n_layer} layers`,
+    `${info.n_head} query heads sharing ${info.n_kv_head} key-value heads of ${info.head_dim}`,
+    `${info.vocab_size.toLocaleString("en")} tokens`,
+    `${info.context_size.toLocaleString("en")} positions kept (trained on ${Number(info.trained_context).toLocaleString("en")})`,
+    `its KV cache takes ${kib.toLocaleString("en", { maximumFractionDigits: 1 })} KiB a token (float32)`,
+  ].join(" · ") + ".";
+}
+
+export function createPretrained(store, client) {
+  const dom = {
+    card: $("pretrained"),
+    load: $("pretrained-load"),
+    stop: $("pretrained-stop"),
+    bar: $("pretrained-bar"),
+    status: $("pretrained-status"),
+    facts: $("pretrained-facts"),
+    memory: $("pretrained-memory"),
+  };
+  let loading = null; // {id} while a load is under way
+
+  function say(text, { failed = false } = {}) {
+    dom.status.textContent = text;
+    dom.status.classList.toggle("error", failed);
+  }
+
+  function draw() {
+    const state = store.state;
+    const chosen = state.raw.model === MODEL;
+    dom.card.hidden = !chosen;
+    const { loaded, info } = state.pretrained;
+    dom.load.hidden = loaded || Boolean(loading);
+    dom.load.disabled = state.phase === "loading" || state.phase === "error";
+    dom.stop.hidden = !loading;
+    dom.bar.hidden = !loading;
+    dom.facts.hidden = !loaded;
+    if (loaded && info) dom.facts.textContent = facts(info);
+  }
+
+  // The device says it has little memory: said before anything is downloaded.
+  const memory = typeof navigator !== "undefined" ? navigator.deviceMemory : undefined;
+  if (typeof memory === "number" && memory < SHORT_MEMORY_GB) {
+    dom.memory.hidden = false;
+    dom.memory.textContent = `This device says it has about ${memory} GB of memory; the model needs about 0.9 GB of it, so loading may fail here. The trained models work either way.`;
+  }
+
+  client.on("model-progress", (m) => {
+    if (!loading || m.id !== loading.id) return;
+    if (m.phase === "download") {
+      dom.bar.value = m.total ? m.got / m.total : 0;
+      const left = m.left_ms > 0 ? `, about ${Math.max(1, Math.round(m.left_ms / 1000))} s left` : "";
+      say(`Downloading: ${mb(m.got)} of ${mb(m.total)} MB${left}.`);
+    } else if (m.phase === "check") {
+      dom.bar.removeAttribute("value"); // indeterminate while the digest is computed
+      say(`Checking the file’s SHA-256 against the one this site lists…`);
+    } else if (m.phase === "read") {
+      dom.bar.value = m.total ? m.done / m.total : 0;
+      const part = m.part === "done" ? "done" : m.part;
+      say(`Reading the model into numpy: ${m.done} of ${m.total} parts (next: ${part}).`);
+    }
+  });
+
+  function loaded(result) {
+    const ms = result.ms || {};
+    const where = result.from === "kept"
+      ? `from the copy kept in this browser (checked) in ${seconds(ms.total)}`
+      : `in ${seconds(ms.total)}: downloaded ${mb(result.bytes)} MB in ${seconds(ms.download)}, checked in ${seconds(ms.check)}, read in ${seconds(ms.read)}`;
+    const kept = result.from === "site"
+      ? (result.kept ? " Kept in this browser, so the next visit needs no download." : " This browser would not keep it, so the next visit downloads it again.")
+      : "";
+    say(`Loaded ${where}.${kept} Press Generate to run it.`);
+    store.pretrainedLoaded(result.info);
+  }
+
+  async function load() {
+    if (loading) return;
+    loading = { id: client.id() };
+    dom.bar.value = 0;
+    say("Finding the model’s file…");
+    draw();
+    let result;
+    try {
+      result = (await client.request({ type: "load-model", id: loading.id, model: MODEL })).result;
+    } catch (err) {
+      result = { ok: false, message: `The model could not be loaded: ${err.message}` };
+    }
+    loading = null;
+    if (result.ok) loaded(result);
+    else say(result.message, { failed: !result.stopped });
+    draw();
+    if (!result.ok && !result.stopped) dom.load.textContent = "Try again";
+  }
+
+  dom.load.addEventListener("click", load);
+  dom.stop.addEventListener("click", () => {
+    if (loading) client.post({ type: "stop", id: loading.id });
+  });
+
+  // The worker that held the model was replaced: the model went with it.
+  client.listen("restarted", () => {
+    if (!store.state.pretrained.loaded) return;
+    store.pretrainedLoaded(null);
+    say("Python was restarted, and the model went with it; load it again (the kept copy makes it quick).");
+  });
+
+  store.subscribe((change) => {
+    if (["info", "settings", "phase", "pretrained", "checked"].includes(change.type)) draw();
+  });
+  draw();
+
+  return {
+    /** For tests: load the model as the button does; a Promise of when it has ended. */
+    load,
+    get loading() {
+      return loading;
+    },
+    get loaded() {
+      return store.state.pretrained.loaded;
+    },
+  };
+}

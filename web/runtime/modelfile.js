@@ -1,0 +1,146 @@
+// The real model's file, for the worker: found in this browser's Cache Storage, or downloaded
+// from the site with its progress, and always checked against the SHA-256 the site lists
+// (models/models.json, written by the build) before Python reads a byte of it.
+//
+// The file is kept apart from the service worker's offline copy of the site (98 MB would make
+// every new build's install that much bigger): in a cache of its own, "decodelab-model <site>",
+// under its digest, so a return visit, online or not, reads it from there. A kept copy whose
+// digest does not match is deleted and the file downloaded again. Where Cache Storage is missing
+// or refuses the file (private windows, a full disk), the model still loads; it is just not kept.
+
+import { sha256Hex } from "./integrity.js";
+
+const SITE = new URL("../", import.meta.url);
+const LIST = new URL("models/models.json", SITE);
+const CACHE = `decodelab-model ${SITE.href}`;
+const EVERY_MS = 100; // at most this often a progress report
+
+/** A problem with the file, in the page's words; `kind` says which ("absent", "damaged", ...). */
+export class ModelFileError extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.kind = kind;
+  }
+}
+
+/** The site's entry for `model` ({model, path, bytes, sha256, credit, license}), or a ModelFileError. */
+export async function listed(model) {
+  let files = [];
+  try {
+    const response = await fetch(LIST, { cache: "no-cache" });
+    if (response.ok) files = (await response.json()).files || [];
+  } catch {
+    throw new ModelFileError("offline", "The list of this site's models could not be read: the site is not reachable, and this browser has not kept it.");
+  }
+  const entry = files.find((f) => f.model === model);
+  if (!entry) throw new ModelFileError("absent", "This site was built without the real model's file, so SmolLM2 cannot be loaded here; the trained models work as before.");
+  return { ...entry, url: new URL(entry.path, SITE).href };
+}
+
+function keyOf(entry) {
+  return `${entry.url}#sha256=${entry.sha256}`;
+}
+
+async function openCache() {
+  if (typeof caches === "undefined") return null;
+  try {
+    return await caches.open(CACHE);
+  } catch {
+    return null;
+  }
+}
+
+/** The kept copy's bytes when there is one and it is whole, else null (a damaged one is deleted). */
+async function kept(entry) {
+  const cache = await openCache();
+  if (!cache) return null;
+  try {
+    const response = await cache.match(keyOf(entry));
+    if (!response) return null;
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (bytes.byteLength === entry.bytes && await sha256Hex(bytes) === entry.sha256) return bytes;
+    await cache.delete(keyOf(entry));
+  } catch {
+    // an unreadable copy is no copy
+  }
+  return null;
+}
+
+/** Keep the checked bytes (copies of other files for this site go); says whether it could. */
+async function keep(entry, bytes) {
+  const cache = await openCache();
+  if (!cache) return false;
+  try {
+    for (const request of await cache.keys()) if (request.url !== keyOf(entry)) await cache.delete(request);
+    await cache.put(keyOf(entry), new Response(bytes, { headers: { "Content-Type": "application/octet-stream" } }));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The kept copy goes (the page's "Forget the kept copy"). */
+export async function forget() {
+  if (typeof caches !== "undefined") await caches.delete(CACHE).catch(() => false);
+}
+
+/** The file's bytes from the network, into one buffer of the listed size, with progress. */
+async function download(entry, signal, report) {
+  let response;
+  try {
+    response = await fetch(entry.url, { signal, cache: "no-store" });
+  } catch (err) {
+    if (signal.aborted) throw err;
+    throw new ModelFileError("network", "The download of the model failed: the site is not reachable. Try again when it is.");
+  }
+  if (!response.ok || !response.body) throw new ModelFileError("network", `The download of the model failed (HTTP ${response.status}). Try again.`);
+  const bytes = new Uint8Array(entry.bytes);
+  const reader = response.body.getReader();
+  const began = performance.now();
+  let got = 0;
+  let last = 0;
+  for (;;) {
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new ModelFileError("cut", `The download stopped after ${(got / 1e6).toFixed(1)} of ${(entry.bytes / 1e6).toFixed(1)} MB. Try again.`);
+    }
+    if (chunk.done) break;
+    if (got + chunk.value.byteLength > entry.bytes) throw new ModelFileError("damaged", "The download is longer than the file the site lists, so it is not that file. Nothing was kept; try again.");
+    bytes.set(chunk.value, got);
+    got += chunk.value.byteLength;
+    const now = performance.now();
+    if (now - last >= EVERY_MS) {
+      last = now;
+      const rate = got / Math.max(now - began, 1); // bytes per ms
+      report({ phase: "download", got, total: entry.bytes, left_ms: Math.round((entry.bytes - got) / rate) });
+    }
+  }
+  if (got !== entry.bytes) throw new ModelFileError("cut", `The download stopped after ${(got / 1e6).toFixed(1)} of ${(entry.bytes / 1e6).toFixed(1)} MB. Try again.`);
+  report({ phase: "download", got, total: entry.bytes, left_ms: 0 });
+  return { bytes, ms: Math.round(performance.now() - began) };
+}
+
+/**
+ * The checked bytes of `model`'s file: {bytes, entry, from: "kept" | "site", kept, ms: {download, check}}.
+ * report({phase, got, total, left_ms}) hears the download's progress and the check. Stopped by
+ * `signal` (an AbortError); a problem is a ModelFileError with its sentence.
+ */
+export async function obtain(model, signal, report) {
+  const entry = await listed(model);
+  const ms = { download: 0, check: 0 };
+  const found = await kept(entry);
+  if (found) return { bytes: found, entry, from: "kept", kept: true, ms };
+  const got = await download(entry, signal, report);
+  ms.download = got.ms;
+  report({ phase: "check", got: entry.bytes, total: entry.bytes, left_ms: 0 });
+  const began = performance.now();
+  const digest = await sha256Hex(got.bytes);
+  ms.check = Math.round(performance.now() - began);
+  if (signal.aborted) throw new DOMException("stopped", "AbortError");
+  if (digest !== entry.sha256) throw new ModelFileError("damaged", "The downloaded file is damaged: its SHA-256 is not the one this site lists for it. Nothing was kept; try again.");
+  const isKept = await keep(entry, got.bytes);
+  return { bytes: got.bytes, entry, from: "site", kept: isKept, ms };
+}
