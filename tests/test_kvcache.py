@@ -329,9 +329,10 @@ def test_a_batch_reorders_its_cache_tokens_padding_and_positions_together():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_without_blas_large_matrices_go_through_einsum_with_the_same_logits(monkeypatch, dtype):
-    """Pyodide's numpy has no BLAS: there a decode step's vector times a large matrix goes
-    through einsum (inference.times), twice as fast as `@` there. Here, with that path switched
-    on, the same prefill and decode steps give the same logits, and einsum did the products."""
+    """Pyodide's numpy has no BLAS: there a decode step's vector, and a prefill's rows, times a
+    large matrix go through einsum (inference.times), twice as fast as `@` there. Here, with
+    that path switched on (and einsum's calls made small, so a prefill's rows are split), the
+    same prefill and decode steps give the same logits, and einsum did the products."""
     from decodelab.core import inference
 
     tok = CharTokenizer("abcdefghij")
@@ -353,18 +354,26 @@ def test_without_blas_large_matrices_go_through_einsum_with_the_same_logits(monk
     einsum = np.einsum
 
     def counted(subscripts, *operands, **kw):
-        if subscripts == "oi,i->o":
-            products.append(operands[0].shape)
+        products.append((subscripts, operands[0].shape[0]))
         return einsum(subscripts, *operands, **kw)
 
     monkeypatch.setattr(inference, "NO_BLAS", True)
+    # at most 3 rows of the largest matrix (384 x 2048) per call: the prefill's rows in two
+    monkeypatch.setattr(inference, "EINSUM_MOST", 3 * 384 * 2048)
     monkeypatch.setattr(np, "einsum", counted)
     without = steps()
-    # per decode step and layer: the qkv, output and two MLP matrices (the head, 384 x 11, is
-    # under EINSUM_FROM and keeps `@`); the prefill's rows are not one vector
+    # per layer: the qkv, output and two MLP matrices (the head, 384 x 11, is under
+    # EINSUM_FROM and keeps `@`); each decode step's vector in one call, the prefill's rows in
+    # calls of at most EINSUM_MOST multiply-adds
     big = [w for w in inference.weights_of(model, dtype).layers[0]]
     assert all(m.size >= inference.EINSUM_FROM for m in big)
-    assert len(products) == 4 * cfg.n_layer * 4
+    vectors = [n for sub, n in products if sub == "oi,i->o"]
+    rows = [n for sub, n in products if sub == "ti,oi->to"]
+    assert len(vectors) == 4 * cfg.n_layer * 4
+    prefilled = model.session(dtype=dtype)
+    prefilled.prefill(ids)
+    n = prefilled.length  # the prompt's positions (its start token too)
+    assert sum(rows) == n * 4 * cfg.n_layer and n > 3 and max(rows) == n and 3 in rows
     np.testing.assert_allclose(without, with_blas, rtol=0, atol=TOL[dtype])
 
 

@@ -32,6 +32,7 @@ export function createHooks({ store, runs, client, text, ready }) {
     benchJson: (req) => call("bench_json", req || {}),
     benchSpeculative: (req) => call("bench_speculative", req || {}),
     benchPaged: (req) => call("bench_paged", req || {}),
+    benchReal: (req) => call("bench_real", req || {}),
     // Resolves once Python's check of the form as it is now is back, and every view has been
     // told (a check waiting for a pause in typing runs now).
     settled: () => store.settled().then(() => true),

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from decodelab.core.layers import Config
+from decodelab.core.layers import Config, matmul_layout
 from decodelab.core.transformer import TransformerModel
 from decodelab.pretrained.chat import ChatTemplate
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError
@@ -55,6 +55,15 @@ class PretrainedModel(TransformerModel):
         """Each weight once: a tied head is the embedding, not a second matrix."""
         tied = np.shares_memory(self.params["w_head"], self.params["wte"])
         return int(sum(a.size for k, a in self.params.items() if not (tied and k == "w_head")))
+
+    def params_as(self, dtype) -> dict:
+        """The parameters in `dtype` for a full forward (the live check): its own arrays when
+        they are in that dtype already (float32, the matrices column-major as the file is
+        read), where a trained model's copy would keep another half gigabyte."""
+        if any(v.dtype != np.dtype(dtype) for v in self.params.values()):
+            return super().params_as(dtype)
+        return {k: matmul_layout(v) if k.split(".")[-1].startswith("w_") else v
+                for k, v in self.params.items()}
 
     def session(self, dtype=None, shift: str = "reread"):
         return super().session(dtype or self.generation_dtype, shift)

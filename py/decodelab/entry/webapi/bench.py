@@ -1,11 +1,13 @@
 """The benchmark's rows, measured by the same functions natively (tests/benchmark.py calls them
 in CPython) and in the page (through these endpoints), so the two numbers time the same code:
 a whole run, the transformer's cached and uncached decode, the BPE encoder, resuming after a
-tool result, prefix sharing, the accuracy experiment's pace, what JSON mode adds to a step, and
-speculative decoding against decoding alone.
+tool result, prefix sharing, the accuracy experiment's pace, what JSON mode adds to a step,
+speculative decoding against decoding alone, and the real model's prefill and decode
+(tests/benchmark_real.py).
 """
 
 import dataclasses
+import statistics
 import time
 
 import numpy as np
@@ -21,6 +23,7 @@ from decodelab.core.speculative import speculate
 from decodelab.entry.webapi.catalog import sample_card
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.entry.webapi.reuse import REUSE_APPENDED, REUSE_QUESTION
+from decodelab.errors import FieldError
 from decodelab.fields import read
 from decodelab.lesson.accuracy import AccuracyExperiment
 
@@ -155,6 +158,74 @@ def _bench(session: Session, req: dict) -> dict:
     n = sum(1 for _ in run)
     seconds = time.perf_counter() - t0
     return {"steps": n, "seconds": seconds, "steps_per_second": n / seconds}
+
+
+def filler(model, text: str, n: int) -> list:
+    """n ordinary tokens of `text` (repeated as needed), no special token."""
+    tok = model.tokenizer
+    ids = [i for i in tok.encode(text) if not tok.is_special(i)]
+    return (ids * (n // max(len(ids), 1) + 1))[:n]
+
+
+def decode_rate(model, ids: list, context: int, steps: int, repeats: int,
+                dtype=np.float32) -> float:
+    """Tokens per second of bare decode steps (the model's forward and cache, no rules or
+    records) with `context` tokens in the cache; the median of `repeats`. ids: at least
+    context + steps tokens."""
+    rates = []
+    for _ in range(repeats):
+        session = model.session(dtype=dtype)
+        session.prefill(ids[:context])
+        began = time.perf_counter()
+        for t in ids[context:context + steps]:
+            session.decode(t)
+        rates.append(steps / (time.perf_counter() - began))
+    return statistics.median(rates)
+
+
+def prefill_rate(model, ids: list, repeats: int, dtype=np.float32) -> float:
+    """Tokens per second of one prefill of `ids`; the median of `repeats`."""
+    times = []
+    for _ in range(repeats):
+        session = model.session(dtype=dtype)
+        began = time.perf_counter()
+        session.prefill(ids)
+        times.append(time.perf_counter() - began)
+    return len(ids) / statistics.median(times)
+
+
+REAL_TEXT_DATASET = "prose"  # the filler the real model's rows read (any ordinary text)
+
+
+def real_rates(library, contexts=(50, 500), prefills=(50, 500), steps: int = 20,
+               repeats: int = 3) -> dict:
+    """The real model's rows: prefill at each length and decode at each context, in tokens
+    per second (the same function natively and in the page)."""
+    model = library.pretrained()
+    text = "\n".join(library.corpus(REAL_TEXT_DATASET).train[:400])
+    ids = filler(model, text, max([c + steps for c in contexts] + list(prefills) + [1]))
+    return {"prefill": {str(n): prefill_rate(model, ids[:n], repeats) for n in prefills},
+            "decode": {str(c): decode_rate(model, ids, c, steps, repeats) for c in contexts}}
+
+
+@endpoint
+def _bench_real(session: Session, req: dict) -> dict:
+    """The real model's prefill and decode rows ({"contexts", "prefills", "steps", "repeats"},
+    small positive whole numbers), once the model is loaded. (The page asks for one row at a
+    time: a call holds the worker, and a long one would be taken for a hang.)"""
+    def ints(name, default, most):
+        got = req.get(name, default)
+        ok = isinstance(got, list) and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 < x <= most for x in got)
+        if not ok:
+            raise FieldError("request", f"{name} must be a list of whole numbers from 1 to "
+                                        f"{most}; got {got!r}.")
+        return tuple(got)
+
+    steps = (ints("steps", [20], 200) or (20,))[0]
+    repeats = (ints("repeats", [3], 20) or (3,))[0]
+    return real_rates(session.library, ints("contexts", [50, 500], 1500),
+                      ints("prefills", [50, 500], 1500), steps, repeats)
 
 
 @endpoint
