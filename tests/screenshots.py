@@ -8,7 +8,8 @@ as a course site would embed it, and saves docs/screenshot-embed.png; the same w
 widgets, one picture of each, light and dark, 1280 and 360 px wide (docs/screenshot-idea-*.png); the
 Embed this dialog (docs/screenshot-embed-dialog.png); and the course: its map and four chapters
 (sampling, the cache, beam search and drafts, paging), 1280 px light and 360 px dark
-(docs/screenshot-map-*.png, docs/screenshot-chapter-*.png).
+(docs/screenshot-map-*.png, docs/screenshot-chapter-*.png); and the real model loaded and run in
+the workbench, 1280 px light and 360 px dark (docs/screenshot-real-*.png; --real: those alone).
 """
 
 import sys
@@ -219,6 +220,31 @@ def shoot_dialog(browser, url: str, out: Path) -> None:
     page.context.close()
 
 
+REAL = {"prompt": "The capital of France is", "seed": 3, "temperature": 0.8, "top_p": 0.9,
+        "max_new_tokens": 24}
+
+
+def shoot_real(browser, url, out: Path, width: int, scheme: str) -> None:
+    """The real model in the workbench: its card once loaded, a sampled run and the next-token
+    view over its 49,152 tokens at a step it chose among several."""
+    height = 1200 if width > 800 else 2400
+    page = open_page(browser, url, viewport={"width": width, "height": height},
+                     color_scheme=scheme)
+    wait_ready(page)
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.evaluate("() => window.decodelab.pretrained.load()")
+    for name, value in REAL.items():
+        page.locator(f"#{name}").fill(str(value))
+    page.get_by_role("button", name="Generate", exact=True).click()
+    page.evaluate("() => window.decodelab.lastRun")
+    page.wait_for_selector("html[data-state=ready]")
+    page.locator("#text-gen [data-step]").nth(2).click()
+    # the window itself (the stage keeps to the top of it while the controls scroll)
+    page.locator("#workbench").evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.screenshot(path=str(out))
+    page.context.close()
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -228,6 +254,12 @@ def main() -> int:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for width, scheme in ((1280, "light"), (360, "dark")):
+                shoot_real(browser, url, docs / f"screenshot-real-{width}-{scheme}.png", width,
+                           scheme)
+            if "--real" in sys.argv:  # the real model's pictures alone
+                browser.close()
+                return 0
             shoot(browser, url, docs / "screenshot.png", 1280, "light")
             shoot(browser, url, docs / "screenshot-dark-360.png", 360, "dark")
             shoot_step(browser, url, docs / "screenshot-step-dark.png", "dark")

@@ -196,11 +196,11 @@ FIELDS = (
       min=1, max=32,
       group="more"),
     F("cache_check", "Cache check", "bool", True,
-      "Transformer only. Compare every step's logits from the KV cache with a full "
+      "Transformers only (a model with a KV cache). Compare every step's logits from the KV cache with a full "
       "recomputation of the whole text, once the text has ended: it proves the cache right.",
       group="model"),
     F("context_shift", "When the window is full", "choice", "reread",
-      "Transformer only. reread: drop the oldest half and read the rest again (exact). "
+      "Transformers only. reread: drop the oldest half and read the rest again (exact). "
       "kshift: turn the kept keys back by the dropped length and read nothing (llama.cpp; "
       "faster, not exact: the cache check shows by how much).",
       choices=SHIFTS, group="model"),

@@ -7,7 +7,6 @@ speculative decoding against decoding alone, and the real model's prefill and de
 """
 
 import dataclasses
-import statistics
 import time
 
 import numpy as np
@@ -172,6 +171,8 @@ def decode_rate(model, ids: list, context: int, steps: int, repeats: int,
     """Tokens per second of bare decode steps (the model's forward and cache, no rules or
     records) with `context` tokens in the cache; the median of `repeats`. ids: at least
     context + steps tokens."""
+    import statistics  # (not at start-up: the page's start imports only what it needs)
+
     rates = []
     for _ in range(repeats):
         session = model.session(dtype=dtype)
@@ -185,6 +186,8 @@ def decode_rate(model, ids: list, context: int, steps: int, repeats: int,
 
 def prefill_rate(model, ids: list, repeats: int, dtype=np.float32) -> float:
     """Tokens per second of one prefill of `ids`; the median of `repeats`."""
+    import statistics
+
     times = []
     for _ in range(repeats):
         session = model.session(dtype=dtype)
