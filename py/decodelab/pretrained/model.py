@@ -99,7 +99,10 @@ def _tensor(gguf: GGUF, name: str, shape: tuple) -> np.ndarray:
     got = gguf.array(name)
     if got.shape != shape:
         raise GGUFError(f"tensor {name} has shape {got.shape}; the metadata implies {shape}")
-    return got
+    # a float32 tensor is a view of the file: copied (the norms, a few kB), so that the file's
+    # bytes are freed once the model is read (in the page, 98 MB of WebAssembly memory that the
+    # KV cache can take next)
+    return got.copy() if np.may_share_memory(got, gguf.bytes) else got
 
 
 def head_params(gguf: GGUF, cfg: Config) -> dict:
