@@ -351,19 +351,35 @@ def repeats_an_ngram(prompt_ids, ids, n) -> bool:
     return False
 
 
-@pytest.mark.parametrize("dataset,prompt,beams,ngram,penalty,seen", [
-    ("prose", "The ", 3, 3, 1.0, ["no_repeat_ngram"]),  # greedy's text repeats a 3-gram
-    ("prose", "The ", 3, 2, 0.5, ["no_repeat_ngram"]),  # lengths equal, another penalty
-    ("prose", "The ", 3, 0, 1.0, []),  # the beam is greedy's text
-    ("names", "el", 3, 0, 2.0, []),  # the beam likelier, lengths unequal
-    ("names", "", 3, 2, 1.0, []),  # the beam likelier with the ban on
-    ("names", "a", 2, 0, 0.1, ["length_penalty"]),  # the sample likelier and longer
-    ("names", "sh", 2, 0, 1.0, ["narrow"])])  # greedy likelier: its path was pruned
-def test_the_beam_summary_names_the_cause_its_run_shows(page, dataset, prompt, beams, ngram,
-                                                        penalty, seen):
+# Settings under which the beam summary meets each cause (or none). Which of them shows a cause
+# turns on near-ties in the trained weights' last digits, which differ from one machine's
+# training to another's, so each cause has several: every one is checked, and one must show it.
+CAUSE_CASES = {
+    "no_repeat_ngram": [("prose", "The ", 3, 3, 1.0),  # greedy's text repeats a 3-gram
+                        ("prose", "The ", 3, 2, 0.5),  # lengths equal, another penalty
+                        ("prose", "The ", 2, 2, 1.0)],
+    "length_penalty": [("names", "a", 2, 0, 0.1),  # the sample likelier and longer
+                       ("names", "sh", 2, 0, 0.1), ("names", "jo", 3, 0, 0.1)],
+    "narrow": [("names", "sh", 2, 0, 1.0),  # greedy likelier: its path was pruned
+               ("names", "sh", 2, 0, 0.5), ("prose", "It ", 2, 0, 1.0)],
+    "none": [("prose", "The ", 3, 0, 1.0),  # the beam is greedy's text
+             ("names", "el", 3, 0, 2.0),  # the beam likelier, lengths unequal
+             ("names", "", 3, 2, 1.0)],  # the beam likelier with the ban on
+}
+
+
+@pytest.mark.parametrize("cause", list(CAUSE_CASES))
+def test_the_beam_summary_names_the_cause_its_run_shows(page, cause):
     """Why the best beam is or is not the likeliest per token, recomputed from the reply's own
-    texts: the n-gram ban only when a likelier text repeats an n-gram, the length penalty only
-    when it is not 1 and a likelier text has another length."""
+    texts for each case: the n-gram ban only when a likelier text repeats an n-gram, the length
+    penalty only when it is not 1 and a likelier text has another length; and the cases meet
+    each cause."""
+    shown = [beam_causes(page, *case) for case in CAUSE_CASES[cause]]
+    assert any(c == [] if cause == "none" else cause in c for c in shown), shown
+
+
+def beam_causes(page, dataset, prompt, beams, ngram, penalty) -> list:
+    """The causes the beam summary names for these settings, each checked against the run."""
     settings = {"dataset": dataset, "prompt": prompt, "seed": 3, "max_new_tokens": 30}
     reply = page("beam", {"settings": settings,
                           "beam": {"num_beams": beams, "no_repeat_ngram_size": ngram,
@@ -387,7 +403,7 @@ def test_the_beam_summary_names_the_cause_its_run_shows(page, dataset, prompt, b
     assert why["causes"] == (["no_repeat_ngram"] if barred else []) + \
         (["length_penalty"] if lengths else []) + (["narrow"] if better and not barred
                                                     and not lengths else [])
-    assert why["causes"] == seen  # the cases meet each cause
+    return why["causes"]
 
 
 @pytest.mark.parametrize("dataset,prompt,beams", [("names", "", 4), ("names", "el", 3),
