@@ -13,6 +13,13 @@ from tests.e2e.conftest import open_page, wait_ready
 from tests.e2e.test_page import assert_same_trace, cli_trace, generate, reset
 
 GGUF = "**/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+KEPT_MODEL = """async () => {
+    const urls = [];
+    for (const name of await caches.keys()) {
+        if (name.startsWith("decodelab-model ")) urls.push(...(await (await caches.open(name)).keys()).map((r) => r.url));
+    }
+    return urls;
+}"""
 LIST = "**/models/models.json"
 
 
@@ -114,6 +121,7 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
     said = wait_status(app, "Loaded", "could not", "failed")
     assert said.startswith("Loaded in ") and "downloaded 98.4 MB" in said
     assert "Kept in this browser" in said
+    assert len(app.evaluate(KEPT_MODEL)) == 1  # apart from the site's offline copy
     facts = app.locator("#pretrained-facts").inner_text()
     for words in ("30 layers", "9 query heads sharing 3 key-value heads of 64", "49,152 tokens",
                   "2,048 positions kept (trained on 8,192)", "45 KiB a token"):
@@ -142,4 +150,8 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
     said = wait_status(page, "Loaded", "could not", "failed")
     assert said.startswith("Loaded from the copy kept in this browser (checked)"), said
     assert asked == []
+    # and the learner takes the 98 MB of storage back
+    page.get_by_role("button", name="Forget the kept copy").click()
+    assert "is deleted" in wait_status(page, "is deleted")
+    assert page.evaluate(KEPT_MODEL) == []
     page.close()

@@ -39,8 +39,10 @@ export function createPretrained(store, client) {
     status: $("pretrained-status"),
     facts: $("pretrained-facts"),
     memory: $("pretrained-memory"),
+    forget: $("pretrained-forget"),
   };
   let loading = null; // {id} while a load is under way
+  let kept = false; // this browser keeps a copy of the file (the last load said so)
 
   function say(text, { failed = false } = {}) {
     dom.status.textContent = text;
@@ -57,6 +59,7 @@ export function createPretrained(store, client) {
     dom.stop.hidden = !loading;
     dom.bar.hidden = !loading;
     dom.facts.hidden = !loaded;
+    dom.forget.hidden = !kept || Boolean(loading);
     if (loaded && info) dom.facts.textContent = facts(info);
   }
 
@@ -88,10 +91,11 @@ export function createPretrained(store, client) {
     const where = result.from === "kept"
       ? `from the copy kept in this browser (checked) in ${seconds(ms.total)}`
       : `in ${seconds(ms.total)}: downloaded ${mb(result.bytes)} MB in ${seconds(ms.download)}, checked in ${seconds(ms.check)}, read in ${seconds(ms.read)}`;
-    const kept = result.from === "site"
+    const keeping = result.from === "site"
       ? (result.kept ? " Kept in this browser, so the next visit needs no download." : " This browser would not keep it, so the next visit downloads it again.")
       : "";
-    say(`Loaded ${where}.${kept} Press Generate to run it.`);
+    say(`Loaded ${where}.${keeping} Press Generate to run it.`);
+    kept = Boolean(result.kept);
     store.pretrainedLoaded(result.info);
   }
 
@@ -117,6 +121,14 @@ export function createPretrained(store, client) {
   dom.load.addEventListener("click", load);
   dom.stop.addEventListener("click", () => {
     if (loading) client.post({ type: "stop", id: loading.id });
+  });
+  // The kept copy is 98 MB of this browser's storage: the learner may take it back. The model
+  // stays loaded in this page; the next load downloads the file again.
+  dom.forget.addEventListener("click", async () => {
+    await client.request({ type: "forget-model" });
+    kept = false;
+    say("The copy kept in this browser is deleted; the model stays loaded in this page, and the next load downloads it again.");
+    draw();
   });
 
   // The worker that held the model was replaced: the model went with it.
