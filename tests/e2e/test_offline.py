@@ -53,6 +53,13 @@ def fetched(page, path):
     return page.evaluate("(p) => fetch(p).then((r) => r.text())", path)
 
 
+def load_real_model(page) -> str:
+    """Load SmolLM2 as the learner does (its card's Load); what the card then says."""
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.evaluate("() => window.decodelab.pretrained.load()")
+    return page.locator("#pretrained-status").inner_text()
+
+
 def test_the_second_visit_opens_and_runs_with_the_server_gone(context, site_copy, tmp_path):
     server, url = serve(tmp_path)
     url += "courses/week-3/decodelab/"
@@ -61,6 +68,7 @@ def test_the_second_visit_opens_and_runs_with_the_server_gone(context, site_copy
         first = offline(page)
         assert first["state"] == "saved" and not first["controlled"], first
         assert "without a network" in page.locator("#offline").inner_text()
+        assert load_real_model(page).startswith("Loaded in ")  # downloaded, kept apart
     finally:
         server.shutdown()
         server.server_close()
@@ -75,6 +83,12 @@ def test_the_second_visit_opens_and_runs_with_the_server_gone(context, site_copy
                            {"seed": 3, "max_new_tokens": 20, "model": "transformer",
                             "ignore_eos": True})
     assert result["status"] == "done"
+    # the real model, which the site's offline copy leaves out, from the copy kept for it
+    assert load_real_model(page).startswith("Loaded from the copy kept in this browser")
+    result = page.evaluate("s => window.decodelab.generate(s)",
+                           {"model": "smollm2", "prompt": "The capital of France is",
+                            "greedy": True, "max_new_tokens": 4, "cache_check": False})
+    assert result["status"] == "done" and " Paris" in page.locator("#text-gen").inner_text()
     # a link with settings in its address is the same saved page
     other = context.new_page()
     other.goto(url + "index.html?seed=5&max_new_tokens=12")
