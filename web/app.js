@@ -61,7 +61,7 @@ const form = createForm(store, { generate: runbar.generate });
 const text = createTextView(store);
 createInspector(store);
 createTraining(store, client.call);
-const pretrained = createPretrained(store, client);
+const pretrained = createPretrained(store, client, runs);
 
 const hooks = createHooks({ store, runs, client, text, ready });
 window.decodelab = hooks;

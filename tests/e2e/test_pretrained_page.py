@@ -155,3 +155,64 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
     assert "is deleted" in wait_status(page, "is deleted")
     assert page.evaluate(KEPT_MODEL) == []
     page.close()
+
+
+def cli_chat(history, message, **settings):
+    """The CLI's chat turn (`python -m decodelab chat --json`) after `history`."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from tests.e2e.conftest import ROOT
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(history, fh)
+    args = [sys.executable, "-m", "decodelab", "chat", "--json", "--history", fh.name,
+            "--message", message]
+    for key, value in settings.items():
+        args += ["--" + key.replace("_", "-")] + ([] if value is True else [str(value)])
+    out = subprocess.run(args, capture_output=True, text=True, check=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT / "py")))
+    os.unlink(fh.name)
+    return json.loads(out.stdout)
+
+
+def test_a_two_turn_chat_equals_the_cli_and_prefills_only_its_new_tokens(app):
+    choose_the_real_model(app)
+    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
+        app.evaluate("() => window.decodelab.pretrained.load()")
+    reset(app, Seed=5, Greedy=True, Max_new_tokens=24)
+    history = []
+    for turn, message in enumerate(("What is the capital of Japan?", "And of France?")):
+        app.get_by_label("Your message", exact=True).fill(message)
+        app.evaluate("() => window.decodelab.pretrained.send()")
+        trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
+        expected = cli_chat(history, message, seed=5, greedy=True, max_new_tokens=24)
+        assert trace["finish_reason"] == "stop" and trace["stop_reason"] == "eos"  # <|im_end|>
+        assert_same_trace(trace, expected, tol=1e-4)  # the prompt, its ids, the messages too
+        chat = app.evaluate("() => window.decodelab.pretrained.lastTurn")
+        if turn == 0:
+            assert chat["reused"] == 0 and chat["prompt_tokens"] == len(trace["prompt_ids"])
+        else:
+            # the kept cache holds the first turn's prompt and answer (its last token, the
+            # <|im_end|> that ended it, was never fed): the new prompt shares their beginning
+            kept = first["prompt_ids"] + [s["token_id"] for s in first["steps"][:-1]]
+            shared = next(i for i, (a, b) in enumerate(zip(kept + [None], trace["prompt_ids"]))
+                          if a != b)
+            assert chat["reused"] == shared > len(first["prompt_ids"])
+            status = app.locator("#chat-status").inner_text()
+            assert f"read {len(trace['prompt_ids']) - shared} new tokens" in status
+        history, first = trace["messages"], trace
+    assert app.locator("#chat-log li").count() == 4
+    assert " Paris" in history[-1]["content"] or "Paris" in history[-1]["content"]
+    # the template as tokens: its special tokens marked
+    marked = app.locator("#chat-tokens .chip.special").all_text_contents()
+    # each message's start (system, user, assistant, user) and the answer's: five
+    assert marked[:2] == ["<|im_start|>", "<|im_end|>"] and marked.count("<|im_start|>") == 5
+    # a message may not carry the template's markup
+    app.get_by_label("Your message", exact=True).fill("Hi <|im_end|>")
+    app.evaluate("() => window.decodelab.pretrained.send()")
+    assert "contains <|im_end|>" in app.locator("#chat-status").inner_text()
+    assert app.locator("#chat-log li").count() == 4  # the conversation kept as it was
+    assert app.errors == []

@@ -55,7 +55,10 @@ def last_json(page, panel):
 
 def test_the_model_select_offers_both_models(app):
     options = app.locator("#model option")
-    assert sorted(options.evaluate_all("os => os.map(o => o.value)")) == ["bigram", "transformer"]
+    # the two kinds trained here, then the real model (loaded when asked: test_pretrained_page)
+    assert options.evaluate_all("os => os.map(o => o.value)") == ["bigram", "transformer",
+                                                                  "smollm2"]
+    assert options.last.inner_text() == "SmolLM2-135M-Instruct (real, 98 MB)"
     assert app.get_by_label("Cache check", exact=True).is_checked()  # on by default
     assert reveal(app, app.get_by_label("Inject a bug", exact=True)).input_value() == "none"  # off by default
 

@@ -1,10 +1,14 @@
 // The real model's card, under the model list while Model is SmolLM2: what the model is, Load
 // and Stop, the download's bytes and time left, the check of its SHA-256 and the reading of
-// its parts, then its shape. The worker does the work (runtime/modelfile.js and worker.js's
-// loadModel); the store keeps whether the model is loaded (store.pretrainedLoaded), and a run
-// with Model SmolLM2 is refused by Python, in words, until it is.
+// its parts, then its shape, and a chat with it. The worker does the work (runtime/modelfile.js
+// and worker.js's loadModel); the store keeps whether the model is loaded
+// (store.pretrainedLoaded) and the conversation (store.chatSaid), and a run with Model SmolLM2
+// is refused by Python, in words, until it is loaded. A chat turn is a run of the workbench
+// (state/run.js) with the conversation as "messages": Python renders the template and reuses
+// the last turn's cache (webapi.pretrained.chat_start).
 
 import { $ } from "../ui/dom.js";
+import { readable } from "../ui/render.js";
 
 const MODEL = "smollm2";
 const SHORT_MEMORY_GB = 4; // navigator.deviceMemory under this: the page warns before loading
@@ -30,7 +34,9 @@ export function facts(info) {
   ].join(" · ") + ".";
 }
 
-export function createPretrained(store, client) {
+const WHO = { system: "System", user: "You", assistant: "SmolLM2" };
+
+export function createPretrained(store, client, runs) {
   const dom = {
     card: $("pretrained"),
     load: $("pretrained-load"),
@@ -40,6 +46,16 @@ export function createPretrained(store, client) {
     facts: $("pretrained-facts"),
     memory: $("pretrained-memory"),
     forget: $("pretrained-forget"),
+    chat: $("chat"),
+    log: $("chat-log"),
+    system: $("chat-system"),
+    message: $("chat-message"),
+    send: $("chat-send"),
+    restart: $("chat-new"),
+    chatStatus: $("chat-status"),
+    template: $("chat-template"),
+    templateSummary: $("chat-template-summary"),
+    tokens: $("chat-tokens"),
   };
   let loading = null; // {id} while a load is under way
   let kept = false; // this browser keeps a copy of the file (the last load said so)
@@ -60,6 +76,16 @@ export function createPretrained(store, client) {
     dom.bar.hidden = !loading;
     dom.facts.hidden = !loaded;
     dom.forget.hidden = !kept || Boolean(loading);
+    dom.chat.hidden = !loaded;
+    dom.send.disabled = state.phase !== "ready";
+    dom.system.disabled = state.chat.length > 0; // the system message opens a conversation
+    dom.log.replaceChildren(...state.chat.map((m) => {
+      const item = document.createElement("li");
+      item.dataset.role = m.role;
+      item.dataset.who = WHO[m.role] || m.role;
+      item.textContent = m.content;
+      return item;
+    }));
     if (loaded && info) dom.facts.textContent = facts(info);
   }
 
@@ -131,6 +157,61 @@ export function createPretrained(store, client) {
     draw();
   });
 
+  // A chat turn: the conversation so far and the new message, run as the workbench runs.
+  async function send() {
+    const text = dom.message.value;
+    if (!text.trim()) {
+      dom.chatStatus.textContent = "Type a message first.";
+      return;
+    }
+    // a chat turn runs with the workbench's rules; its prompt is the conversation, not the box's
+    const checked = await store.collect();
+    if (Object.keys(checked.errors || {}).some((name) => name !== "prompt")) {
+      dom.chatStatus.textContent = "Fix the settings marked above first: a chat turn runs with them.";
+      return;
+    }
+    const settings = checked.settings || { ...store.state.check.values };
+    const opening = store.state.chat.length === 0 && dom.system.value.trim()
+      ? [{ role: "system", content: dom.system.value }] : [];
+    const asked = [...opening, { role: "user", content: text }];
+    const messages = [...store.state.chat, ...asked];
+    dom.chatStatus.textContent = "The model is answering…";
+    const result = await runs.start({ ...settings, messages });
+    if (result.status !== "done") {
+      const said = (result.errors || []).map((e) => e.message).join(" ") || result.message || "The turn did not run.";
+      dom.chatStatus.textContent = said;
+      return;
+    }
+    store.chatSaid([...asked, { role: "assistant", content: result.text }]);
+    dom.message.value = "";
+    const reuse = store.state.run && store.state.run.chat;
+    if (reuse) showTemplate(reuse);
+    dom.chatStatus.textContent = reuse && reuse.reused
+      ? `This turn read ${reuse.prompt_tokens - reuse.reused} new tokens of its prompt’s ${reuse.prompt_tokens}: the other ${reuse.reused} were in the cache of the turn before.`
+      : `This turn read its whole prompt, ${reuse ? reuse.prompt_tokens : "its"} tokens.`;
+  }
+
+  // The last turn's prompt, token by token: the special tokens the template placed, marked.
+  function showTemplate(chat) {
+    dom.template.hidden = false;
+    const specials = chat.tokens.filter(([, special]) => special).length;
+    const reused = chat.reused ? `; the first ${chat.reused}, faded, came from the cache` : "";
+    dom.templateSummary.textContent = `The prompt as the model read it (${chat.prompt_tokens} tokens, ${specials} of them special${reused})`;
+    dom.tokens.replaceChildren(...chat.tokens.map(([label, special], i) => {
+      const chip = document.createElement("span");
+      chip.className = `chip${special ? " special" : ""}${i < chat.reused ? " reused" : ""}`;
+      chip.textContent = special ? label : readable(label);
+      return chip;
+    }));
+  }
+
+  dom.send.addEventListener("click", send);
+  dom.restart.addEventListener("click", () => {
+    store.chatSaid(null);
+    dom.template.hidden = true;
+    dom.chatStatus.textContent = "A new conversation: the next message starts it.";
+  });
+
   // The worker that held the model was replaced: the model went with it.
   client.listen("restarted", () => {
     if (!store.state.pretrained.loaded) return;
@@ -139,13 +220,19 @@ export function createPretrained(store, client) {
   });
 
   store.subscribe((change) => {
-    if (["info", "settings", "phase", "pretrained", "checked"].includes(change.type)) draw();
+    if (["info", "settings", "phase", "pretrained", "checked", "chat"].includes(change.type)) draw();
   });
   draw();
 
   return {
     /** For tests: load the model as the button does; a Promise of when it has ended. */
     load,
+    /** For tests: send the message box's text as the button does; a Promise of the turn. */
+    send,
+    /** The last chat turn's prompt, as Python described it ({prompt_tokens, tokens, reused}). */
+    get lastTurn() {
+      return store.state.run && store.state.run.chat ? store.state.run.chat : null;
+    },
     get loading() {
       return loading;
     },

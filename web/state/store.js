@@ -21,6 +21,7 @@
 //   progress   the chapters seen and the Try this suggestions run (kept for the next visit)
 //   trip       {trip}: a Try this has taken the learner to the workbench (null: the trip is over)
 //   pretrained the real model was loaded, or went with its worker (state.pretrained)
+//   chat       the conversation with it changed (state.chat)
 //
 // Every rule about the settings is Python's (decodelab.entry.webapi.run, endpoint "check"): this
 // module asks and keeps the answer. It needs a way to call Python, given by connect().
@@ -67,6 +68,7 @@ export function createStore() {
     baseline: null, // what Reset goes back to (null: Python's defaults)
     run: null, // the run on screen
     pretrained: { loaded: false, info: null }, // the real model: read into this page's Python yet?
+    chat: [], // the conversation with it: {role, content}, oldest first (a system message first)
     // the course: the chapter on screen, the chapters seen and the suggestions run, and a Try
     // this that took the learner to the workbench: {id, from, text, status, answer}
     course: { chapter: null, seen: [], tried: [], trip: null },
@@ -311,6 +313,13 @@ export function createStore() {
       state.pretrained = info ? { loaded: true, info } : { loaded: false, info: null };
       emit({ type: "pretrained" });
       if (call && state.info) ask("model", true);
+    },
+
+    /** The conversation with the real model: these messages (a turn's question and answer,
+     * appended), or none (a new conversation). */
+    chatSaid(messages) {
+      state.chat = messages ? [...state.chat, ...messages] : [];
+      emit({ type: "chat" });
     },
 
     /** A dataset was added (the learner's own text) or updated. */

@@ -43,6 +43,7 @@ import codecs
 import numpy as np
 
 from decodelab.core import grammar, healing, jsonshape, records, sampling, search, stopping
+from decodelab.core.inference import EMPTY_PROMPT
 from decodelab.core.livecheck import CHECK_EVERY, LiveCheck
 from decodelab.core.settings import Settings, validate
 from decodelab.core.textout import TextOut
@@ -57,11 +58,13 @@ class Generation:
     """One run. Iterate it to get step records; afterwards read finish_reason and text."""
 
     def __init__(self, model, settings, prefix=None, prompt=None):
-        """prefix: a Prefix of this prompt to start from (its session is forked, not
-        prefilled again), or None; prompt: the prompt as `healing.prompt_ids` reads it, when
-        the caller has it already (`prepare`)."""
+        """prefix: a Prefix of this prompt, or of its beginning, to start from (its session is
+        forked, not prefilled again; the rest of the prompt is appended), or None; prompt: the
+        prompt as `healing.prompt_ids` reads it, when the caller has it already (`prepare`)."""
         self.model = model
         self.prefix = prefix
+        self.reused = 0  # the prompt's tokens that came from the prefix's cache
+        self.chat = None  # a chat turn: its messages (webapi.pretrained.chat_start)
         self.settings = settings
         self.rules = settings.rules
         self.tokenizer = model.tokenizer
@@ -126,6 +129,19 @@ class Generation:
     def fork_prefix(self):
         """This run's session, forked from the prefilled prefix's."""
         return self.prefix.session.fork()
+
+    def _from_prefix(self):
+        """(session, logits) from the prefix: its session forked, and the prompt's tokens after
+        it appended (a conversation's next turn: only its new tokens go through the model); or
+        None when the prefix is not the prompt's beginning."""
+        p, ids = self.prefix, list(self.prompt_ids)
+        if p is None or p.shift != self.settings.context_shift or not p.ids \
+                or ids[:len(p.ids)] != p.ids or (len(ids) == len(p.ids) and p.logits is None):
+            return None
+        session = self.session = self.fork_prefix()
+        self.reused = len(p.ids)
+        rest = ids[len(p.ids):]
+        return session, (session.append(rest) if rest else p.logits)
 
     def run(self) -> "Generation":
         for _ in self:
@@ -229,10 +245,9 @@ class Generation:
 
     def _run(self):
         s = self.settings
-        if self.prefix is not None and self.prefix.ids == list(self.prompt_ids) \
-                and self.prefix.shift == s.context_shift:
-            session = self.session = self.fork_prefix()  # prefilled once, shared by many runs
-            logits = self.prefix.logits
+        reused = self._from_prefix()
+        if reused is not None:  # prefilled once, shared by many runs or turns
+            session, logits = reused
         else:
             session = self.session = self.new_session()
             logits = session.prefill(self.prompt_ids)  # (V,)
@@ -371,6 +386,27 @@ class Prefix:
         self.session = model.session(shift=shift)
         self.logits = np.array(self.session.prefill(self.ids))  # a copy: runs only read it
 
+    @classmethod
+    def kept(cls, session, prompt_ids, shift: str = "reread") -> "Prefix | None":
+        """The longest beginning of prompt_ids that a finished run's session holds in its
+        cache, as a prefix (its own fork of the session, cut there); None if nothing is shared
+        or the window had shifted. Its logits are unknown: a run appends at least one token."""
+        start = list(session.model.tokenizer.start_ids)
+        if session.shifts or session.tokens[:len(start)] != start:
+            return None
+        n = 0
+        for a, b in zip(session.tokens[len(start):], prompt_ids[:-1]):  # one token left to feed
+            if a != int(b):
+                break
+            n += 1
+        if n == 0:
+            return None
+        out = cls.__new__(cls)
+        out.ids, out.shift, out.logits = [int(i) for i in prompt_ids[:n]], shift, None
+        out.session = session.fork()
+        out.session.rewind(len(start) + n)
+        return out
+
 
 def prepare(library, raw: dict, not_a_number=(), reads_prompt: bool = True):
     """Every check a run makes before it starts, against what the library holds: the settings
@@ -388,9 +424,7 @@ def prepare(library, raw: dict, not_a_number=(), reads_prompt: bool = True):
         model = library.for_settings(settings)
         prompt = healing.prompt_ids(model.tokenizer, settings)
         if reads_prompt and not prompt[0] and not model.tokenizer.start_ids:
-            raise FieldError("prompt", "Prompt: this model starts a sequence with no token of its "
-                                       "own, so an empty prompt gives it nothing to read; type "
-                                       "something.")
+            raise FieldError("prompt", EMPTY_PROMPT)
         stop = stopping.vocabulary_error(settings.stop, model.tokenizer)
         if stop is not None:
             raise stop

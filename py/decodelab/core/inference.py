@@ -41,6 +41,7 @@ from decodelab.core.layers import (
     swiglu_forward,
     window_start,
 )
+from decodelab.errors import FieldError
 from decodelab.fields import SHIFTS
 
 SESSION_DTYPE = np.float64  # what generation computes in (see TransformerModel.session)
@@ -84,6 +85,8 @@ def times(x, w):
     return out.reshape(*x.shape[:-1], w.shape[1])
 
 
+EMPTY_PROMPT = ("Prompt: this model starts a sequence with no token of its own, so an empty "
+                "prompt gives it nothing to read; type something.")
 CHECK_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}  # the live check's limit, per dtype
 # SHIFTS: how a full window goes on: re-read the kept tokens, or turn their cached keys back
 # (llama.cpp's K-shift); the choices of the field context_shift
@@ -262,9 +265,8 @@ class Session:
 
     def prefill(self, ids) -> np.ndarray:
         tokens = self.start + [int(i) for i in ids]
-        if not tokens:
-            raise ValueError("an empty prompt gives this model nothing to read (it starts a "
-                             "sequence with no token of its own)")
+        if not tokens:  # (a FieldError: every panel that reads a prompt says it by name)
+            raise FieldError("prompt", EMPTY_PROMPT)
         start = window_start(len(tokens), self.cache.max_len)  # a long prompt: shifted already
         self.shifts, self.shifted = start // context_drop(self.cache.max_len), start > 0
         self.logits = self._fill(tokens[start:])

@@ -174,11 +174,7 @@ def cmd_chat(args) -> dict:
         run = search.start(library(args), settings, model, prompt_ids).run()
     else:
         run = Generation(model, settings, prompt=(prompt_ids, None)).run()
-    trace = run.trace()
-    text = trace.get("text", "")
-    trace.update(prompt_ids=prompt_ids, prompt=model.template.render(messages),
-                 messages=messages + [{"role": "assistant", "content": text}])
-    return trace
+    return model.template.trace(run.trace(), messages)
 
 
 def history(path) -> list:

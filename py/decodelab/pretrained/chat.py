@@ -100,3 +100,11 @@ class ChatTemplate:
         for m in self.turns(messages):
             out += [self.start_id] + enc(f"{m['role']}\n{m['content']}") + [self.end_id] + enc("\n")
         return out + ([self.start_id] + enc("assistant\n") if add_generation_prompt else [])
+
+    def trace(self, trace: dict, messages) -> dict:
+        """A chat turn's trace: the run's, with the prompt as rendered, its ids, and the
+        conversation with the answer appended (what `chat` prints and the page exports)."""
+        trace.update(prompt_ids=self.ids(messages), prompt=self.render(messages),
+                     messages=list(messages) + [{"role": "assistant",
+                                                 "content": trace.get("text", "")}])
+        return trace

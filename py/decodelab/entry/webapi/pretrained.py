@@ -7,6 +7,10 @@ each block, the embedding), so the page shows how far it has got and can stop be
 parts. The last part hands the model to the library, which every page sharing this Python
 shares; runs with Model SmolLM2 use it from then on. `pretrained_cancel` drops a load stopped
 half-way (its arrays go with it). `pretrained` says whether the model is loaded, and what it is.
+
+A chat turn is a run (`start` with "messages"): the conversation rendered by the model's chat
+template, and when the page's last run was a turn of the same conversation, its cache forked
+and cut where the two prompts part, so only the new turn's tokens are prefilled.
 """
 
 import os
@@ -103,3 +107,26 @@ def state(library) -> dict:
 def _pretrained(session: Session, req: dict) -> dict:
     """Is the real model loaded in this Python, and what is it (`state`)."""
     return state(session.library)
+
+
+def chat_start(session: Session, req: dict):
+    """A chat turn: req is a run's settings with "messages" (the conversation so far, the new
+    user message last) -> its Generation, from the last turn's cache where it can."""
+    from decodelab.core.generate import Generation, Prefix, prepare
+
+    req = dict(req)
+    messages = req.pop("messages")
+    settings, model, _ = prepare(session.library, {**req, "model": NAME, "prompt": ""},
+                                 reads_prompt=False)
+    if model.template is None:
+        raise FieldError("messages", "Messages: this model's chat template is not one "
+                                     "decodelab renders, so it cannot chat; use the prompt.")
+    prompt_ids = model.template.ids(messages)  # checks every message, naming the bad one
+    last = session.last
+    prefix = None
+    if last is not None and getattr(last, "chat", None) is not None and last.model is model \
+            and getattr(last, "session", None) is not None:
+        prefix = Prefix.kept(last.session, prompt_ids, settings.context_shift)
+    run = Generation(model, settings, prefix=prefix, prompt=(prompt_ids, None))
+    run.chat = model.template.check(messages)
+    return run

@@ -1,7 +1,7 @@
 """preview: the next token under the rules being set, before anything is generated: at a step of
 the run on screen (its logits and its tokens so far), or at the end of the prompt."""
 
-from decodelab.core.generate import Generation
+from decodelab.core.generate import Generation, prepare
 from decodelab.core.settings import validate
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
@@ -29,8 +29,10 @@ def _preview(session: Session, req: dict) -> dict:
         else:
             d = run.decide(step, replay.logits_at(step), settings=settings)
         return {"step": step, **explain(d, run.tokenizer.label)}
-    model = session.library.for_settings(settings)
-    ahead = Generation(model, settings)  # the run these settings would make, not started
+    # the run these settings would make, not started: checked as a start checks it (an empty
+    # prompt is refused by name for a model with no start token of its own)
+    settings, model, prompt = prepare(session.library, req.get("settings", {}))
+    ahead = Generation(model, settings, prompt=prompt)
     key = (settings.model, settings.dataset, settings.tokenizer, settings.prompt,
            settings.token_healing)
     if session.prompt_logits is None or session.prompt_logits[0] != key:

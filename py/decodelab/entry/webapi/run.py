@@ -146,8 +146,14 @@ def _adjust(session: Session, raw: dict, changed) -> tuple:
 
 @endpoint
 def _start(session: Session, req: dict) -> dict:
-    """The settings -> a new run (the previous run and its output stay until this succeeds)."""
-    run = start_generation(session.library, req)
+    """The settings -> a new run (the previous run and its output stay until this succeeds);
+    with "messages", a chat turn of the real model (webapi.pretrained.chat_start)."""
+    if isinstance(req, dict) and "messages" in req:
+        from decodelab.entry.webapi.pretrained import chat_start
+
+        run = chat_start(session, req)
+    else:
+        run = start_generation(session.library, req)
     if not isinstance(run, Generation):
         field = "strategy" if run.strategy == "beam" else "draft"
         raise FieldError(field, "The workbench runs one path, a step at a time: beam search "
@@ -155,8 +161,15 @@ def _start(session: Session, req: dict) -> dict:
                                 "with the workbench's settings.")
     session.run = run
     pieces, healed = run.prompt_pieces()
-    return {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
-            "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size}
+    out = {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
+           "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size}
+    if run.chat is not None:  # a chat turn: its prompt's tokens (the special ones marked), and
+        # how many of them the last turn's cache holds
+        tok = run.tokenizer
+        out["chat"] = {"prompt_tokens": len(run.prompt_ids),
+                       "tokens": [[tok.label(i), tok.is_special(i)] for i in run.prompt_ids],
+                       "reused": len(run.prefix.ids) if run.prefix is not None else 0}
+    return out
 
 
 def _status(run, steps) -> dict:
@@ -205,7 +218,11 @@ def _cancel(session: Session, req: dict) -> dict:
 
 @endpoint
 def _trace(session: Session, req: dict) -> dict:
-    return {"trace": session.last.trace() if session.last is not None else None}
+    last = session.last
+    if last is None:
+        return {"trace": None}
+    chat = getattr(last, "chat", None)  # a chat turn's trace is `chat`'s (a search has none)
+    return {"trace": last.model.template.trace(last.trace(), chat) if chat else last.trace()}
 
 
 @endpoint
