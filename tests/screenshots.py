@@ -9,7 +9,8 @@ widgets, one picture of each, light and dark, 1280 and 360 px wide (docs/screens
 Embed this dialog (docs/screenshot-embed-dialog.png); and the course: its map and four chapters
 (sampling, the cache, beam search and drafts, paging), 1280 px light and 360 px dark
 (docs/screenshot-map-*.png, docs/screenshot-chapter-*.png); and the real model loaded and run in
-the workbench, 1280 px light and 360 px dark (docs/screenshot-real-*.png; --real: those alone).
+the workbench, 1280 px light and 360 px dark, and a two-turn chat with it
+(docs/screenshot-real-*.png; --real: those alone).
 """
 
 import sys
@@ -245,6 +246,22 @@ def shoot_real(browser, url, out: Path, width: int, scheme: str) -> None:
     page.context.close()
 
 
+def shoot_chat(browser, url, out: Path) -> None:
+    """A two-turn chat with the real model: the conversation, the second turn's prompt as tokens
+    (the special ones marked, those from the first turn's cache faded) and what it reused."""
+    page = open_page(browser, url, viewport={"width": 1280, "height": 1400}, color_scheme="light")
+    wait_ready(page)
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.evaluate("() => window.decodelab.pretrained.load()")
+    page.get_by_label("Greedy", exact=True).check()
+    for message in ("What is the capital of Japan?", "And of France?"):
+        page.get_by_label("Your message", exact=True).fill(message)
+        page.evaluate("() => window.decodelab.pretrained.send()")
+    page.locator("#chat-template > summary").click()
+    page.locator("#chat").screenshot(path=str(out))
+    page.context.close()
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -257,6 +274,7 @@ def main() -> int:
             for width, scheme in ((1280, "light"), (360, "dark")):
                 shoot_real(browser, url, docs / f"screenshot-real-{width}-{scheme}.png", width,
                            scheme)
+            shoot_chat(browser, url, docs / "screenshot-real-chat.png")
             if "--real" in sys.argv:  # the real model's pictures alone
                 browser.close()
                 return 0
