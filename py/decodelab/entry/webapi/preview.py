@@ -15,9 +15,9 @@ def _preview(session: Session, req: dict) -> dict:
     run: at `step` of the run on screen, or, without a step, at the end of the prompt (a run
     of these settings, not started: its first step). What the page redraws while the learner
     drags a rule."""
-    settings = validate(req.get("settings", {}), datasets=session.datasets())
     run, step = session.run, req.get("step")
     if step is not None and run is not None and run.records:
+        settings = validate(req.get("settings", {}), datasets=session.datasets())
         step = check("step", step, max=len(run.records) - 1)
         if run.records[step]["source"] == "tool":
             raise FieldError("step", f"Step {step + 1} was appended by the tool, not chosen: no "
@@ -29,8 +29,8 @@ def _preview(session: Session, req: dict) -> dict:
         else:
             d = run.decide(step, replay.logits_at(step), settings=settings)
         return {"step": step, **explain(d, run.tokenizer.label)}
-    # the run these settings would make, not started: checked as a start checks it (an empty
-    # prompt is refused by name for a model with no start token of its own)
+    # the run these settings would make, not started: checked as a start checks it (once: an
+    # empty prompt is refused by name for a model with no start token of its own)
     settings, model, prompt = prepare(session.library, req.get("settings", {}))
     ahead = Generation(model, settings, prompt=prompt)
     key = (settings.model, settings.dataset, settings.tokenizer, settings.prompt,
