@@ -101,15 +101,58 @@ def header(n_tensors, n_kv, version=3):
     (header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 4, 2**60),
      "ends inside metadata k"),  # an array of 2**60 uint32
 ], ids=["magic", "short", "version", "tensors", "metadata", "key", "type", "array"])
-def test_a_damaged_header_is_refused_by_name(data, words):
-    with pytest.raises(GGUFError, match=words):
-        GGUF(data)
+def test_a_damaged_header_is_refused_by_name(tmp_path, monkeypatch, data, words):
+    path = tmp_path / "damaged.gguf"
+    path.write_bytes(data)
+    monkeypatch.setattr(reader, "HEADER_READ", 8)  # a file's header read in several goes
+    for source in (data, path):
+        with pytest.raises(GGUFError, match=words):
+            GGUF(source)
 
 
 def test_a_truncated_file_names_the_tensor(tmp_path):
     data = write(tmp_path, [("w", np.ones((4, 64), np.float32), Q.Q8_0)])
-    with pytest.raises(GGUFError, match="tensor w needs bytes up to .*truncated"):
-        GGUF(data[:-40])  # more than the padding after the last tensor
+    (tmp_path / "cut.gguf").write_bytes(data[:-40])  # more than the padding after the last tensor
+    for source in (data[:-40], tmp_path / "cut.gguf"):
+        with pytest.raises(GGUFError, match="tensor w needs bytes up to .*truncated"):
+            GGUF(source)
+
+
+def test_a_file_read_from_disk_a_tensor_at_a_time(tmp_path, monkeypatch):
+    """Given a path, the reader reads the header (in several goes when it is longer than the
+    first read) and then only the bytes of the tensor asked for: the same metadata and values
+    as from the bytes, and never the whole file at once."""
+    rng = np.random.default_rng(3)
+    tensors = [(f"w{i}", rng.standard_normal((8, 64)).astype(np.float32), q)
+               for i, q in enumerate((Q.Q8_0, Q.Q4_1, Q.F16, Q.F32))]
+    words = [f"word{i}" for i in range(100)]  # a header of about 1.7 kB
+    data = write(tmp_path, tensors, [("general.name", "disk"), ("x.words", words)])
+    path = tmp_path / "m.gguf"
+    reads = []
+    real_read = GGUF._read
+
+    def read(self, start, n, what):
+        reads.append((start, n))
+        return real_read(self, start, n, what)
+
+    monkeypatch.setattr(reader, "HEADER_READ", 256)
+    monkeypatch.setattr(GGUF, "_read", read)
+    on_disk, in_memory = GGUF(path), GGUF(data)
+    assert [n for _, n in reads] == [256, 1024, 4096] and 4096 < len(data)  # x4 till it fits
+    assert on_disk.bytes is None and on_disk.size == len(data)
+    assert on_disk.metadata["x.words"] == words and on_disk.metadata["general.name"] == "disk"
+    assert on_disk.tensors.keys() == in_memory.tensors.keys()
+    for name, _, _ in tensors:
+        del reads[:]
+        assert np.array_equal(on_disk.array(name), in_memory.array(name))
+        info = on_disk.tensors[name]
+        assert reads == [(on_disk.data_start + info.offset, info.nbytes)]  # that tensor alone
+    path.write_bytes(data[:on_disk.data_start + on_disk.tensors["w3"].offset + 8])  # cut later
+    with pytest.raises(GGUFError, match="the file ends inside tensor w3.*changed or cut"):
+        on_disk.array("w3")
+    path.unlink()
+    with pytest.raises(GGUFError, match="could not be read"):
+        on_disk.array("w0")
 
 
 def test_an_unsupported_type_is_refused_by_name(tmp_path):
@@ -135,6 +178,6 @@ def test_a_file_on_disk_over_the_limit_is_refused_before_it_is_read(tmp_path, mo
     def never(*args, **kwargs):
         raise AssertionError("the file was opened")
 
-    monkeypatch.setattr(model, "open", never, raising=False)  # model.py's open, not the test's
+    monkeypatch.setattr(reader, "open", never, raising=False)  # gguf.py's open, not the test's
     with pytest.raises(GGUFError, match="the file is 3 MB; decodelab reads GGUF files up to 1 MB"):
         model.load(path, max_bytes=2**20)

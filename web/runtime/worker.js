@@ -208,6 +208,12 @@ function restore(client, { id, settings = {}, steps }) {
 const MODEL_FS = "/tmp/decodelab-model.gguf";
 const READ_MS = 60; // a part of the model per job, about this long (a block takes ~50 ms)
 
+// The file in Python's file system (JavaScript memory, not WebAssembly's) while it is read.
+function dropModelFile() {
+  const fs = python.pyodide && python.pyodide.FS;
+  if (fs && fs.analyzePath(MODEL_FS).exists) fs.unlink(MODEL_FS);
+}
+
 async function loadModel(client, message) {
   const { id } = message;
   const post = client.send;
@@ -221,6 +227,7 @@ async function loadModel(client, message) {
   const report = (progress) => post({ type: "model-progress", id, ...progress });
   const finish = (result) => {
     if (client.loading === load) client.loading = null;
+    dropModelFile();
     post({ type: "reply", id, result });
   };
   const stopped = () => finish({ ok: false, stopped: true, message: "Stopped: the model was not loaded. Load it again whenever you like." });
@@ -240,6 +247,7 @@ async function loadModel(client, message) {
       work();
     } catch (err) { // Python failed (e.g. memory refused): nothing half-read is kept
       if (client.loading === load) client.loading = null;
+      dropModelFile();
       try { call(client.session, "pretrained_cancel"); } catch { /* Python itself is gone */ }
       throw err;
     }
@@ -259,15 +267,9 @@ async function loadModel(client, message) {
   enqueue(client, message, guarded(() => {
     if (load.stopped) return stopped();
     readBegan.at = performance.now();
-    const fs = python.pyodide.FS;
-    fs.writeFile(MODEL_FS, got.bytes);
-    got.bytes = null; // Python reads the file whole; the file goes as soon as it has
-    let out;
-    try {
-      out = call(client.session, "pretrained_load_start", { path: MODEL_FS });
-    } finally {
-      fs.unlink(MODEL_FS);
-    }
+    python.pyodide.FS.writeFile(MODEL_FS, got.bytes);
+    got.bytes = null; // Python reads the file a tensor at a time; it goes when the load ends
+    const out = call(client.session, "pretrained_load_start", { path: MODEL_FS });
     if (!out.ok) return finish({ ok: false, problem: "file", message: out.errors[0].message });
     report({ phase: "read", part: out.progress.part, done: 0, total: out.progress.total });
     enqueue(client, message, part);

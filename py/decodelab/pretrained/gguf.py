@@ -15,12 +15,15 @@ Quantized types store blocks of 32 values (ggml's formulas, in float32 as ggml c
     Q4_1: f16 d, f16 m, 16 bytes of nibbles   x = nibble * d + m
 A block's first 16 values are the low nibbles of its 16 bytes, the next 16 the high nibbles.
 
-The reader works on bytes already in memory (a file read once, or what a browser downloaded):
-every array is a numpy view of those bytes until a tensor is asked for, so the file is never
-copied. Every count and length is checked against the bytes that are left before anything is
-allocated from it, so a damaged or hostile header gives a GGUFError, not a huge allocation.
+The reader takes bytes already in memory (every array a numpy view of them until a tensor is
+asked for, so they are never copied) or a file's path: then it reads the header alone, and each
+tensor's bytes when that tensor is asked for, so the whole file is never in memory at once (in
+the browser, 98 MB less WebAssembly memory while the model is read). Every count and length is
+checked against the file's size before anything is allocated from it, so a damaged or hostile
+header gives a GGUFError, not a huge allocation.
 """
 
+import os
 import struct
 
 import numpy as np
@@ -30,6 +33,8 @@ VERSIONS = (2, 3)  # v1 had 32-bit counts; v3 only added big-endian files, which
 MAX_FILE_BYTES = 256 * 2**20  # the largest file decodelab reads (its float32 weights must fit
 # a browser tab: a 256 MB Q4 file is about 1.5 GB of float32)
 DEFAULT_ALIGNMENT = 32
+HEADER_READ = 4 * 2**20  # bytes of a file first read for its header (SmolLM2's takes 1.6 MB);
+# a longer header is read again with four times as many
 
 # metadata value types: id -> (name, struct format or None for string/array)
 VALUE_TYPES = {0: ("uint8", "<B"), 1: ("int8", "<b"), 2: ("uint16", "<H"), 3: ("int16", "<h"),
@@ -54,16 +59,24 @@ class GGUFError(ValueError):
     """A file decodelab cannot read as GGUF, with what is wrong and where."""
 
 
-class _Cursor:
-    """Reads little-endian values from a bytes-like object, checking each read fits."""
+class _Short(Exception):
+    """The header goes on past the bytes read of it so far: read more of the file."""
 
-    def __init__(self, buf):
-        self.buf, self.at, self.size = buf, 0, len(buf)
+
+class _Cursor:
+    """Reads little-endian values from the first bytes of a file of `size` bytes (all of them
+    when size is None), checking each read fits the file."""
+
+    def __init__(self, buf, size=None):
+        self.buf, self.at = buf, 0
+        self.have, self.size = len(buf), len(buf) if size is None else size
 
     def need(self, n: int, what: str) -> None:
         if n < 0 or self.at + n > self.size:
             raise GGUFError(f"the file ends inside {what}: it needs {n:,} bytes at byte "
                             f"{self.at:,}, and the file has {self.size:,} (truncated?)")
+        if self.at + n > self.have:
+            raise _Short()
 
     def unpack(self, fmt: str, what: str):
         n = struct.calcsize(fmt)
@@ -123,17 +136,47 @@ class GGUF:
     `tensors` (name -> TensorInfo, shapes in numpy's order), and `array(name)`, a tensor's
     values as float32."""
 
-    def __init__(self, data, max_bytes: int = MAX_FILE_BYTES, size=None):
-        """data: the file's bytes; size: its length when only that is known yet (a file on disk
-        checked before it is read)."""
-        buf = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data
-        size = len(buf) if size is None else size
-        if size > max_bytes:
-            raise GGUFError(f"the file is {size / 2**20:.0f} MB; decodelab reads GGUF files up "
-                            f"to {max_bytes / 2**20:.0f} MB (their float32 weights must fit in "
-                            "memory)")
-        self.bytes = np.frombuffer(buf, np.uint8)  # a view: the file's bytes, not a copy
-        c = _Cursor(buf)
+    def __init__(self, data, max_bytes: int = MAX_FILE_BYTES):
+        """data: the file's bytes, or its path (read a tensor at a time, its size checked
+        before a byte of it is read)."""
+        self.path = os.fspath(data) if isinstance(data, (str, os.PathLike)) else None
+        if self.path is None:
+            buf = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data
+            self.bytes = np.frombuffer(buf, np.uint8)  # a view: the file's bytes, not a copy
+            self.size = len(buf)
+        else:
+            self.bytes, self.size = None, os.path.getsize(self.path)
+        if self.size > max_bytes:
+            raise GGUFError(f"the file is {self.size / 2**20:.0f} MB; decodelab reads GGUF "
+                            f"files up to {max_bytes / 2**20:.0f} MB (their float32 weights "
+                            "must fit in memory)")
+        if self.path is None:
+            self._parse(_Cursor(buf))
+            return
+        want = min(self.size, HEADER_READ)
+        while True:  # the header's length is known only once it is read
+            try:
+                self._parse(_Cursor(self._read(0, want, "the header"), self.size))
+                return
+            except _Short:
+                want = min(self.size, want * 4)
+
+    def _read(self, start: int, n: int, what: str) -> memoryview:
+        """n bytes of the file from `start`, read from disk."""
+        out = np.empty(n, np.uint8)
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(start)
+                got = fh.readinto(out)
+        except OSError as e:
+            raise GGUFError(f"the file could not be read ({e.strerror or e})") from None
+        if got != n:
+            raise GGUFError(f"the file ends inside {what}: it needs bytes up to "
+                            f"{start + n:,}, and has {start + got:,} now (changed or cut?)")
+        return memoryview(out)
+
+    def _parse(self, c: _Cursor) -> None:
+        buf = c.buf
         c.need(4, "the magic number")
         if bytes(buf[:4]) != MAGIC:
             raise GGUFError(f"not a GGUF file: it starts with {bytes(buf[:4])!r}, not {MAGIC!r}")
@@ -189,9 +232,9 @@ class GGUF:
             if offset % self.alignment:
                 raise GGUFError(f"tensor {name} starts at offset {offset:,}, not a multiple of "
                                 f"the alignment {self.alignment}")
-            if end > len(self.bytes):
+            if end > self.size:
                 raise GGUFError(f"tensor {name} needs bytes up to {end:,}; the file has "
-                                f"{len(self.bytes):,} (truncated?)")
+                                f"{self.size:,} (truncated?)")
         return TensorInfo(name, shape, type_name, offset, nbytes)
 
     def get(self, key: str, default=None):
@@ -203,9 +246,11 @@ class GGUF:
         return self.metadata[key]
 
     def raw(self, name: str) -> np.ndarray:
-        """A tensor's stored bytes (a view)."""
+        """A tensor's stored bytes (a view of the bytes given, or read from the file)."""
         info = self.tensor_info(name)
         start = self.data_start + info.offset
+        if self.path is not None:
+            return np.frombuffer(self._read(start, info.nbytes, f"tensor {name}"), np.uint8)
         return self.bytes[start:start + info.nbytes]
 
     def tensor_info(self, name: str) -> TensorInfo:
@@ -225,7 +270,8 @@ class GGUF:
 
 def dequantize(raw: np.ndarray, type_name: str) -> np.ndarray:
     """Stored bytes (uint8) of `type_name` -> float32 values (flat), by ggml's formulas.
-    The result is the only array of the tensor's size that is allocated."""
+    The result is the only array of the tensor's size that is allocated, and never a view of
+    `raw`, so a model read from bytes in memory does not keep them alive."""
     if type_name == "F32":
         return raw.view("<f4").copy()
     if type_name == "F16":

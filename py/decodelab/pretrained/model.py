@@ -18,8 +18,6 @@ Generation runs in float32 (a float64 copy of 135M weights would take a second g
 live cache check's tolerance is float32's.
 """
 
-import os
-
 import numpy as np
 
 from decodelab.core.layers import Config, matmul_layout
@@ -99,10 +97,7 @@ def _tensor(gguf: GGUF, name: str, shape: tuple) -> np.ndarray:
     got = gguf.array(name)
     if got.shape != shape:
         raise GGUFError(f"tensor {name} has shape {got.shape}; the metadata implies {shape}")
-    # a float32 tensor is a view of the file: copied (the norms, a few kB), so that the file's
-    # bytes are freed once the model is read (in the page, 98 MB of WebAssembly memory that the
-    # KV cache can take next)
-    return got.copy() if np.may_share_memory(got, gguf.bytes) else got
+    return got  # (its own memory, never a view of the file: the file's bytes can go)
 
 
 def head_params(gguf: GGUF, cfg: Config) -> dict:
@@ -142,18 +137,6 @@ def params_of(gguf: GGUF, cfg: Config) -> dict:
     return p
 
 
-def read_bytes(data, max_bytes=None):
-    """A GGUF file's bytes, or its path read (its size checked before a byte is read)."""
-    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
-    if isinstance(data, (bytes, bytearray, memoryview, np.ndarray)):
-        return data
-    size = os.path.getsize(data)
-    if size > limit:  # said before a byte of it is read
-        GGUF(bytes(0), limit, size=size)
-    with open(data, "rb") as fh:
-        return fh.read()
-
-
 class Reader:
     """A GGUF file read in parts: the header and configuration at once, then the tokenizer, each
     block and the embedding (`parts`, each `part(name)` a call of its own), then `model()`.
@@ -162,7 +145,7 @@ class Reader:
 
     def __init__(self, data, window: int = WINDOW, max_bytes=None):
         limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
-        self.gguf = GGUF(read_bytes(data, limit), limit)
+        self.gguf = GGUF(data, limit)  # a path: read a tensor at a time
         self.cfg = config_of(self.gguf, window)
         self.tokenizer = None
         self.params = {}
