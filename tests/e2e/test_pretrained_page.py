@@ -216,3 +216,68 @@ def test_a_two_turn_chat_equals_the_cli_and_prefills_only_its_new_tokens(app):
     assert "contains <|im_end|>" in app.locator("#chat-status").inner_text()
     assert app.locator("#chat-log li").count() == 4  # the conversation kept as it was
     assert app.errors == []
+
+
+def test_a_gguf_file_of_ones_own(app, tmp_path):
+    """A file from disk: what it must be said first (the reader's own limits); one too large
+    refused before it is read, a file that is not GGUF and a model of another architecture
+    refused in the reader's words, the model loaded before kept; SmolLM2's file itself loads
+    from disk and runs as the CLI."""
+    import gguf
+    import numpy as np
+
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES
+
+    choose_the_real_model(app)
+    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
+        app.evaluate("() => window.decodelab.pretrained.load()")
+    app.locator("#pretrained-own summary").click()
+    about = app.locator("#pretrained-own-about").inner_text()
+    limit = MAX_FILE_BYTES // 2**20
+    assert f"up to {limit} MB" in about and "llama’s architecture" in about
+    assert "F32, F16, Q4_0, Q4_1 or Q8_0" in about
+    chooser = app.get_by_label("GGUF file", exact=True)
+
+    big = tmp_path / "big.gguf"
+    with open(big, "wb") as fh:
+        fh.truncate(MAX_FILE_BYTES + 2**20)  # sparse: never written, and never read
+    chooser.set_input_files(big)
+    said = status(app)
+    assert said.startswith(f"Your file big.gguf is {(MAX_FILE_BYTES + 2**20) / 1e6:.1f} MB; "
+                           f"decodelab reads GGUF files up to {limit} MB") and "Nothing was read" in said
+
+    text = tmp_path / "notes.gguf"
+    text.write_bytes(b"not a model, whatever its name says")
+    chooser.set_input_files(text)
+    said = wait_status(app, "was not loaded")
+    assert said.startswith("Your file notes.gguf was not loaded: GGUF: not a GGUF file: it starts "
+                           "with b'not '") and said.endswith("The model loaded before stays.")
+
+    other = tmp_path / "gpt2.gguf"
+    w = gguf.GGUFWriter(str(other), "gpt2")
+    w.add_tensor("w", np.ones((2, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    chooser.set_input_files(other)
+    said = wait_status(app, "gpt2.gguf was not loaded")
+    assert "the file holds a 'gpt2' model; decodelab runs the architecture llama" in said
+    assert app.evaluate("() => window.decodelab.pretrained.loaded") is True
+    assert app.locator("html[data-state=ready]").count() == 1
+
+    path = find_smollm2()
+    name = GGUF(path).get("general.name")  # the file's own name for the model
+    chooser.set_input_files(path)
+    said = wait_status(app, "Loaded", "was not loaded")
+    assert said.startswith(f"Loaded {name} from your file {path.name} (98.4 MB)"), said
+    assert "not kept in this browser" in said
+    assert app.locator("#pretrained-facts").inner_text().startswith(f"{name}: 135 million")
+    reset(app, Prompt="The capital of France is", Seed=7, Greedy=True, Max_new_tokens=4)
+    generate(app)
+    trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
+    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=7,
+                         greedy=True, max_new_tokens=4)
+    assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
+    assert app.errors == []

@@ -1,6 +1,7 @@
 // The real model's card, under the model list while Model is SmolLM2: what the model is, Load
 // and Stop, the download's bytes and time left, the check of its SHA-256 and the reading of
-// its parts, then its shape, and a chat with it. The worker does the work (runtime/modelfile.js
+// its parts, then its shape, and a chat with it. A GGUF file of the learner's own may take its
+// place (what it must be is Python's to say: webapi.pretrained.reads). The worker does the work (runtime/modelfile.js
 // and worker.js's loadModel); the store keeps whether the model is loaded
 // (store.pretrainedLoaded) and the conversation (store.chatSaid), and a run with Model SmolLM2
 // is refused by Python, in words, until it is loaded. A chat turn is a run of the workbench
@@ -24,7 +25,7 @@ function seconds(ms) {
 /** What the loaded model is, in one line of the page's words. */
 export function facts(info) {
   const kib = info.bytes_per_token / 1024;
-  return [
+  return (info.name ? `${info.name}: ` : "") + [
     `${Math.round(info.params / 1e6)} million parameters`,
     `${info.n_layer} layers`,
     `${info.n_head} query heads sharing ${info.n_kv_head} key-value heads of ${info.head_dim}`,
@@ -32,6 +33,12 @@ export function facts(info) {
     `${info.context_size.toLocaleString("en")} positions kept (trained on ${Number(info.trained_context).toLocaleString("en")})`,
     `its KV cache takes ${kib.toLocaleString("en", { maximumFractionDigits: 1 })} KiB a token (float32)`,
   ].join(" · ") + ".";
+}
+
+/** What a file of one's own must be, from Python's reader (webapi.pretrained.reads). */
+export function ownFile(reads) {
+  const types = reads.types.join(", ").replace(/, ([^,]*)$/, " or $1");
+  return `A model of ${reads.architectures.join(" or ")}’s architecture (as SmolLM2 is: the file says so) with a byte-level BPE tokenizer, its weights stored as ${types}, a file of up to ${Math.round(reads.max_file_bytes / 2 ** 20)} MB. It takes this model’s place in the page for this visit: runs and chats with Model SmolLM2 then use it, and it is not kept in this browser.`;
 }
 
 const WHO = { system: "System", user: "You", assistant: "SmolLM2" };
@@ -46,6 +53,9 @@ export function createPretrained(store, client, runs) {
     facts: $("pretrained-facts"),
     memory: $("pretrained-memory"),
     forget: $("pretrained-forget"),
+    own: $("pretrained-own"),
+    ownAbout: $("pretrained-own-about"),
+    file: $("pretrained-file"),
     chat: $("chat"),
     log: $("chat-log"),
     system: $("chat-system"),
@@ -76,6 +86,9 @@ export function createPretrained(store, client, runs) {
     dom.bar.hidden = !loading;
     dom.facts.hidden = !loaded;
     dom.forget.hidden = !kept || Boolean(loading);
+    dom.file.disabled = Boolean(loading) || state.phase === "loading" || state.phase === "error";
+    const reads = state.info && state.info.pretrained && state.info.pretrained.reads;
+    if (reads) dom.ownAbout.textContent = ownFile(reads);
     dom.chat.hidden = !loaded;
     dom.send.disabled = state.phase !== "ready";
     dom.system.disabled = state.chat.length > 0; // the system message opens a conversation
@@ -114,6 +127,11 @@ export function createPretrained(store, client, runs) {
 
   function loaded(result) {
     const ms = result.ms || {};
+    if (result.from === "disk") {
+      say(`Loaded ${result.info.name || "the model"} from your file ${result.name} (${mb(result.bytes)} MB) in ${seconds(ms.total)}. It is not kept in this browser. Press Generate to run it.`);
+      store.pretrainedLoaded(result.info);
+      return;
+    }
     const where = result.from === "kept"
       ? `from the copy kept in this browser (checked) in ${seconds(ms.total)}`
       : `in ${seconds(ms.total)}: downloaded ${mb(result.bytes)} MB in ${seconds(ms.download)}, checked in ${seconds(ms.check)}, read in ${seconds(ms.read)}`;
@@ -125,26 +143,44 @@ export function createPretrained(store, client, runs) {
     store.pretrainedLoaded(result.info);
   }
 
-  async function load() {
+  // Load the site's file (`file` absent) or a File the learner opened; the model loaded before,
+  // if any, stays until the new one is read whole.
+  async function load(file) {
     if (loading) return;
     loading = { id: client.id() };
     dom.bar.value = 0;
-    say("Finding the model’s file…");
+    say(file ? `Reading your file ${file.name}…` : "Finding the model’s file…");
     draw();
     let result;
     try {
-      result = (await client.request({ type: "load-model", id: loading.id, model: MODEL })).result;
+      const asked = file ? { file } : { model: MODEL };
+      result = (await client.request({ type: "load-model", id: loading.id, ...asked })).result;
     } catch (err) {
       result = { ok: false, message: `The model could not be loaded: ${err.message}` };
     }
     loading = null;
-    if (result.ok) loaded(result);
+    if (result.ok) loaded({ ...result, name: file && file.name });
+    else if (file && !result.stopped) say(`Your file ${file.name} was not loaded: ${result.message}${store.state.pretrained.loaded ? " The model loaded before stays." : ""}`, { failed: true });
     else say(result.message, { failed: !result.stopped });
     draw();
-    if (!result.ok && !result.stopped) dom.load.textContent = "Try again";
+    if (!result.ok && !result.stopped && !file) dom.load.textContent = "Try again";
   }
 
-  dom.load.addEventListener("click", load);
+  // A file from disk: its size checked against the reader's limit before a byte is read.
+  function open() {
+    const file = dom.file.files && dom.file.files[0];
+    dom.file.value = ""; // the same file may be chosen again
+    if (!file || loading) return;
+    const reads = store.state.info && store.state.info.pretrained && store.state.info.pretrained.reads;
+    if (reads && file.size > reads.max_file_bytes) {
+      say(`Your file ${file.name} is ${mb(file.size)} MB; decodelab reads GGUF files up to ${Math.round(reads.max_file_bytes / 2 ** 20)} MB (their float32 weights must fit in this tab’s memory). Nothing was read.`, { failed: true });
+      return;
+    }
+    load(file);
+  }
+
+  dom.load.addEventListener("click", () => load());
+  dom.file.addEventListener("change", open);
   dom.stop.addEventListener("click", () => {
     if (loading) client.post({ type: "stop", id: loading.id });
   });
@@ -226,7 +262,7 @@ export function createPretrained(store, client, runs) {
 
   return {
     /** For tests: load the model as the button does; a Promise of when it has ended. */
-    load,
+    load: () => load(),
     /** For tests: send the message box's text as the button does; a Promise of the turn. */
     send,
     /** The last chat turn's prompt, as Python described it ({prompt_tokens, tokens, reused}). */

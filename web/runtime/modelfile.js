@@ -144,3 +144,19 @@ export async function obtain(model, signal, report) {
   const isKept = await keep(entry, got.bytes);
   return { bytes: got.bytes, entry, from: "site", kept: isKept, ms };
 }
+
+/**
+ * A GGUF file the learner opened from disk (a File, handed to the worker as it is): its bytes,
+ * in the shape `obtain` gives, {bytes, entry: {name, bytes}, from: "disk", kept: false, ms}.
+ * Nothing is checked here but that it can be read; Python says what else is wrong with it.
+ */
+export async function fromDisk(file) {
+  const began = performance.now();
+  let bytes;
+  try {
+    bytes = new Uint8Array(await file.arrayBuffer());
+  } catch {
+    throw new ModelFileError("unreadable", `Your file ${file.name} could not be read by this browser (moved or deleted since it was chosen?). Choose it again.`);
+  }
+  return { bytes, entry: { name: file.name, bytes: file.size }, from: "disk", kept: false, ms: { download: 0, check: 0, file: Math.round(performance.now() - began) } };
+}

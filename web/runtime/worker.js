@@ -17,7 +17,7 @@
 
 import { INTERRUPTED, clearInterrupt, controlMessage, isFatal, isInterrupt, memoryReport } from "./health.js";
 import { runtimeProblem } from "./integrity.js";
-import { ModelFileError, forget as forgetModelFile, obtain as obtainModelFile } from "./modelfile.js";
+import { ModelFileError, forget as forgetModelFile, fromDisk, obtain as obtainModelFile } from "./modelfile.js";
 import * as replies from "./replies.js";
 import { ASSETS_FS, BOOT_SESSION, afterStart, call, describeError, dropKept, progressNow, python, startPython } from "./python.js";
 
@@ -199,12 +199,12 @@ function restore(client, { id, settings = {}, steps }) {
   else finish(out);
 }
 
-// The real model: its file found in this browser or downloaded, and checked (modelfile.js),
-// outside the queue of jobs, so the page's other requests go on meanwhile; then written into
+// The real model: its file found in this browser or downloaded, and checked (modelfile.js), or
+// a GGUF file the learner opened ({file}: a File, read as it is), outside the queue of jobs, so the page's other requests go on meanwhile; then written into
 // Python's file system and read by Python a part per job (webapi pretrained_load_*), so the
 // page sees each part and a "stop" is read between two. Progress goes to the page as
 // {type: "model-progress", id, phase: "download" | "check" | "read", ...}; the reply says how it
-// ended: {ok: true, info, from: "site" | "kept", kept, ms} or {ok: false, stopped | problem, message}.
+// ended: {ok: true, info, from: "site" | "kept" | "disk", kept, ms} or {ok: false, stopped | problem, message}.
 const MODEL_FS = "/tmp/decodelab-model.gguf";
 const READ_MS = 60; // a part of the model per job, about this long (a block takes ~50 ms)
 
@@ -235,7 +235,9 @@ async function loadModel(client, message) {
   try {
     await bootDone;
     if (!python.ready) return finish({ ok: false, problem: "python", message: "Python did not start, so the model cannot be read." });
-    got = await obtainModelFile(String(message.model || "smollm2"), load.abort.signal, report);
+    got = message.file // a File the learner opened: read as it is, not kept
+      ? await fromDisk(message.file)
+      : await obtainModelFile(String(message.model || "smollm2"), load.abort.signal, report);
   } catch (err) {
     if (load.stopped) return stopped();
     if (err instanceof ModelFileError) return finish({ ok: false, problem: err.kind, message: err.message });

@@ -1,7 +1,8 @@
 """pretrained: the real model read in the page, a part per batch.
 
-The worker downloads the GGUF file (or takes the one kept in the browser), checks its sha256 and
-writes it into Python's file system; `pretrained_load_start` {"path"} reads its header and
+The worker downloads the GGUF file (or takes the one kept in the browser, or one the learner
+opened from disk: `reads` says what such a file must be), checks its sha256 and writes it into
+Python's file system; `pretrained_load_start` {"path"} reads its header and
 configuration, and `pretrained_load_advance` reads the rest a part at a time (the tokenizer,
 each block, the embedding), so the page shows how far it has got and can stop between two
 parts. The last part hands the model to the library, which every page sharing this Python
@@ -96,11 +97,22 @@ def _pretrained_cancel(session: Session, req: dict) -> dict:
     return {}
 
 
+def reads() -> dict:
+    """What a GGUF file of the learner's own must be: the reader's own limits, for the page to
+    say before a file is chosen and to check its size before a byte of it is read."""
+    from decodelab.pretrained.gguf import BLOCKS, MAX_FILE_BYTES
+    from decodelab.pretrained.model import ARCHITECTURES
+
+    return {"max_file_bytes": MAX_FILE_BYTES, "architectures": list(ARCHITECTURES),
+            "types": list(BLOCKS)}
+
+
 def state(library) -> dict:
-    """{"loaded": false}, or {"loaded": true, ...describe(model)} once it is read."""
+    """{"loaded": false, "reads"}, or {"loaded": true, "reads", ...describe(model)} once a model
+    is read."""
     if not library.has_pretrained():
-        return {"loaded": False}
-    return {"loaded": True, **describe(library.pretrained())}
+        return {"loaded": False, "reads": reads()}
+    return {"loaded": True, "reads": reads(), **describe(library.pretrained())}
 
 
 @endpoint
