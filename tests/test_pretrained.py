@@ -87,6 +87,25 @@ def test_the_live_cache_check_holds_on_the_real_model(smol):
     assert result["ok"] and result["max_abs_diff"] < result["tolerance"]
 
 
+def test_a_message_over_the_window_shifts_and_checks_within_the_model_s_own_limit(smol):
+    """A message longer than the 2,048 positions kept: its oldest part is dropped (a context
+    shift), and the live check judges the cached logits by SmolLM2's float32 limit, which its
+    long sums need (they round further than the small models' do)."""
+    from decodelab.core.inference import CHECK_TOLERANCE, check_tolerance
+
+    assert check_tolerance(smol) == smol.check_tolerance["float32"] == 1e-3
+    assert check_tolerance(smol, np.float32) > CHECK_TOLERANCE["float32"]
+    message = "Numbers count up: " + " ".join(str(i) for i in range(1200))
+    assert len(smol.tokenizer.encode(message)) > smol.cfg.context_size
+    code, out, err = cli("chat", "--message", message, "--greedy", "--max-new-tokens", "3",
+                         "--cache-check", "--json")
+    assert code == 0, err
+    steps = json.loads(out)["steps"]
+    assert steps[0]["context_shift"] and steps[0]["cache_length"] < smol.cfg.context_size
+    assert all(s["cache_ok"] for s in steps), [s["cache_diff"] for s in steps]
+    assert all(s["cache_diff"] <= 1e-3 for s in steps)
+
+
 @pytest.mark.parametrize("args, words", [
     (["chat", "--message", "Hi <|im_end|> there", "--greedy"], "--messages: Message 1 contains <|im_end|>"),
     (["chat", "--message", "Hi", "--temperature", "0.7"], "--seed: Seed is required when tokens"),

@@ -134,6 +134,53 @@ def restore(request, budget_ms=500):
     return out
 
 
+def test_a_run_says_its_own_model_s_cache_and_check_limit(fresh):
+    """start's reply carries the KV cache of the model that runs and the live check's limit
+    for its logits, which the page's cache card and step notes draw (not the dataset's
+    transformer's): the BPE transformer's, not the character one's; none for the bigram."""
+    from decodelab.core.inference import cache_shape
+
+    library = webapi.SESSIONS["page"].library
+    started = api("start", {"model": "transformer", "dataset": "prose", "tokenizer": "bpe",
+                            "prompt": "The", "seed": 1})
+    bpe = library.model("transformer", "prose", "bpe")
+    assert started["cache"] == {**cache_shape(bpe), "tolerance": CHECK_TOLERANCE["float64"]}
+    assert started["cache"]["bytes_per_token"] == (2 * bpe.cfg.n_layer * bpe.cfg.n_kv_head
+                                                   * bpe.cfg.head_dim * 8)
+    assert "cache" not in api("start", {"model": "bigram", "dataset": "prose", "prompt": "The",
+                                        "seed": 1})
+
+
+def test_a_chat_turn_over_the_window_says_what_it_dropped(fresh):
+    """A conversation longer than the window: start's reply says how many of its first tokens
+    the window has no room for (the context shift's rule), the run reads it anew (no tokens of
+    the turn before are reused), and its first step is a context shift."""
+    from decodelab.core.layers import window_start
+    from decodelab.pretrained.model import load
+
+    library = webapi.SESSIONS["page"].library
+    if not library.has_pretrained():
+        library.keep_pretrained(load(find_smollm2()))
+    model = library.pretrained()
+    rules = {"greedy": True, "max_new_tokens": 1, "cache_check": False}
+    first = [{"role": "user", "content": "Count with me."}]
+    short = run_to_end({**rules, "messages": first})
+    said = {"role": "assistant", "content": short["text"]}
+    started = api("start", {**rules, "messages": [*first, said, {"role": "user", "content": "Sure."}]})
+    assert started["chat"]["reused"] > 0 and started["chat"]["dropped"] == 0  # fits: reused
+    long = " ".join(str(i) for i in range(600))  # about 2,300 tokens
+    run_to_end({**rules, "messages": first})
+    started = api("start", {**rules, "messages": [*first, said, {"role": "user", "content": long}]})
+    chat = started["chat"]
+    assert chat["prompt_tokens"] > model.cfg.context_size == chat["window"]
+    assert chat["dropped"] == window_start(chat["prompt_tokens"], chat["window"]) == 1024  # half
+    assert chat["reused"] == 0  # read anew: the kept cache's positions do not survive a shift
+    while not api("advance", {"budget_ms": 500})["done"]:
+        pass
+    steps = api("trace")["trace"]["steps"]
+    assert steps[0]["context_shift"] and steps[0]["cache_length"] == chat["prompt_tokens"] - 1024
+
+
 def test_restore_makes_the_same_run_again_finished_or_stopped(fresh):
     settings = {"seed": 8, "max_new_tokens": 60, "stop": ["an"], "top_k": 12, "temperature": 1.3}
     finished = run_to_end(settings)

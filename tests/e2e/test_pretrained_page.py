@@ -137,6 +137,13 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
     assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert trace["text"] == expected["text"] and " Paris" in trace["text"]
     assert_same_trace(trace, expected, tol=1e-4)
+    # the cache card draws this model's cache, not the dataset's transformer's
+    memory = app.locator("#cache-memory-line").all_text_contents()[0]
+    assert "of 2048 cache positions filled" in memory
+    assert "(30 layers × K and V × 3 KV heads × 64 numbers × 4 bytes" in memory, memory
+    # and judges its live check by this model's float32 limit (its logits' sums are long)
+    app.wait_for_function("() => document.getElementById('cache-verdict').textContent.includes('passed')")
+    assert "below the tolerance 10⁻³" in app.locator("#cache-verdict").inner_text()
     assert app.errors == []
 
     # the next visit, in the same browser: the kept copy, checked, and no download

@@ -1,9 +1,9 @@
-// The live cache check of a transformer run: a card beside the text (the cache's memory, the
+// The live cache check of a run with a KV cache (a transformer's, the real model's): a card beside the text (the cache's memory, the
 // check's verdict, a chart and a table of every step) and a line in the step inspector. Every
 // number comes from the run's step records (cache_diff, cache_ok, cache_length, context_shift),
 // made by Python; the chart of a check (checkChart) serves the bugs lab too.
 
-import { cacheShape } from "./costs.js";
+import { cacheShape, shapeOf } from "./costs.js";
 import { $ } from "../ui/dom.js";
 import { bytes, drawResponsive, lineChart, sci, verdict } from "../ui/plot.js";
 import { el, plural, readable } from "../ui/render.js";
@@ -24,6 +24,11 @@ export function cacheStat(step) {
 /** A step whose live check is still to come: it runs behind the text (Python's livecheck). */
 export function pending(step) {
   return step.cache_diff === null && "cache_ok" in step;
+}
+
+/** The live check's limit for a run: its model's own (start's reply), else the page's. */
+export function runTolerance(run, info) {
+  return run && run.cache ? run.cache.tolerance : info.cache_tolerance;
 }
 
 /** Sentences for the step inspector's notes about the cache at this step. */
@@ -119,8 +124,9 @@ export function createLiveCheck(app) {
 
 
   function positions(r) {
-    // the window the logits of the latest step came from: what the cache held then
-    const shape = cacheShape(app.info(), r.settings.dataset);
+    // the window the logits of the latest step came from: what the cache held then, in the
+    // run's own model's cache (start's reply), else the dataset's transformer's
+    const shape = r.cache ? shapeOf(r.cache) : cacheShape(app.info(), r.settings.dataset);
     const last = r.steps[r.steps.length - 1];
     if (!shape || !last) return null;
     return { shape, filled: last.cache_length };
@@ -150,17 +156,18 @@ export function createLiveCheck(app) {
       return;
     }
     const diffs = checked.map((s) => s.cache_diff);
+    const tolerance = runTolerance(run, app.info());
     const bad = checked.findIndex((s) => !s.cache_ok);
     const worst = Math.max(0, ...diffs);
     if (run.done) {
       if (bad >= 0) {
         verdict(dom.verdict, false, `The cache check failed at step ${bad + 1}.`,
-          `The cached logits differ from a full recomputation by ${sci(checked[bad].cache_diff)}, above the tolerance ${sci(app.info().cache_tolerance)}.`);
+          `The cached logits differ from a full recomputation by ${sci(checked[bad].cache_diff)}, above the tolerance ${sci(tolerance)}.`);
       } else {
         // a run cut off by a failure (run.finish unset) says so: it did not run to its end
         const cut = run.finish ? "" : " The run itself was cut off there.";
         verdict(dom.verdict, true, `The cache check passed at ${run.finish ? "all " : "each of the "}${plural(diffs.length, "step", "steps")}${run.finish ? "" : " that ran"}.`,
-          `The largest difference between the cached logits and a full recomputation was ${sci(worst)}, below the tolerance ${sci(app.info().cache_tolerance)}: they agree up to rounding.${cut}`);
+          `The largest difference between the cached logits and a full recomputation was ${sci(worst)}, below the tolerance ${sci(tolerance)}: they agree up to rounding.${cut}`);
       }
     } else {
       dom.verdict.className = "kv-verdict";
@@ -170,7 +177,7 @@ export function createLiveCheck(app) {
         : `The check follows when the text ends: ${plural(made, "step", "steps")} to check.`;
     }
     dom.caption.textContent = `Each point is one step: the largest difference between any logit from the cache and from a full recomputation of the whole text, on a log scale (each grid line is 1000× the one below). Points under the dashed line are within the tolerance: the two computations agree up to rounding.${diffs.length > DOTS_MAX ? " With more steps than the line has room for, it shows the lowest and the highest step of each sliver of it, so no jump is hidden." : ""}${shifts.length ? " “shift” marks a context shift." : ""}`;
-    drawResponsive(dom.plot, (width) => checkChart(diffs, { width, shifts, tolerance: app.info().cache_tolerance }));
+    drawResponsive(dom.plot, (width) => checkChart(diffs, { width, shifts, tolerance }));
     tableDirty = true;
     if (dom.table.open) fillTable();
   }
@@ -214,15 +221,15 @@ export function createLiveCheck(app) {
 
   return {
     run: () => run,
-    // What the cache of the latest transformer run holds: {dataset, filled, shape} or null.
+    // What the cache of the latest run with one holds: {model, dataset, filled, shape} or null.
     usage() {
       const p = run && run.steps.length ? positions(run) : null;
-      return p && { dataset: run.settings.dataset, ...p };
+      return p && { model: run.settings.model, dataset: run.settings.dataset, ...p };
     },
     runStarted(r) {
-      const transformer = r.settings.model === "transformer";
-      dom.card.hidden = !transformer;
-      run = transformer ? r : null;
+      const cached = Boolean(r.cache); // a transformer's or the real model's: Python says
+      dom.card.hidden = !cached;
+      run = cached ? r : null;
       if (run) {
         dom.rows.replaceChildren();
         schedule();

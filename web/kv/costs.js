@@ -11,8 +11,12 @@ import { $ } from "../ui/dom.js";
 /** The tiny transformer's cache shape for a dataset, from the info Python sent at boot. */
 export function cacheShape(info, dataset) {
   const t = info && info.datasets && info.datasets[dataset] && info.datasets[dataset].transformer;
-  if (!t) return null;
-  return { ...t, perToken: t.bytes_per_token, allocated: t.bytes_per_token * t.context_size };
+  return t ? shapeOf(t) : null;
+}
+
+/** A cache's shape as Python gives it (inference.cache_shape), with its bytes per position and allocated. */
+export function shapeOf(c) {
+  return { ...c, perToken: c.bytes_per_token, allocated: c.bytes_per_token * c.context_size };
 }
 
 function ms(x) {
@@ -126,16 +130,23 @@ export function createMemoryView(app, live) {
     updateLive();
   }
 
-  // This page's own model: what its cache holds right now, next to what it allocated.
+  // This page's own model, or the real one once it ran here: what its cache holds right now,
+  // next to what it allocated.
   function updateLive() {
+    const usage = live.usage();
+    if (dom.preset.value === "smollm2" && usage && usage.model === "smollm2") {
+      const { shape, filled } = usage;
+      dom.live.textContent = `Live, from the latest run of SmolLM2 in this page: ${filled} of ${shape.context_size} positions in use, ${bytes(filled * shape.perToken)} of the ${bytes(shape.allocated)} its session allocated (float32 there, as the preset counts it).`;
+      dom.live.hidden = false;
+      return;
+    }
     const shape = cacheShape(app.info(), app.settings().dataset);
     if (!shape || dom.preset.value !== "tiny") {
       dom.live.hidden = true;
       return;
     }
-    const usage = live.usage();
     let text = `Live: no transformer run on this dataset yet. Its cache is preallocated: ${bytes(shape.allocated)} for ${shape.context_size} positions, before the first token.`;
-    if (usage && usage.dataset === app.settings().dataset) {
+    if (usage && usage.model === "transformer" && usage.dataset === app.settings().dataset) {
       text = `Live, from the latest run: ${usage.filled} of ${shape.context_size} positions in use, ${bytes(usage.filled * shape.perToken)} of the ${bytes(shape.allocated)} allocated. The cache is allocated once, at full size; decoding only fills it.`;
     }
     dom.live.textContent = text;

@@ -41,6 +41,18 @@ export function ownFile(reads) {
   return `A model of ${reads.architectures.join(" or ")}’s architecture (as SmolLM2 is: the file says so) with a byte-level BPE tokenizer, its weights stored as ${types}, a file of up to ${Math.round(reads.max_file_bytes / 2 ** 20)} MB. It takes this model’s place in the page for this visit: runs and chats with Model SmolLM2 then use it, and it is not kept in this browser.`;
 }
 
+/** What a chat turn read of its prompt (start's reply "chat"), in a sentence or two. */
+export function turnWords(chat) {
+  const n = chat.prompt_tokens;
+  if (chat.dropped) {
+    const fmt = (x) => x.toLocaleString("en");
+    return `The conversation is ${fmt(n)} tokens, more than the ${fmt(chat.window)} positions the model keeps: its oldest ${fmt(chat.dropped)} tokens, from the start of the conversation, were dropped (the context shift’s rule), and the model answered from the last ${fmt(n - chat.dropped)} alone. Start a new conversation to be read whole.`;
+  }
+  return chat.reused
+    ? `This turn read ${n - chat.reused} new tokens of its prompt’s ${n}: the other ${chat.reused} were in the cache of the turn before.`
+    : `This turn read its whole prompt, ${n} tokens.`;
+}
+
 const WHO = { system: "System", user: "You", assistant: "SmolLM2" };
 
 export function createPretrained(store, client, runs) {
@@ -220,11 +232,9 @@ export function createPretrained(store, client, runs) {
     }
     store.chatSaid([...asked, { role: "assistant", content: result.text }]);
     dom.message.value = "";
-    const reuse = store.state.run && store.state.run.chat;
-    if (reuse) showTemplate(reuse);
-    dom.chatStatus.textContent = reuse && reuse.reused
-      ? `This turn read ${reuse.prompt_tokens - reuse.reused} new tokens of its prompt’s ${reuse.prompt_tokens}: the other ${reuse.reused} were in the cache of the turn before.`
-      : `This turn read its whole prompt, ${reuse ? reuse.prompt_tokens : "its"} tokens.`;
+    const turn = store.state.run && store.state.run.chat;
+    if (turn) showTemplate(turn);
+    dom.chatStatus.textContent = turn ? turnWords(turn) : "This turn read its whole prompt.";
   }
 
   // The last turn's prompt, token by token: the special tokens the template placed, marked.
@@ -232,10 +242,11 @@ export function createPretrained(store, client, runs) {
     dom.template.hidden = false;
     const specials = chat.tokens.filter(([, special]) => special).length;
     const reused = chat.reused ? `; the first ${chat.reused}, faded, came from the cache` : "";
-    dom.templateSummary.textContent = `The prompt as the model read it (${chat.prompt_tokens} tokens, ${specials} of them special${reused})`;
+    const dropped = chat.dropped ? `; the first ${chat.dropped}, struck through, did not fit the window` : "";
+    dom.templateSummary.textContent = `The prompt as the model read it (${chat.prompt_tokens} tokens, ${specials} of them special${reused}${dropped})`;
     dom.tokens.replaceChildren(...chat.tokens.map(([label, special], i) => {
       const chip = document.createElement("span");
-      chip.className = `chip${special ? " special" : ""}${i < chat.reused ? " reused" : ""}`;
+      chip.className = `chip${special ? " special" : ""}${i < chat.reused ? " reused" : ""}${i < chat.dropped ? " dropped" : ""}`;
       chip.textContent = special ? label : readable(label);
       return chip;
     }));

@@ -3,7 +3,7 @@
 // cache did there, the candidates table and where the draw landed. Everything is read from the
 // step records Python made; greedy or not is Python's word (run.greedy).
 
-import { cacheNotes, cacheStat } from "../kv/cache.js";
+import { cacheNotes, cacheStat, runTolerance } from "../kv/cache.js";
 import { $, el } from "./dom.js";
 import { candidateRows, drawSegments, fillDrawStrip, fixed, pct, plural, readable, spoken, stepOdds } from "./render.js";
 
@@ -100,7 +100,7 @@ export function createInspector(store) {
       ["Kept", V ? `${step.kept_count} of ${V}` : String(step.kept_count)],
       cacheStat(step),
     ]);
-    notes([...stepNotes(run, step), ...cacheNotes(step, store.state.info.cache_tolerance, run.settings.context_shift, store.state.info.cache_check_every)]);
+    notes([...stepNotes(run, step), ...cacheNotes(step, runTolerance(run, store.state.info), run.settings.context_shift, store.state.info.cache_check_every)]);
 
     dom.caption.textContent = `Step ${run.selected + 1}: the ${plural(step.top.length, "likeliest candidate", "likeliest candidates")} and their probabilities at each stage`;
     dom.rows.replaceChildren(...candidateRows(step, greedy));
@@ -135,7 +135,7 @@ export function createInspector(store) {
       : "the marker that opens a result, so the model must write the result itself (tools: guess)";
     dom.summary.textContent = `Not chosen by the model: the program appended ${spoken(step.token_text)} as part of ${what}. The model closed its call, generation paused, and these tokens were fed in one pass; then the model went on from the same cache.`;
     stats([["Token", readable(step.token_text)], ["Written by", "the tool runtime"], ["Draw u", "none"], cacheStat(step)]);
-    const lines = [...tokenNotes(run, step), ...cacheNotes(step, store.state.info.cache_tolerance, run.settings.context_shift, store.state.info.cache_check_every)];
+    const lines = [...tokenNotes(run, step), ...cacheNotes(step, runTolerance(run, store.state.info), run.settings.context_shift, store.state.info.cache_check_every)];
     if (step.cache_length != null) lines.push(`The cache now holds ${step.cache_length} positions: only the appended tokens were computed, everything before them was read from the cache.`);
     notes(lines);
     dom.caption.textContent = `Step ${run.selected + 1}: no candidates`;

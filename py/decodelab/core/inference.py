@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from decodelab.core import sampling
-from decodelab.core.kvcache import NEG, KVCache
+from decodelab.core.kvcache import NEG, KVCache, kv_cache_bytes
 from decodelab.core.layers import (
     causal_bias,
     context_drop,
@@ -45,6 +45,24 @@ from decodelab.errors import FieldError
 from decodelab.fields import SHIFTS
 
 SESSION_DTYPE = np.float64  # what generation computes in (see TransformerModel.session)
+
+
+def check_tolerance(model, dtype=None) -> float:
+    """The live check's limit for a model's logits in `dtype` (its generation dtype unless
+    said): rounding's, CHECK_TOLERANCE, unless the model sets its own (larger logits summed over
+    longer rows round further: pretrained.model.PretrainedModel)."""
+    name = np.dtype(dtype or generation_dtype(model)).name
+    return getattr(model, "check_tolerance", CHECK_TOLERANCE)[name]
+
+
+def cache_shape(model) -> dict:
+    """A model's KV cache as its sessions hold it (in its generation dtype): the window, the
+    shape of a position's keys and values, and the bytes of one position."""
+    cfg, itemsize = model.cfg, np.dtype(generation_dtype(model)).itemsize
+    return {"context_size": cfg.context_size, "n_layer": cfg.n_layer,
+            "n_kv_head": cfg.n_kv_head, "head_dim": cfg.head_dim, "bytes_per_element": itemsize,
+            "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
+                                              itemsize, 1)["total_bytes"]}
 
 
 def generation_dtype(model):
@@ -88,6 +106,7 @@ def times(x, w):
 EMPTY_PROMPT = ("Prompt: this model starts a sequence with no token of its own, so an empty "
                 "prompt gives it nothing to read; type something.")
 CHECK_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}  # the live check's limit, per dtype
+# (a model may set its own, `check_tolerance`: see check_tolerance below)
 # SHIFTS: how a full window goes on: re-read the kept tokens, or turn their cached keys back
 # (llama.cpp's K-shift); the choices of the field context_shift
 
@@ -241,7 +260,7 @@ class Session:
 
     @property
     def tolerance(self) -> float:
-        return CHECK_TOLERANCE[self.dtype.name]
+        return check_tolerance(self.model, self.dtype)
 
     # --- hooks: what a decode step feeds, at which positions, with which weights -------------
 
@@ -513,7 +532,7 @@ def reuse_check(model, prompt_ids, appended_ids, change_at: int, new_token: int,
     full_edited = model.full_logits(list(model.tokenizer.start_ids) + edited +
                                     [int(i) for i in appended_ids], dtype)
     edit_diff = float(np.abs(stale - full_edited).max())
-    tol = CHECK_TOLERANCE[np.dtype(dtype).name]
+    tol = check_tolerance(model, dtype)
     top = lambda z: int(np.argmax(z))  # noqa: E731
     return {"tolerance": tol, "prompt_length": len(prompt), "appended": len(appended_ids),
             "append": {"diff": append_diff, "ok": append_diff <= tol,

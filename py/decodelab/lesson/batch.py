@@ -17,7 +17,7 @@ Left out: rows that finish early, per-row sampling settings.
 import numpy as np
 
 from decodelab.core import sampling
-from decodelab.core.inference import CHECK_TOLERANCE, BatchSession
+from decodelab.core.inference import BatchSession, check_tolerance
 
 
 def batch_run(model, prompts, steps: int, seed: int = 0, dtype=np.float64, session=None) -> dict:
@@ -40,7 +40,7 @@ def batch_run(model, prompts, steps: int, seed: int = 0, dtype=np.float64, sessi
         logits = batch.decode(tokens)
         alone = np.stack([s.decode(t) for s, t in zip(singles, tokens)])
     diff = np.array(diffs)  # (steps, B)
-    tolerance = CHECK_TOLERANCE[np.dtype(dtype).name]
+    tolerance = check_tolerance(model, dtype)
     return {"steps": len(diffs), "diff": diff, "tolerance": tolerance,
             "ok": bool(diff.max() <= tolerance), "drawn": np.array(drawn).T,  # (B, steps)
             "slots": batch.ids[:, :batch.length].copy(), "padding": batch.padding.copy(),

@@ -10,8 +10,7 @@ from decodelab import __version__
 from decodelab.core import tasks
 from decodelab.core.bpe import FIRST_MERGE
 from decodelab.core.generate import TOP_N
-from decodelab.core.inference import CHECK_TOLERANCE, SESSION_DTYPE
-from decodelab.core.kvcache import kv_cache_bytes
+from decodelab.core.inference import CHECK_TOLERANCE, SESSION_DTYPE, cache_shape
 from decodelab.core.livecheck import CHECK_EVERY
 from decodelab.core.settings import Settings
 from decodelab.entry.webapi.pretrained import state
@@ -33,13 +32,9 @@ def _transformer_info(library, name: str, tokenizer: str = "chars"):
     m = library.model("transformer", name, tokenizer)
     cfg = m.cfg
     return {"params": m.n_params, "val_nll": m.info.get("val_nll"), "curve": m.curve,
-            "context_size": cfg.context_size, "n_layer": cfg.n_layer, "n_head": cfg.n_head,
-            "n_kv_head": cfg.n_kv_head, "head_dim": cfg.head_dim, "n_embd": cfg.n_embd,
-            "train_seconds": m.info.get("seconds"),
+            "n_head": cfg.n_head, "n_embd": cfg.n_embd, "train_seconds": m.info.get("seconds"),
             # K and V of every layer, as the page's sessions hold them (in SESSION_DTYPE)
-            "bytes_per_element": np.dtype(SESSION_DTYPE).itemsize,
-            "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
-                                              np.dtype(SESSION_DTYPE).itemsize, 1)["total_bytes"]}
+            **cache_shape(m)}
 
 
 def held_out_nll(bigram, corpus):

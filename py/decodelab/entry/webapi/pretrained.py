@@ -17,9 +17,7 @@ and cut where the two prompts part, so only the new turn's tokens are prefilled.
 import os
 import time
 
-import numpy as np
-
-from decodelab.core.kvcache import kv_cache_bytes
+from decodelab.core.inference import cache_shape
 from decodelab.entry.webapi.registry import Session, endpoint, experiment
 from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED
@@ -32,17 +30,12 @@ def describe(model) -> dict:
     """What the page says of a loaded model: its name and licence, its shape, and what a token
     of its cache takes in the dtype its runs use."""
     cfg = model.cfg
-    itemsize = np.dtype(model.generation_dtype).itemsize
     return {"model": NAME, "name": model.info.get("name", ""),
             "license": model.info.get("license", ""), "params": model.n_params,
-            "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_kv_head": cfg.n_kv_head,
-            "head_dim": cfg.head_dim, "n_embd": cfg.n_embd, "vocab_size": cfg.vocab_size,
-            "context_size": cfg.context_size,
+            "n_head": cfg.n_head, "n_embd": cfg.n_embd, "vocab_size": cfg.vocab_size,
             "trained_context": model.info.get("trained_context"),
             "file_types": model.info.get("file_types", []),
-            "chat": model.template is not None, "bytes_per_element": itemsize,
-            "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
-                                              itemsize, 1)["total_bytes"]}
+            "chat": model.template is not None, **cache_shape(model)}
 
 
 class Loading(Planned):
@@ -121,6 +114,15 @@ def _pretrained(session: Session, req: dict) -> dict:
     return state(session.library)
 
 
+def dropped(model, prompt_ids) -> int:
+    """How many of a prompt's first tokens the window has no room for: the context shift's rule
+    (`layers.window_start`), so the model reads the prompt without them."""
+    from decodelab.core.layers import window_start
+
+    start = len(model.tokenizer.start_ids)
+    return max(0, window_start(start + len(prompt_ids), model.cfg.context_size) - start)
+
+
 def chat_start(session: Session, req: dict):
     """A chat turn: req is a run's settings with "messages" (the conversation so far, the new
     user message last) -> its Generation, from the last turn's cache where it can."""
@@ -136,8 +138,9 @@ def chat_start(session: Session, req: dict):
     prompt_ids = model.template.ids(messages)  # checks every message, naming the bad one
     last = session.last
     prefix = None
-    if last is not None and getattr(last, "chat", None) is not None and last.model is model \
-            and getattr(last, "session", None) is not None:
+    fits = dropped(model, prompt_ids) == 0  # (a conversation over the window is read anew)
+    if fits and last is not None and getattr(last, "chat", None) is not None \
+            and last.model is model and getattr(last, "session", None) is not None:
         prefix = Prefix.kept(last.session, prompt_ids, settings.context_shift)
     run = Generation(model, settings, prefix=prefix, prompt=(prompt_ids, None))
     run.chat = model.template.check(messages)

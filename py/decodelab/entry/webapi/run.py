@@ -15,6 +15,7 @@ from decodelab.core import sampling
 from decodelab.core.corpus import corpus_from_text
 from decodelab.core.generate import Generation, prepare
 from decodelab.core.generate import start as start_generation
+from decodelab.core.inference import cache_shape, check_tolerance
 from decodelab.core.settings import NAMES, Settings, check_each
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
@@ -163,12 +164,18 @@ def _start(session: Session, req: dict) -> dict:
     pieces, healed = run.prompt_pieces()
     out = {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
            "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size}
-    if run.chat is not None:  # a chat turn: its prompt's tokens (the special ones marked), and
-        # how many of them the last turn's cache holds
+    if run.model.kind != "bigram":  # its KV cache, and the live check's limit for its logits
+        out["cache"] = {**cache_shape(run.model), "tolerance": check_tolerance(run.model)}
+    if run.chat is not None:  # a chat turn: its prompt's tokens (the special ones marked), how
+        # many of them the last turn's cache holds, and how many the window had no room for
+        from decodelab.entry.webapi.pretrained import dropped
+
         tok = run.tokenizer
         out["chat"] = {"prompt_tokens": len(run.prompt_ids),
                        "tokens": [[tok.label(i), tok.is_special(i)] for i in run.prompt_ids],
-                       "reused": len(run.prefix.ids) if run.prefix is not None else 0}
+                       "reused": len(run.prefix.ids) if run.prefix is not None else 0,
+                       "dropped": dropped(run.model, run.prompt_ids),
+                       "window": run.model.cfg.context_size}
     return out
 
 
