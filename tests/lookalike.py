@@ -81,7 +81,8 @@ STEADY = r"""
   }
   const meta = at("run-meta");
   if (meta && / · /.test(meta.textContent)) {
-    meta.textContent = meta.textContent.replace(/ · [^·]*$/, " · 9.9 s");
+    // its time, and the rate measured
+    meta.textContent = meta.textContent.replace(/ · [^·]*( · .*)?$/, (_, rate) => " · 9.9 s" + (rate ? " · 99 steps a second" : ""));
   }
   for (const node of document.querySelectorAll(".xp-status")) {
     if (/^Done/.test(node.textContent)) node.textContent = digits(node.textContent);

@@ -106,6 +106,36 @@ def test_a_message_over_the_window_shifts_and_checks_within_the_model_s_own_limi
     assert all(s["cache_diff"] <= 1e-3 for s in steps)
 
 
+def test_the_temperature_experiment_on_the_real_model(smol):
+    """The seed's experiment on SmolLM2: its words are looked up in English prose (its own
+    training text is not here), recomputed from the sample texts; a hot temperature makes
+    up words and picks what the model itself finds unlikely."""
+    from decodelab.lesson.experiment import Experiment, generated_words, known_share, word_vocabulary
+
+    library = Library(ROOT / "artifacts") if (ROOT / "artifacts" / "data").is_dir() else Library()
+    library.keep_pretrained(smol)
+    prompt = "Write a haiku about the sea.\n"
+    result = Experiment(library, {"settings": {"model": "smollm2", "prompt": prompt, "seed": 3,
+                                               "max_new_tokens": 24},
+                                  "temperatures": "0, 2", "mode": "repeated", "samples": 2}
+                        ).run().result()
+    assert result["reference"] == "prose" and result["uses"].startswith("SmolLM2-135M-Instruct")
+    labels = {m["key"]: m["label"] for m in result["measures"]}
+    assert labels["known_share"] == "Words in English prose"
+    means = {m["key"]: m["means"] for m in result["measures"]}
+    assert "3-token runs" in means["repeated_3gram"]
+    prose = word_vocabulary(library.corpus("prose").train)
+    cold, hot = result["rows"]
+    for row in (cold, hot):
+        shares = [known_share(generated_words(prompt, t, True), prose) for t in row["texts"]]
+        shares = [x for x in shares if x is not None]
+        assert row["measures"]["known_share"]["mean"] == pytest.approx(np.mean(shares), abs=0.2)
+    assert hot["measures"]["new_share"]["mean"] > cold["measures"]["new_share"]["mean"]
+    assert hot["measures"]["mean_logprob"]["mean"] < cold["measures"]["mean_logprob"]["mean"] - 3
+    known = [f["text"] for f in result["findings"] if f["kind"] == "known"]
+    assert known and known[0].startswith("The share of words found in English prose")
+
+
 @pytest.mark.parametrize("args, words", [
     (["chat", "--message", "Hi <|im_end|> there", "--greedy"], "--messages: Message 1 contains <|im_end|>"),
     (["chat", "--message", "Hi", "--temperature", "0.7"], "--seed: Seed is required when tokens"),

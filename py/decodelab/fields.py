@@ -23,6 +23,10 @@ from decodelab.errors import FieldError, FieldErrors, UnknownCharacters
 MAX_SEED = 2**32 - 1
 MODELS = ("bigram", "transformer")  # the kinds trained here, one per dataset and tokenizer
 PRETRAINED = ("smollm2",)  # models read from a file, with their own tokenizer and data
+# the data the pretrained model's lessons take English text from (its own training text is not
+# here): a seeded serving workload cuts its prompts from it, the temperature experiment counts
+# the generated words found in it
+PRETRAINED_TEXTS = "prose"
 ORDERS = ("temperature-first", "filter-first")  # the orders the rules know (sampling reads it)
 SHIFTS = ("reread", "kshift")  # how a full window goes on (inference reads it)
 TOOLS = ("on", "off", "guess")

@@ -241,6 +241,7 @@ export function createExperiment({ call, collect }) {
       }
       progress.max = started.progress.total;
       progress.value = 0;
+      const began = performance.now();
       for (;;) {
         if (cancelled) {
           status.textContent = "Cancelled. Nothing was changed; run it again when you like.";
@@ -250,7 +251,11 @@ export function createExperiment({ call, collect }) {
         const step = await call("experiment_advance", { budget_ms: BATCH_MS });
         if (!step.ok) throw new Error((step.errors || []).map((e) => e.message).join(" "));
         progress.value = step.progress.done;
-        status.textContent = `Running: ${step.progress.done} of ${plural(step.progress.total, "sample", "samples")}…`;
+        // time left at the rate measured so far (the real model's samples take seconds each)
+        const { done, total } = step.progress;
+        const spent = performance.now() - began;
+        const left = done > 0 && spent > 2000 ? Math.round((spent / done) * (total - done) / 1000) : 0;
+        status.textContent = `Running: ${done} of ${plural(total, "sample", "samples")}${left > 1 ? `, about ${left} s left` : ""}…`;
         if (step.done) {
           render(step.result, req.settings);
           const r = step.result;
@@ -286,7 +291,7 @@ export function createExperiment({ call, collect }) {
   }
 
   function describe(result, s) {
-    const bits = [`${s.dataset} data`, s.prompt ? `prompt “${readable(s.prompt)}”` : "empty prompt"];
+    const bits = [result.uses, s.prompt ? `prompt “${readable(s.prompt)}”` : "empty prompt"];
     bits.push(result.filters.length ? result.filters.join(", ") : "no filters");
     if (Number(s.repetition_penalty) !== 1) bits.push(`repetition penalty ${s.repetition_penalty}`);
     bits.push(`at most ${s.max_new_tokens} new tokens`);

@@ -192,7 +192,9 @@ export function createTextView(store) {
     dom.finishCode.textContent = finishCode(f.finish_reason, f.stop_reason); // as the trace says it
     dom.finishCodes.hidden = false;
     showVerdict(f.json);
-    dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(run.elapsed)}`;
+    // the rate this page measured, the reading of the prompt and the live check included
+    const rate = run.elapsed > 0 && run.steps.length > 1 ? ` · ${Math.round((1000 * run.steps.length) / run.elapsed).toLocaleString("en")} steps a second` : "";
+    dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(run.elapsed)}${rate}`;
     const last = run.steps.length - 1;
     if (last >= 0) {
       const eos = run.steps[last].token_text === "<eos>";

@@ -16,7 +16,9 @@ Per sample (one generation run), then averaged:
   decoding rule. The rules change what is picked; this says how likely the model finds it.
 - share of words found in the training data, and the share that are new: a text's words (split
   on spaces, outer punctuation stripped, lower case), counting only words with at least one
-  generated character; a word cut off by the length budget is not counted.
+  generated character; a word cut off by the length budget is not counted. A pretrained model's
+  own training text is not here: its words are looked up in the prose data instead, an English
+  reference, so the new words are those no English text here has (invented words, odd pieces).
 
 The experiment runs the same settings at several temperatures: one sample each with the seed
 from the settings ("single"), or `samples` runs per temperature with seeds seed, seed + 1, ...
@@ -40,7 +42,7 @@ from decodelab.core import sampling
 from decodelab.core.generate import Generation
 from decodelab.core.settings import validate
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import MAX_SEED, encode, label_of, read
+from decodelab.fields import MAX_SEED, PRETRAINED_TEXTS, encode, label_of, read
 from decodelab.lesson.planned import Planned
 
 MAX_BUDGET = 100_000  # tokens per experiment: samples x temperatures x max_new_tokens
@@ -65,6 +67,30 @@ MEASURES = (
      "means": "share of generated words the training text never had"},
 )
 KEYS = tuple(m["key"] for m in MEASURES)
+# a pretrained model's words are looked up in an English reference, not its training text
+REFERENCE_WORDS = {
+    "known_share": {"label": "Words in English prose",
+                    "means": "share of generated words that occur in the prose data, an English "
+                             "reference (the model's own training text is not here)"},
+    "new_share": {"label": "Words not in it",
+                  "means": "share of generated words the prose data never has (invented words, "
+                           "odd pieces, rare names)"},
+}
+
+
+def measures_for(model) -> list:
+    """MEASURES in the words of this model: its tokens' unit (characters or tokens), and where
+    its words are looked up."""
+    unit = "character" if getattr(model.tokenizer, "name", "") == "chars" else "token"
+    out = []
+    for m in MEASURES:
+        m = dict(m)
+        if m["key"] == "repeated_3gram":
+            m["means"] = m["means"].replace("3-character", f"3-{unit}")
+        if model.kind == "pretrained" and m["key"] in REFERENCE_WORDS:
+            m.update(REFERENCE_WORDS[m["key"]])
+        out.append(m)
+    return out
 
 
 # --- measures of one sample --------------------------------------------------------------------
@@ -199,7 +225,8 @@ class Experiment(Planned):
         # means greedy. A live cache check (if the settings have one) only costs time here.
         self.settings = dataclasses.replace(settings, greedy=False, cache_check=False)
         self.temperatures, self.mode, self.samples = temperatures, mode, samples
-        self.vocabulary = word_vocabulary(library.corpus(settings.dataset).train)
+        self.reference = PRETRAINED_TEXTS if self.model.kind == "pretrained" else None
+        self.vocabulary = word_vocabulary(library.corpus(self.reference or settings.dataset).train)
         self.seeds = [(settings.seed + j) % (MAX_SEED + 1) for j in range(samples)]
         self.plan = [(t, seed) for t in range(len(temperatures)) for seed in self.seeds]
         self.results = [[] for _ in temperatures]  # per temperature: (measures, text, finish)
@@ -240,8 +267,12 @@ class Experiment(Planned):
             rows.append(row)
         s = self.settings
         most = math.log2(self.model.tokenizer.vocab_size - 1)  # every token but EOS equally often
-        measures = [dict(m, hi=round(most, 2)) if m["key"] == "spread" else m for m in MEASURES]
+        measures = [dict(m, hi=round(most, 2)) if m["key"] == "spread" else m
+                    for m in measures_for(self.model)]
+        uses = "SmolLM2-135M-Instruct (its words looked up in the prose data)" \
+            if self.reference else f"{s.dataset} data"
         out = {"mode": self.mode, "samples": self.samples, "temperatures": self.temperatures,
+               "uses": uses, "reference": self.reference,
                "seeds": [self.seeds[0], self.seeds[-1]], "settings": s.to_json(),
                # the filters on, as the page lists them ("top-k 3")
                "filters": [f"{label_of(name).lower()} {value}"
@@ -318,8 +349,10 @@ def findings(result: dict) -> list:
             out.append({"kind": "repeats", "text": "The share of repeated 3-grams " + change(
                 "repeated_3gram", value(a, "repeated_3gram"), value(b, "repeated_3gram"), a, b)
                 + "."})
+        where = "in English prose (the prose data)" if result["reference"] else \
+            "in the training text"
         if value(lo, "known_share") is not None and value(hi, "known_share") is not None:
-            out.append({"kind": "known", "text": "The share of words found in the training text "
+            out.append({"kind": "known", "text": f"The share of words found {where} "
                         + change("known_share", value(lo, "known_share"),
                                  value(hi, "known_share"), lo, hi) + "."})
         if result["mode"] == "repeated":

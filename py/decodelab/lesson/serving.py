@@ -36,7 +36,7 @@ import re
 from decodelab.core.paged import blocks_for
 from decodelab.core.scheduler import CannotFit, Request, Scheduler
 from decodelab.errors import FieldError
-from decodelab.fields import FIELD_BY_NAME, PRETRAINED, encode, label_of, read
+from decodelab.fields import FIELD_BY_NAME, PRETRAINED, PRETRAINED_TEXTS, encode, label_of, read
 from decodelab.lesson.planned import Planned
 
 FIELDS = ("dataset", "tokenizer", "requests", "block_size", "seed", "memory_blocks",
@@ -48,7 +48,6 @@ MAX_SEQUENCES = 400  # requests x samples in one run
 GRID_LIMIT = 1024  # frames carry every block's state up to this many blocks
 LINE = "arrival step, new tokens, prompt (like “0 20 The ship”)"
 MODELS = ("transformer", *PRETRAINED)  # the models with a KV cache to page
-PRETRAINED_TEXTS = "prose"  # the data a seeded workload of the pretrained model cuts prompts from
 
 
 def _head(model, dataset: str, tokenizer: str) -> dict:
