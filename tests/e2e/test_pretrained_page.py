@@ -288,3 +288,38 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
                          greedy=True, max_new_tokens=4)
     assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert app.errors == []
+
+
+def test_the_temperature_experiment_runs_on_the_real_model(app):
+    """Chapter 2's experiment with Model SmolLM2: its numbers are the CLI-side experiment's for
+    the same settings, and its words are looked up in English prose, as the table says."""
+    from decodelab.core.library import Library
+    from decodelab.lesson.experiment import Experiment
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.model import load
+    from tests.e2e.conftest import ROOT, reveal
+    from tests.e2e.test_lesson import run_experiment, table_cells
+
+    choose_the_real_model(app)
+    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
+        app.evaluate("() => window.decodelab.pretrained.load()")
+    prompt = "Write a haiku about the sea.\n"
+    reset(app, Model="smollm2", Prompt=prompt, Seed=3, Max_new_tokens=12)
+    reveal(app, "#xp-mode-repeated").check()
+    section = run_experiment(app, **{"T values": "0, 2", "Samples per temperature": 2})
+    assert app.locator("#experiment").get_attribute("data-state") == "done"
+    assert "Settings: SmolLM2-135M-Instruct (its words looked up in the prose data)" in \
+        section.locator(".xp-uses").inner_text()
+    library = Library(ROOT / "artifacts")
+    library.keep_pretrained(load(find_smollm2()))
+    native = Experiment(library, {"settings": {"model": "smollm2", "prompt": prompt, "seed": 3,
+                                               "max_new_tokens": 12},
+                                  "temperatures": "0, 2", "mode": "repeated", "samples": 2}
+                        ).run().result()
+    texts = section.locator(".xp-texts li").evaluate_all("els => els.map(e => e.textContent)")
+    assert texts[0] == prompt + native["rows"][0]["texts"][0]  # greedy: the same text
+    cells = table_cells(section)
+    assert "Words in English prose" in cells and "Words not in it" in cells
+    takeaway = section.locator(".xp-takeaway").inner_text()
+    assert "The share of words found in English prose" in takeaway
+    assert app.errors == []
