@@ -71,7 +71,7 @@ def test_every_bug_is_caught_on_the_trained_models(library, dataset, prompt):
         out = bugs.run_bug(model, bug, ids, 12, seed=5, batch_prompts=batch)
         result = out["cache"] if spec.check == "cache" else out["batch"]
         assert not result["ok"], bug
-        assert out["what_went_wrong"] == spec.what_went_wrong
+        assert out["what_went_wrong"] == spec.what_went_wrong.format(unit="character")
 
 
 def test_where_each_bug_shows_up_first():
@@ -265,3 +265,42 @@ def test_the_lab_works_on_the_transformer_that_reads_bpe_tokens(artifacts, bug):
                                "prompts": ["The", "The parser reads"], "batch_steps": 4})
     assert batch["ok"] and all(row["ok"] for row in batch["rows"])  # each row = run alone
     assert batch["max_abs_diff"] <= batch["tolerance"]
+
+
+def test_the_bugs_garble_a_real_answer(artifacts):
+    """Every bug on SmolLM2: its check fails at the real model's own float32 limit, what went
+    wrong is told in tokens, and the answer the broken cache makes the model write is not the
+    correct cache's, which is the model's own greedy answer (a plain run of the same prompt).
+    (The last token fed twice may leave the likeliest token unchanged: the check still fails.)"""
+    from decodelab.core.generate import Generation, prepare
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.model import load
+
+    api("setup", {"assets": str(artifacts)})
+    library = __import__("decodelab.entry.webapi", fromlist=["SESSIONS"]).SESSIONS["page"].library
+    if not library.has_pretrained():
+        library.keep_pretrained(load(find_smollm2()))
+    prompt = "The capital of France is"
+    settings, model, _ = prepare(library, {"model": "smollm2", "prompt": prompt, "greedy": True,
+                                           "max_new_tokens": 6})
+    plain = Generation(model, settings).run().text
+    assert "Paris" in plain
+    for bug in bugs.BUG_IDS:
+        out = api("break_it", {"bug": bug, "model": "smollm2", "test_prompt": prompt,
+                               "check_steps": 6, "seed": 1,
+                               "prompts": ["The", "The capital of France is"]})
+        assert out["ok"], (bug, out)
+        result = out["batch"] if bug == "unmasked-padding" else out["cache"]
+        assert result["tolerance"] == 1e-3 and result["ok"] == (bug == "none"), (bug, result)
+        if bug == "unmasked-padding":
+            continue
+        assert out["cache"]["dtype"] == "float32"
+        assert out["answers"]["correct"] == plain
+        if bug == "none":
+            assert out["answers"]["broken"] is None and out["what_went_wrong"] is None
+        else:  # the last token fed twice moves the logits (by ~5) but may keep their order
+            assert out["answers"]["broken"] != plain or bug == "token-twice", bug
+            assert "character" not in out["what_went_wrong"], out["what_went_wrong"]
+    refused = api("break_it", {"bug": "token-twice", "model": "smollm2", "test_prompt": ""})
+    assert not refused["ok"] and refused["errors"][0]["field"] == "test_prompt"
+    assert "no token of its own" in refused["errors"][0]["message"]

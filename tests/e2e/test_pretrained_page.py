@@ -323,3 +323,33 @@ def test_the_temperature_experiment_runs_on_the_real_model(app):
     takeaway = section.locator(".xp-takeaway").inner_text()
     assert "The share of words found in English prose" in takeaway
     assert app.errors == []
+
+
+def test_a_cache_bug_garbles_the_real_model_s_answer(app):
+    """Chapter 4's bugs on SmolLM2: the check fails at the model's own limit, and the page shows
+    what the model writes with the correct cache and with the broken one, as Python runs them."""
+    from decodelab.lesson import bugs
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.model import load
+    from tests.e2e.conftest import reveal
+
+    choose_the_real_model(app)
+    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
+        app.evaluate("() => window.decodelab.pretrained.load()")
+    reset(app, Model="smollm2", Seed=1)
+    reveal(app, "#break")
+    prompt = app.get_by_label("Test prompt", exact=True)
+    assert prompt.input_value() == "The capital of France is"  # the real model's default
+    app.get_by_label("Check steps", exact=True).fill("8")
+    reply = app.evaluate("() => window.decodelab.kv.lab.check({bug: 'frozen-position'})")
+    assert reply["ok"] and not reply["cache"]["ok"] and reply["cache"]["tolerance"] == 1e-3
+    model = load(find_smollm2())
+    native = bugs.run_bug(model, "frozen-position", model.tokenizer.encode("The capital of France is"),
+                          8, seed=1)
+    assert reply["answers"] == native["answers"]
+    assert native["answers"]["broken"] != native["answers"]["correct"]
+    shown = app.locator(".break-answers").inner_text()
+    flat = lambda t: t.replace("\n", "⏎")  # noqa: E731
+    assert flat(native["answers"]["correct"]) in shown and flat(native["answers"]["broken"]) in shown
+    assert "new token's query" in app.locator("#break-sentence").inner_text()
+    assert app.errors == []

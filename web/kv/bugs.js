@@ -9,6 +9,8 @@ import { $ } from "../ui/dom.js";
 import { ask, el, fieldError, plural, tableHead } from "../ui/render.js";
 
 const BUG_DEFAULT_PROMPTS = { names: "mar", prose: "The cache " };
+const REAL_PROMPT = "The capital of France is"; // with Model SmolLM2: an answer it knows
+const REAL = "smollm2";
 
 export function createBugs(app, batch) {
   const dom = {
@@ -45,10 +47,11 @@ export function createBugs(app, batch) {
 
   function defaultPrompt() {
     if (promptTouched) return;
-    dom.prompt.value = BUG_DEFAULT_PROMPTS[app.settings().dataset] || "";
+    dom.prompt.value = app.settings().model === REAL ? REAL_PROMPT : BUG_DEFAULT_PROMPTS[app.settings().dataset] || "";
   }
   dom.prompt.addEventListener("input", () => { promptTouched = true; });
   app.onSetting("dataset", defaultPrompt);
+  app.onSetting("model", defaultPrompt);
 
   function markBug() {
     dom.section.dataset.bug = dom.bug.value;
@@ -65,6 +68,7 @@ export function createBugs(app, batch) {
       bug: dom.bug.value,
       dataset: app.settings().dataset,
       tokenizer: app.settings().tokenizer, // the lab's model reads the tokens the workbench's does
+      model: app.settings().model === REAL ? REAL : "transformer", // the real model, once loaded
       test_prompt: dom.prompt.value,
       check_steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
       seed: Number(app.settings().seed) || 0,
@@ -103,7 +107,7 @@ export function createBugs(app, batch) {
       const box = el("div", "plot-box");
       const caption = el("figcaption", null, `Per step, the largest difference between the logits of the ${r.bug === "none" ? "correct" : "broken"} cached run and a full recomputation of the same text (log scale). Crosses mark steps above the tolerance.`);
       figure.append(box, caption);
-      dom.detail.replaceChildren(...(r.rotations ? [dials(r.rotations)] : []), figure, checkTable(c));
+      dom.detail.replaceChildren(...(r.answers ? [answers(r)] : []), ...(r.rotations ? [dials(r.rotations)] : []), figure, checkTable(c));
       drawResponsive(box, (width) => checkChart(c.per_step, { width, tolerance: c.tolerance }));
     } else {
       const b = r.batch;
@@ -116,6 +120,27 @@ export function createBugs(app, batch) {
     dom.sentence.textContent = r.what_went_wrong || "";
     dom.course.textContent = r.course; // what this check did, step by step, from its numbers
     dom.status.textContent = failed ? "The check failed, as it should with this bug." : "The check passed.";
+  }
+
+  // What the model writes after the test prompt, greedy, with the correct cache and with the
+  // broken one: the bug as a reader meets it. The same text is possible (the logits moved, but
+  // not which token is likeliest), and then the check is the only witness.
+  function answers(r) {
+    const box = el("div", "break-answers");
+    const flat = (text) => text.replace(/\n/g, "⏎"); // a line break as a mark: one line each
+    const line = (label, text, cls) => {
+      const p = el("p", cls);
+      p.append(el("strong", null, label), " ", el("span", "break-answer", `“${flat(r.test_prompt)}`), el("mark", null, flat(text)), el("span", "break-answer", "”"));
+      return p;
+    };
+    box.append(line("The correct cache writes:", r.answers.correct, "break-correct"));
+    if (r.answers.broken != null) {
+      box.append(line("With the bug:", r.answers.broken, "break-broken"));
+      if (r.answers.broken === r.answers.correct) {
+        box.append(el("p", "break-same", "The same text: this bug moved the logits, but not far enough to change which token is likeliest at these steps. Reading the text would not catch it; the check does."));
+      }
+    }
+    return box;
   }
 
   // The frozen position as angles: per decode step, the fastest pair of the new key's channels

@@ -24,11 +24,11 @@ Left out: bugs that crash (those announce themselves); wrong weights (not a cach
 """
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from decodelab.core.inference import BatchSession, Session, cache_check
+from decodelab.core.inference import BatchSession, Session, cache_check, generation_dtype
 from decodelab.core.kvcache import KVCache
 from decodelab.errors import FieldError
 from decodelab.lesson.batch import batch_run
@@ -142,18 +142,18 @@ class Bug:
 BUGS = {b.id: b for b in (
     Bug("frozen-position", "Positions not advanced during decode", "cache",
         "Every decode step was fed at the same position. Positions here are rotations: each "
-        "new character's query and key were turned by the angle of the first new position, "
+        "new {unit}'s query and key were turned by the angle of the first new position, "
         "not their own, so every key cached from then on carries the wrong angle and each "
         "query misjudges how far back the cached keys lie. The full recomputation turns each "
         "by its own position."),
     Bug("token-twice", "The last token fed twice", "cache",
-        "The first decode step fed the prompt's last character again together with the new "
+        "The first decode step fed the prompt's last {unit} again together with the new "
         "one, although it was already in the cache. The cache now holds a sequence with that "
-        "character doubled, which is not the text: every later step attends to it and shifts "
+        "{unit} doubled, which is not the text: every later step attends to it and shifts "
         "every position after it by one."),
     Bug("no-causal-mask", "No causal mask in prefill", "cache",
         "During prefill each prompt position could attend to the positions after it, so the "
-        "keys and values cached for the prompt were computed from characters that come later. "
+        "keys and values cached for the prompt were computed from {unit}s that come later. "
         "The recomputation is causal, and the damaged keys stay in the cache for every later "
         "step."),
     Bug("dropout-on", "Dropout left on", "cache",
@@ -172,17 +172,38 @@ SESSIONS = {"frozen-position": FrozenPositionSession, "token-twice": TokenTwiceS
             "no-causal-mask": NoCausalMaskSession, "dropout-on": DropoutSession}
 
 
+def answer(model, session, prompt_ids, steps: int) -> str:
+    """What `session` makes the model write after the prompt: greedy, `steps` tokens at most,
+    ending at end-of-sequence. The same for a correct session and a broken one, so the two
+    texts differ only by the bug."""
+    eos, out = model.tokenizer.eos_id, []
+    logits = session.prefill(prompt_ids)
+    for _ in range(steps):
+        token = int(np.argmax(logits))
+        if token == eos:
+            break
+        out.append(token)
+        logits = session.decode(token)
+    return model.tokenizer.decode(out)
+
+
 def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompts=None,
-            dtype=np.float64) -> dict:
+            dtype=None) -> dict:
     """Run the check that catches `bug` ("none" runs the correct cache through the same check).
 
-    Cache bugs: kvcache.cache_check with a buggy session, per-step max |cached - recomputed|.
+    Cache bugs: kvcache.cache_check with a buggy session, per-step max |cached - recomputed|,
+    and what the model writes with the bug and without it (`answers`: greedy, `steps` tokens).
     The batch bug: batch.batch_run with a buggy batch, per-row max |batch - alone|.
-    Returns the check's result plus which check ran, and the sentence on what went wrong.
+    Returns the check's result plus which check ran, and the sentence on what went wrong (in
+    the model's unit: characters or tokens). dtype: the model's generation dtype unless said.
     """
     if bug not in BUG_IDS:
         raise FieldError("bug", f"Bug must be one of {', '.join(BUG_IDS)}; got {bug!r}.")
+    dtype = dtype or generation_dtype(model)
+    unit = "character" if getattr(model.tokenizer, "name", "") == "chars" else "token"
     spec = BUGS.get(bug)
+    if spec is not None:
+        spec = replace(spec, what_went_wrong=spec.what_went_wrong.format(unit=unit))
     if bug == "no-causal-mask" and not prompt_ids:
         raise FieldError("test_prompt", "Test prompt: a missing causal mask only matters when the "
                                    "prefill has something to hide; type at least one character.")
@@ -193,12 +214,17 @@ def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompt
         return {"bug": bug, "check": "batch", "label": spec.label,
                 "what_went_wrong": spec.what_went_wrong, "batch": result,
                 "course": course(result["diff"].max(axis=1).tolist(), result["tolerance"])}
-    session = SESSIONS.get(bug, Session)(model, dtype)
+    broken = lambda: SESSIONS.get(bug, Session)(model, dtype)  # noqa: E731
+    session = broken()
     session.rng = np.random.default_rng(seed)  # dropout draws its masks from the run's seed too
     result = cache_check(model, prompt_ids, steps, seed, session=session)
+    writes = broken()
+    writes.rng = np.random.default_rng(seed)
+    answers = {"correct": answer(model, model.session(dtype=dtype), prompt_ids, steps),
+               "broken": answer(model, writes, prompt_ids, steps) if spec else None}
     out = {"bug": bug, "check": "cache", "label": spec.label if spec else "No bug",
            "what_went_wrong": spec.what_went_wrong if spec else None, "cache": result,
-           "course": course(result["per_step"], result["tolerance"])}
+           "course": course(result["per_step"], result["tolerance"]), "answers": answers}
     if bug == "frozen-position":
         out["rotations"] = rotations(model.cfg, session.fed or [])
     return out

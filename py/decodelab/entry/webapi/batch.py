@@ -4,12 +4,16 @@ left-padded, each row against the same prompt run alone. Its helpers serve the b
 from decodelab.core.settings import Settings
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
-from decodelab.fields import check, encode, read
+from decodelab.fields import PRETRAINED, check, encode, read
 from decodelab.lesson import batch
 
 
 def lab_model(session: Session, req: dict):
+    """The transformer of the request's dataset and tokenizer, or with "model": "smollm2" the
+    real model (once loaded; a pretrained model brings its own tokenizer)."""
     dataset = session.dataset(req)
+    if req.get("model") in PRETRAINED:
+        return session.library.pretrained(), dataset
     tokenizer = check("tokenizer", req.get("tokenizer", Settings.tokenizer))
     return session.library.model("transformer", dataset, tokenizer), dataset
 

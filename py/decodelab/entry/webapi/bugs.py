@@ -13,14 +13,19 @@ from decodelab.lesson import batch
 
 @endpoint
 def _break_it(session: Session, req: dict) -> dict:
-    """{"bug", "dataset", "test_prompt", "check_steps", "seed", "prompts"} -> the check that
-    catches the bug, run with it injected (bugs.run_bug), and the sentence on what went wrong."""
+    """{"bug", "dataset", "model", "test_prompt", "check_steps", "seed", "prompts"} -> the
+    check that catches the bug, run with it injected (bugs.run_bug), what the model writes with
+    it and without it, and the sentence on what went wrong. "model": "smollm2" runs the real
+    model (loaded in the page first); otherwise the dataset's transformer."""
     from decodelab.lesson import bugs
 
     values = read(req, ["bug", "test_prompt", "check_steps", "seed"])
     model, dataset = lab_model(session, req)
     bug, steps = values["bug"], values["check_steps"]
     ids = encode(model.tokenizer, "test_prompt", values["test_prompt"])
+    if not ids and not model.tokenizer.start_ids:
+        raise FieldError("test_prompt", "Test prompt: this model starts a sequence with no token "
+                                        "of its own, so it needs a prompt; type something.")
     texts, batch_ids = None, None
     if bug == "unmasked-padding":
         texts, batch_ids = batch_prompts(model, req)
@@ -35,4 +40,4 @@ def _break_it(session: Session, req: dict) -> dict:
     out = bugs.run_bug(model, bug, ids, steps, values["seed"], batch_prompts=batch_ids)
     if out["check"] == "batch":
         out["batch"] = batch.describe(model, texts, out["batch"])
-    return {"dataset": dataset, **out}
+    return {"dataset": dataset, "test_prompt": values["test_prompt"], **out}
