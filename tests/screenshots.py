@@ -9,7 +9,8 @@ widgets, one picture of each, light and dark, 1280 and 360 px wide (docs/screens
 Embed this dialog (docs/screenshot-embed-dialog.png); and the course: its map and four chapters
 (sampling, the cache, beam search and drafts, paging), 1280 px light and 360 px dark
 (docs/screenshot-map-*.png, docs/screenshot-chapter-*.png); and the real model loaded and run in
-the workbench, 1280 px light and 360 px dark, and a two-turn chat with it
+the workbench, 1280 px light and 360 px dark, a two-turn chat with it, and two chapters on it
+(a cache bug garbling its answer, the temperature experiment), 1280 px light and 360 px dark
 (docs/screenshot-real-*.png; --real: those alone).
 """
 
@@ -262,6 +263,34 @@ def shoot_chat(browser, url, out: Path) -> None:
     page.context.close()
 
 
+def shoot_real_chapters(browser, url, docs: Path, width: int, scheme: str) -> None:
+    """Two chapters on the real model: a cache bug garbling its answer (Break it on purpose)
+    and the temperature experiment on a haiku (docs/screenshot-real-bugs-*.png,
+    docs/screenshot-real-experiment-*.png)."""
+    from tests.e2e.conftest import reveal
+
+    page = open_page(browser, url, viewport={"width": width, "height": 1100 if width > 800 else 2000},
+                     color_scheme=scheme)
+    wait_ready(page)
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.evaluate("() => window.decodelab.pretrained.load()")
+    reveal(page, "#break")
+    page.get_by_label("Check steps", exact=True).fill("12")
+    page.evaluate("() => window.decodelab.kv.lab.check({bug: 'frozen-position'})")
+    page.locator("#break").screenshot(path=str(docs / f"screenshot-real-bugs-{width}-{scheme}.png"))
+    page.get_by_label("Prompt", exact=True).fill("Write a haiku about the sea.\n")
+    page.locator("#max_new_tokens").fill("24")
+    reveal(page, "#xp-mode-repeated").check()
+    section = reveal(page, "#experiment")
+    section.get_by_label("T values", exact=True).fill("0, 0.7, 2")
+    section.get_by_label("Samples per temperature", exact=True).fill("4")
+    section.get_by_role("button", name="Run experiment", exact=True).click()
+    page.wait_for_selector("#experiment[data-state=done]", timeout=300_000)
+    page.locator("#experiment").screenshot(
+        path=str(docs / f"screenshot-real-experiment-{width}-{scheme}.png"))
+    page.context.close()
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -275,6 +304,8 @@ def main() -> int:
                 shoot_real(browser, url, docs / f"screenshot-real-{width}-{scheme}.png", width,
                            scheme)
             shoot_chat(browser, url, docs / "screenshot-real-chat.png")
+            for width, scheme in ((1280, "light"), (360, "dark")):
+                shoot_real_chapters(browser, url, docs, width, scheme)
             if "--real" in sys.argv:  # the real model's pictures alone
                 browser.close()
                 return 0

@@ -207,7 +207,7 @@ def test_each_bug_fails_visibly_with_its_sentence(app, bug):
     assert "is-bad" in verdict.get_attribute("class")
     assert verdict.inner_text().startswith("✕ " + bugs.BUGS[bug].label)
     assert "failed" in verdict.inner_text()
-    assert app.locator("#break-sentence").inner_text() == bugs.BUGS[bug].what_went_wrong
+    assert app.locator("#break-sentence").inner_text() == bugs.BUGS[bug].what_went_wrong.format(unit="character")
     assert app.locator("#break-explain").is_visible()
     if bugs.BUGS[bug].check == "cache":
         assert app.locator("#break-detail figure.plot svg[role=img]").count() == 1
