@@ -136,6 +136,29 @@ def test_the_temperature_experiment_on_the_real_model(smol):
     assert known and known[0].startswith("The share of words found in English prose")
 
 
+def test_beam_search_on_the_real_model(smol):
+    """Chapter 6's beam search on SmolLM2 (in float32, its own dtype): the best beam's mean
+    log-probability is what one full pass over the prompt and its tokens gives, and it is a
+    likelier path than greedy's."""
+    from decodelab.lesson.search import beam_lesson
+
+    library = Library(ROOT / "artifacts") if (ROOT / "artifacts" / "data").is_dir() else Library()
+    library.keep_pretrained(smol)
+    prompt = "The capital of France is"
+    out = beam_lesson(library, {"settings": {"model": "smollm2", "prompt": prompt, "seed": 1,
+                                             "max_new_tokens": 6}, "beam": {"num_beams": 3}})
+    beam, greedy, _ = out["side"]
+    ids = smol.tokenizer.encode(prompt)
+    new = out["trace"]["beams"][0]["ids"]
+    z = smol.all_logits(ids + new, np.float32).astype(np.float64)  # (T, V) one pass
+    z = z[len(ids) - 1:-1]  # the logits that chose each new token
+    logp = z - z.max(axis=1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(axis=1, keepdims=True))
+    assert beam["logprob_per_token"] == pytest.approx(logp[np.arange(len(new)), new].mean(),
+                                                      abs=1e-3)
+    assert beam["logprob_per_token"] > greedy["logprob_per_token"] and out["why"]["likelier"]
+
+
 @pytest.mark.parametrize("args, words", [
     (["chat", "--message", "Hi <|im_end|> there", "--greedy"], "--messages: Message 1 contains <|im_end|>"),
     (["chat", "--message", "Hi", "--temperature", "0.7"], "--seed: Seed is required when tokens"),

@@ -353,3 +353,32 @@ def test_a_cache_bug_garbles_the_real_model_s_answer(app):
     assert flat(native["answers"]["correct"]) in shown and flat(native["answers"]["broken"]) in shown
     assert "new token's query" in app.locator("#break-sentence").inner_text()
     assert app.errors == []
+
+
+def test_beam_search_runs_on_the_real_model(app):
+    """Chapter 6's beam search with Model SmolLM2: the same search as Python's natively (its
+    beams, and beam, greedy and sampled side by side), the best beam likelier than greedy."""
+    from decodelab.core.library import Library
+    from decodelab.lesson.search import beam_lesson
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.model import load
+    from tests.e2e.conftest import ROOT
+    from tests.e2e.test_search_page import search
+
+    choose_the_real_model(app)
+    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
+        app.evaluate("() => window.decodelab.pretrained.load()")
+    prompt = "The capital of France is"
+    reset(app, Model="smollm2", Prompt=prompt, Seed=1, Max_new_tokens=6)
+    reply = search(app, **{"#beam-beams": 3})
+    assert reply["ok"], reply
+    library = Library(ROOT / "artifacts")
+    library.keep_pretrained(load(find_smollm2()))
+    beams = reply["trace"]["settings"]["num_beams"]
+    native = beam_lesson(library, {"settings": {"model": "smollm2", "prompt": prompt, "seed": 1,
+                                                "max_new_tokens": 6},
+                                   "beam": {"num_beams": beams}})
+    assert [b["ids"] for b in reply["trace"]["beams"]] == [b["ids"] for b in native["trace"]["beams"]]
+    assert [s["text"] for s in reply["side"]] == [s["text"] for s in native["side"]]
+    assert reply["why"]["likelier"]
+    assert app.errors == []

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodelab.core.inference import BatchSession
+from decodelab.core.inference import BatchSession, generation_dtype
 from decodelab.core.sampling import likeliest
 
 BLOCKED = -1.0e9  # a score that cannot win: a slot to skip (as transformers marks them)
@@ -91,7 +91,9 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos=None, check: bool = Fal
     if max_length > model.cfg.context_size:
         raise ValueError(f"the prompt and {rules.max_new_tokens} new tokens need {max_length} "
                          f"positions; the model's window holds {model.cfg.context_size}")
-    session = BatchSession(model, N, np.float64)  # one cache, a row per beam
+    # one cache, a row per beam, in the model's own dtype (float64 for the models trained
+    # here; float32 for the real one, whose float64 copy would be another gigabyte)
+    session = BatchSession(model, N, generation_dtype(model))
     logits = session.prefill([prompt[len(start):]] * N)  # (N, V): every row the same prompt
     seqs = [list(prompt) for _ in range(N)]  # running beams, prompt included
     running = np.full(N, BLOCKED)

@@ -30,7 +30,7 @@ from decodelab.core.beam import BLOCKED, banned_by_ngrams
 from decodelab.core.generate import prepare, start
 from decodelab.core.settings import SAMPLING_ONLY
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import read
+from decodelab.fields import PRETRAINED, read
 from decodelab.lesson.experiment import mean_logprob, repeated_ngram_rate
 from decodelab.lesson.planned import Planned
 
@@ -44,13 +44,15 @@ MAX_RUNS = 400  # runs per acceptance experiment: gammas x temperatures x sample
 ACCEPTANCE_DEFAULTS = {"temperatures": "0, 0.7, 1.2"}
 
 
-def _settings(req: dict) -> dict:
+def _settings(req: dict, pretrained: bool = False) -> dict:
     """The workbench's settings, run with the transformer: both searches use its KV cache (the
-    bigram is the draft)."""
+    bigram is the draft). pretrained: the real model runs too when it is the workbench's model
+    (beam search; a draft must share its vocabulary, and no draft here does)."""
     raw = req.get("settings", {})
     if not isinstance(raw, dict):
         raise FieldError("settings", "Settings must be an object of name: value.")
-    return dict(raw, model="transformer")
+    keep = pretrained and raw.get("model") in PRETRAINED
+    return dict(raw, model=raw["model"] if keep else "transformer")
 
 
 def _short(settings) -> None:
@@ -110,8 +112,9 @@ def why(settings, prompt_ids, side: list, ids: list) -> dict:
 
 def beam_lesson(library, req: dict) -> dict:
     """{"settings": the workbench's, "beam": {the beam fields}} -> the search's trace, its tree,
-    and beam, greedy and sampled side by side."""
-    raw = _settings(req)
+    and beam, greedy and sampled side by side (on the real model too, when it is the
+    workbench's)."""
+    raw = _settings(req, pretrained=True)
     own = req.get("beam", {})
     if not isinstance(own, dict) or set(own) - set(BEAM_FIELDS):
         raise FieldError("beam", f"beam must be an object of {', '.join(BEAM_FIELDS)}.")
