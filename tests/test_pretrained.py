@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from decodelab.core.library import Library
-from decodelab.errors import FieldError
+from decodelab.errors import FieldError, FieldErrors
 from decodelab.pretrained import files, model as pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,6 +159,35 @@ def test_beam_search_on_the_real_model(smol):
     assert beam["logprob_per_token"] > greedy["logprob_per_token"] and out["why"]["likelier"]
 
 
+COPY_PROMPT = ("Copy the list.\nList: apple, banana, cherry, grape, lemon, mango, orange, peach, "
+               "pear, plum.\nCopy: apple, banana,")
+
+
+def test_speculative_decoding_on_the_real_model_with_the_ngram_draft(smol):
+    """SmolLM2 drafts with the n-gram draft (no model reads its tokens): greedy, the text is
+    its own greedy text; on a text that copies its prompt most guesses are kept, so the model
+    reads the text in far fewer passes than tokens."""
+    from decodelab.lesson.search import speculative_lesson
+
+    library = Library(ROOT / "artifacts") if (ROOT / "artifacts" / "data").is_dir() else Library()
+    library.keep_pretrained(smol)
+    out = speculative_lesson(library, {"settings": {"model": "smollm2", "prompt": COPY_PROMPT,
+                                                    "greedy": True, "max_new_tokens": 16,
+                                                    "seed": 1},
+                                       "draft": {"draft": "ngram", "num_draft_tokens": 4}})
+    trace = out["trace"]
+    assert trace["ids"] == out["plain"]["ids"] and trace["text"].startswith(" cherry, grape")
+    assert trace["acceptance_rate"] > 0.5 and trace["target_passes"] < 16 / 2
+    refused = None
+    try:
+        speculative_lesson(library, {"settings": {"model": "smollm2", "prompt": "Hi",
+                                                  "greedy": True, "max_new_tokens": 4},
+                                     "draft": {"draft": "bigram"}})
+    except FieldErrors as e:
+        refused = e.errors[0]
+    assert refused is not None and refused.field == "draft" and "n-gram draft" in refused.message
+
+
 @pytest.mark.parametrize("args, words", [
     (["chat", "--message", "Hi <|im_end|> there", "--greedy"], "--messages: Message 1 contains <|im_end|>"),
     (["chat", "--message", "Hi", "--temperature", "0.7"], "--seed: Seed is required when tokens"),
@@ -167,7 +196,7 @@ def test_beam_search_on_the_real_model(smol):
     (["generate", "--model", "smollm2", "--dataset", "prose", "--prompt", "Hi", "--greedy"],
      "--dataset: Dataset: smollm2 brings its own tokenizer"),
     (["generate", "--model", "smollm2", "--prompt", "Hi", "--draft", "bigram", "--seed", "1"],
-     "--draft: Draft model: no draft here reads SmolLM2"),
+     "--draft: Draft model: no model here reads SmolLM2"),
     (["generate", "--model", "smollm2", "--prompt", "a\x04b", "--greedy"], "--prompt"),
     (["generate", "--model", "smollm2", "--prompt", "", "--greedy"],
      "--prompt: Prompt: this model starts a sequence with no token of its own"),

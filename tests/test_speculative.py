@@ -159,3 +159,47 @@ def test_bad_pairs_and_sizes_are_refused(models):
         speculate(target, other, [], sampling.Rules(), 3, 10)
     with pytest.raises(ValueError, match="do not fit"):
         speculate(target, models[1], [], sampling.Rules(), 8, 60)
+
+
+def test_the_ngram_draft_looks_up_the_latest_earlier_tail():
+    from decodelab.core.speculative import lookup
+
+    text = [5, 6, 7, 8, 1, 5, 6, 9, 2, 5, 6]
+    assert lookup(text, 3) == [9, 2, 5]  # "5 6" last came before "9 2", the latest match
+    assert lookup(text, 3, longest=1) == [9, 2, 5]  # "6" likewise
+    assert lookup([1, 2, 3, 1, 2, 3, 4, 2, 3], 2) == [4, 2]  # no earlier "4 2 3"; "2 3" then
+    assert lookup([1, 2, 3], 4) == []  # nothing repeats
+    assert lookup([4, 4], 3) == [4]  # a token's own run
+
+
+@pytest.mark.parametrize("prompt", ["ma", "annaannaann"])
+def test_greedy_speculation_with_the_ngram_draft_writes_greedy_decoding_s_text(models, prompt):
+    target, _ = models
+    ids = target.tokenizer.encode(prompt)
+    plain = Generation(target, validate({"model": "transformer", "prompt": prompt, "greedy": True,
+                                         "max_new_tokens": 30, "ignore_eos": True,
+                                         "cache_check": False})).run()
+    spec = speculate(target, "ngram", ids, sampling.Rules(greedy=True), 4, 30, ignore_eos=True,
+                     check=True)
+    assert spec["ids"] == plain.output_ids
+    assert max(r.get("cache_diff", 0) for r in spec["rounds"]) < 1e-9  # every rollback
+    proposed = sum(r["proposed"] for r in spec["rounds"])
+    assert proposed > 0 and spec["target_passes"] < 1 + 30  # it guessed, and saved passes
+
+
+def test_sampled_tokens_with_the_ngram_draft_follow_the_target_alone(models):
+    """A one-hot guess is accepted with probability p(x), and a rejection draws from p without
+    x: the first token's distribution is the target's (the prompt "mama" proposes "m" after
+    "a", which the rules may or may not keep)."""
+    target, _ = models
+    ids = target.tokenizer.encode("mama")
+    rules = sampling.Rules(temperature=1.0)
+    counts = np.zeros(target.tokenizer.vocab_size)
+    proposed = 0
+    for seed in range(3000):
+        out = speculate(target, "ngram", ids, rules, 2, 1, seed=seed)
+        counts[out["ids"][0]] += 1
+        proposed += out["rounds"][0]["proposed"]
+    assert proposed == 3000  # every run guessed: "a" was followed by "m" before
+    p = final(target.session().prefill(ids), rules, False, None, target.tokenizer.eos_id)
+    assert chi_square_p(counts, p) > 0.01

@@ -32,7 +32,7 @@ SHIFTS = ("reread", "kshift")  # how a full window goes on (inference reads it)
 TOOLS = ("on", "off", "guess")
 STRATEGIES = ("sample", "beam")
 EARLY_STOPPING = ("false", "true", "never")  # transformers' early_stopping: False, True, "never"
-DRAFTS = ("off", "bigram")
+DRAFTS = ("off", "bigram", "ngram")  # ngram: the text itself (speculative.NgramDraft)
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,8 @@ FIELDS = (
       "Speculative decoding: a cheap model on the same tokens guesses ahead, and the model "
       "checks all its guesses in one pass; the text is the model's own either way.",
       choices=DRAFTS, group="search",
-      choice_labels=("Off: the model alone", "Bigram, same tokens")),
+      choice_labels=("Off: the model alone", "Bigram, same tokens",
+                     "N-gram: the text itself (prompt lookup)")),
     F("num_draft_tokens", "Draft tokens", "int", 4,
       "Speculative decoding: the tokens the draft guesses each round (gamma).",
       min=1, max=8, group="search"),

@@ -66,7 +66,9 @@ def app(chromium, base_url):
 
 
 def choose_the_real_model(page):
-    page.get_by_label("Model", exact=True).select_option("smollm2")
+    from tests.e2e.conftest import reveal
+
+    reveal(page, page.get_by_label("Model", exact=True)).select_option("smollm2")  # (from any chapter)
     page.locator("#pretrained").wait_for()
 
 
@@ -381,4 +383,29 @@ def test_beam_search_runs_on_the_real_model(app):
     assert [b["ids"] for b in reply["trace"]["beams"]] == [b["ids"] for b in native["trace"]["beams"]]
     assert [s["text"] for s in reply["side"]] == [s["text"] for s in native["side"]]
     assert reply["why"]["likelier"]
+    assert app.errors == []
+
+
+def test_speculative_decoding_runs_on_the_real_model_with_the_ngram_draft(app):
+    """Chapter 6's speculative decoding with Model SmolLM2 and the n-gram draft: greedy, the text
+    is the CLI's greedy text; on a text that copies its prompt most guesses are kept."""
+    from tests.e2e.conftest import open_chapter, reveal
+    from tests.e2e.test_search_page import last_json, wait_reply
+    from tests.test_pretrained import COPY_PROMPT
+
+    choose_the_real_model(app)
+    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
+        app.evaluate("() => window.decodelab.pretrained.load()")
+    reset(app, Model="smollm2", Prompt=COPY_PROMPT, Seed=1, Greedy=True, Max_new_tokens=16)
+    open_chapter(app, "search")
+    reveal(app, "#spec-draft").select_option("ngram")
+    reveal(app, "#spec-gamma").fill("4")
+    before = last_json(app, "speculate")
+    app.get_by_role("button", name="Decode with the draft", exact=True).click()
+    reply = wait_reply(app, "speculate", before)
+    assert reply["ok"], reply
+    plain = cli_trace(model="smollm2", prompt=COPY_PROMPT, greedy=True, max_new_tokens=16, seed=1)
+    assert reply["trace"]["ids"] == [s["token_id"] for s in plain["steps"]]
+    assert reply["trace"]["draft"] == "ngram" and reply["trace"]["acceptance_rate"] > 0.5
+    assert "the same as without the draft" in app.locator("#spec-summary").inner_text()
     assert app.errors == []

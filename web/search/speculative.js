@@ -1,5 +1,5 @@
 // Speculative decoding round by round (Python's lesson.search.speculative_lesson, through the
-// endpoint speculate): the workbench's settings with the bigram as the draft. Drawn: the text
+// endpoint speculate): the workbench's settings with the bigram or the n-gram draft. Drawn: the text
 // with each token marked by how it came (a kept guess, drawn from max(0, p − q), the model's
 // extra token), every round's guesses with p, q, the draw u and the decision, the cache going
 // forward for the check and back to what was kept; then the acceptance experiment (repeated

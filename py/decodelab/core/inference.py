@@ -220,7 +220,7 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
         x = x + times(h, w_proj)  # (B, n, C)
     cache.length += n
     if every_row:
-        return w.unit(x, w.g_f) @ w.w_head  # (B, n, C) -> (B, n, V)
+        return times(w.unit(x, w.g_f), w.w_head)  # (B, n, C) -> (B, n, V)
     return times(w.unit(x[:, -1], w.g_f), w.w_head)  # (B, C) -> (B, V)
 
 

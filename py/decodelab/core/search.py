@@ -18,6 +18,7 @@ The text of a path is its answer's bytes (a call's tokens are not text), decoded
 """
 
 from decodelab.core import beam, speculative, tasks
+from decodelab.core.inference import check_tolerance
 from decodelab.core.stopping import StopMatcher
 from decodelab.core.toolcalls import ToolCalls
 from decodelab.errors import FieldError
@@ -223,7 +224,7 @@ class SpeculativeRun:
             r["tokens"] = [dict(t, token_text=self.tokenizer.label(t["token_id"]))
                            for t in rnd["tokens"]]
             if "cache_diff" in rnd:
-                r["cache_ok"] = rnd["cache_diff"] <= 1e-9
+                r["cache_ok"] = rnd["cache_diff"] <= check_tolerance(self.model)
             rounds.append(r)
         out.update(strategy="speculative", draft=self.settings.draft, text=text,
                    ids=res["ids"], finish_reason=res["finish_reason"],
@@ -238,6 +239,8 @@ def start(library, settings, model, prompt_ids):
     """The run these settings ask for (settings already checked by `generate.prepare`)."""
     if kind(settings) == "beam":
         return BeamRun(model, settings, prompt_ids)
+    if settings.draft == speculative.NGRAM:  # the text itself: any model's own tokens
+        return SpeculativeRun(model, speculative.NGRAM, settings, prompt_ids)
     draft = library.model(settings.draft, settings.dataset, settings.tokenizer)
     if draft.tokenizer.vocab_size != model.tokenizer.vocab_size:
         raise FieldError("draft", f"Draft model must read the model's tokens: the "

@@ -188,13 +188,18 @@ def search_errors(values: dict) -> list:
                                            f"need its own. Turn it off, or use "
                                            f"{'Strategy sample' if beam else 'no draft'}.",
                                      also=("strategy" if beam else "draft",)))
-    if draft and get("model") in PRETRAINED:
-        errors.append(FieldError("draft", "Draft model: no draft here reads SmolLM2's 49,152 "
+    if draft and get("draft") != "ngram" and get("model") in PRETRAINED:
+        errors.append(FieldError("draft", "Draft model: no model here reads SmolLM2's 49,152 "
                                           "tokens (the bigram drafts for the transformer "
-                                          "trained here); turn the draft off.", also=("model",)))
+                                          "trained here); choose the n-gram draft, which "
+                                          "guesses from the text itself, or turn the draft off.",
+                                 also=("model",)))
     elif what and get("model") not in ("transformer",) + PRETRAINED:
         field, words = ("strategy", "Beam search keeps one row of the KV cache per path") \
-            if beam else ("draft", "The bigram drafts for the transformer, not for itself")
+            if beam else ("draft", "The n-gram draft's guesses are checked in one pass of a KV "
+                                   "cache, which the bigram has not") \
+            if get("draft") == "ngram" else ("draft", "The bigram drafts for the transformer, "
+                                                      "not for itself")
         errors.append(FieldError(field, f"{words}: choose Model transformer.",
                                  also=("model",)))
     return errors

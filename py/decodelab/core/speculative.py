@@ -30,6 +30,15 @@ kept tokens of a round are read one by one, and the run ends at the first that e
 the rest of the round is dropped. The repetition penalty counts the prompt, the text kept and
 the guesses before the one scored, for the draft and the target alike.
 
+The draft is a smaller model on the same tokens (`Draft`), or no model at all: the n-gram draft
+(`NgramDraft`, prompt lookup as transformers' `prompt_lookup_num_tokens` and vLLM's n-gram
+speculator do it) finds the latest earlier place where the text's last few tokens occurred and
+proposes the tokens that followed there. Its q is one-hot (it is sure of its guess), so a guess
+x is accepted with probability p(x), and a rejection draws from p without x: the same rule, the
+same target's text. It pays where a text repeats itself (a quoted passage, code, a list), and
+costs one pass of the target per round like any draft; where nothing matches it proposes nothing
+and the round is a plain decode step.
+
 Left out: JSON mode and token healing (their masks follow one text as it is written); a draft
 with its own tokenizer; tree-shaped drafts.
 
@@ -93,6 +102,46 @@ class Draft:
         self.kept += len(tokens)
 
 
+NGRAM = "ngram"  # the draft "model" that is the text itself
+NGRAM_MAX, NGRAM_MIN = 3, 1  # the longest and the shortest tail the n-gram draft looks up
+
+
+def lookup(ids: list, gamma: int, longest: int = NGRAM_MAX, shortest: int = NGRAM_MIN) -> list:
+    """Up to gamma tokens that followed the latest earlier occurrence of the text's last n
+    tokens, for n from `longest` down to `shortest`; [] when none occurred before."""
+    for n in range(min(longest, len(ids) - 1), shortest - 1, -1):
+        tail = ids[-n:]
+        for at in range(len(ids) - n - 1, -1, -1):  # the latest first, the tail itself left out
+            if ids[at:at + n] == tail:
+                return ids[at + n:at + n + gamma]
+    return []
+
+
+class NgramDraft:
+    """The draft's side of a run with no draft model: the text so far, looked up (`lookup`)."""
+
+    def __init__(self, prompt_ids, vocab_size: int, eos: int):
+        self.ids, self.V, self.eos = list(prompt_ids), vocab_size, eos
+
+    def propose(self, rules, gamma: int, eos_blocked, rng, greedy: bool, seen) -> tuple:
+        """The tokens that followed the text's tail before (at most gamma, none past an
+        end-of-sequence), each with a one-hot q: the guess is certain."""
+        xs = []
+        for x in lookup(self.ids, gamma):
+            xs.append(x)
+            if x == self.eos:
+                break
+        qs = []
+        for x in xs:
+            q = np.zeros(self.V)
+            q[x] = 1.0
+            qs.append(q)
+        return xs, qs
+
+    def keep(self, tokens: list) -> None:
+        self.ids += [int(t) for t in tokens]
+
+
 def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int,
               max_new_tokens: int, seed: int = 0, ignore_eos: bool = False,
               min_new_tokens: int = 0, accept=always, check: bool = False,
@@ -104,7 +153,11 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
     in order; one that ends the text (a stop string, a tool call) ends the run there. accept:
     the acceptance rule (a wrong one is tested to fail). check: each
     round's pass compared with a full recomputation of the same text (the live cache check: it
-    holds after every rollback), as the round's cache_diff."""
+    holds after every rollback), as the round's cache_diff. draft_model: a model on the
+    target's tokens, or NGRAM (the n-gram draft: the text itself)."""
+    ngram = isinstance(draft_model, str) and draft_model == NGRAM
+    if ngram:
+        draft_model = target  # its tokens, its start and its end: the checks below hold
     if target.tokenizer.vocab_size != draft_model.tokenizer.vocab_size:
         raise ValueError("the draft must read the target's tokens: their vocabularies differ "
                          f"({draft_model.tokenizer.vocab_size} and {target.tokenizer.vocab_size})")
@@ -120,9 +173,9 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
     greedy = rules.is_greedy
     V = target.tokenizer.vocab_size
     penalty = rules.repetition_penalty != 1.0
-    session = target.session()  # float64, with its KV cache
+    session = target.session()  # in its generation dtype, with its KV cache
     p_logits = [session.prefill(prompt_ids)]  # the rows not yet used: here the prefill's last
-    draft = Draft(draft_model, prompt_ids)
+    draft = NgramDraft(prompt_ids, V, eos) if ngram else Draft(draft_model, prompt_ids)
     out, rounds, proposed_total, accepted_total, pending = [], [], 0, 0, None
     finish = None
     while finish is None:
@@ -133,11 +186,12 @@ def speculate(target, draft_model, prompt_ids, rules: sampling.Rules, gamma: int
         xs, qs = draft.propose(rules, min(gamma, max_new_tokens - made), blocked, rng, greedy,
                                seen)
         before = session.length
-        rows = session.score(([pending] if pending is not None else []) + xs)  # (g [+1], V)
+        fed = ([pending] if pending is not None else []) + xs
+        rows = session.score(fed) if fed else np.empty((0, V))  # (g [+1], V)
         ps = p_logits + list(rows)  # g + 1: p for each guess, then for the bonus
         checked = session.length
         diff = None
-        if check:  # the rows this pass read from the (rolled-back) cache, recomputed whole
+        if check and len(rows):  # the rows this pass read from the rolled-back cache, recomputed
             full = target.all_logits(session.tokens, session.dtype)  # (checked, V)
             diff = float(np.abs(rows - full[checked - len(rows):]).max())
         tokens, kept, extra, how = [], [], None, "bonus"

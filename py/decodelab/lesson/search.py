@@ -190,15 +190,16 @@ def tree(trace: dict) -> dict:
 
 def speculative_lesson(library, req: dict) -> dict:
     """{"settings": the workbench's, "draft": {the draft fields}} -> the speculative run's trace,
-    and the same settings without the draft beside it."""
-    raw = _settings(req)
+    and the same settings without the draft beside it. The real model runs too when it is the
+    workbench's, with the n-gram draft (no model here reads its tokens)."""
+    raw = _settings(req, pretrained=True)
     own = req.get("draft", {})
     if not isinstance(own, dict) or set(own) - set(DRAFT_FIELDS):
         raise FieldError("draft", f"draft must be an object of {', '.join(DRAFT_FIELDS)}.")
     raw.update(strategy="sample", **own)
     if raw.get("draft", "bigram") == "off":
-        raise FieldError("draft", "Draft model must be bigram here: this panel shows a draft "
-                                  "at work; got off.")
+        raise FieldError("draft", "Draft model must be bigram or ngram here: this panel shows a "
+                                  "draft at work; got off.")
     raw.setdefault("draft", "bigram")
     settings, model, prompt = prepare(library, raw)
     _short(settings)

@@ -28,10 +28,10 @@ import struct
 
 import numpy as np
 
+from decodelab.pretrained.limits import BLOCKS, MAX_FILE_BYTES
+
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # v1 had 32-bit counts; v3 only added big-endian files, which are refused
-MAX_FILE_BYTES = 256 * 2**20  # the largest file decodelab reads (its float32 weights must fit
-# a browser tab: a 256 MB Q4 file is about 1.5 GB of float32)
 DEFAULT_ALIGNMENT = 32
 HEADER_READ = 4 * 2**20  # bytes of a file first read for its header (SmolLM2's takes 1.6 MB);
 # a longer header is read again with four times as many
@@ -45,13 +45,12 @@ VALUE_TYPES = {0: ("uint8", "<B"), 1: ("int8", "<b"), 2: ("uint16", "<H"), 3: ("
 ARRAY_DTYPES = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1",
                 10: "<u8", 11: "<i8", 12: "<f8"}
 
-# ggml's tensor types, by id; the ones decodelab reads: (values per block, bytes per block)
+# ggml's tensor types, by id (the ones decodelab reads: limits.BLOCKS)
 GGML_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0",
               9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K",
               16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S",
               22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
               29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4"}
-BLOCKS = {"F32": (1, 4), "F16": (1, 2), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q8_0": (32, 34)}
 MAX_DIMS = 4
 
 

@@ -24,11 +24,11 @@ from decodelab.core.layers import Config, matmul_layout
 from decodelab.core.transformer import TransformerModel
 from decodelab.pretrained.chat import ChatTemplate
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError
+from decodelab.pretrained.limits import ARCHITECTURES
 from decodelab.pretrained.tokenizer import GGUFTokenizer
 
 WINDOW = 2048  # the positions decodelab keeps in the cache (SmolLM2 was trained on 8,192; the
 # cache is allocated whole, and 2,048 positions take 94 MB in float32)
-ARCHITECTURES = ("llama",)
 
 
 def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:

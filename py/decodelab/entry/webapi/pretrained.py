@@ -93,8 +93,7 @@ def _pretrained_cancel(session: Session, req: dict) -> dict:
 def reads() -> dict:
     """What a GGUF file of the learner's own must be: the reader's own limits, for the page to
     say before a file is chosen and to check its size before a byte of it is read."""
-    from decodelab.pretrained.gguf import BLOCKS, MAX_FILE_BYTES
-    from decodelab.pretrained.model import ARCHITECTURES
+    from decodelab.pretrained.limits import ARCHITECTURES, BLOCKS, MAX_FILE_BYTES
 
     return {"max_file_bytes": MAX_FILE_BYTES, "architectures": list(ARCHITECTURES),
             "types": list(BLOCKS)}
