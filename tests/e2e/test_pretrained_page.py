@@ -72,6 +72,18 @@ def choose_the_real_model(page):
     page.locator("#pretrained").wait_for()
 
 
+def run_as_the_cli(page, tokens: int):
+    """Generate greedily after "The capital of France is" in the page and with the CLI: the same
+    tokens. Returns both traces."""
+    reset(page, Prompt="The capital of France is", Seed=7, Greedy=True, Max_new_tokens=tokens)
+    generate(page)
+    trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
+    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=7,
+                         greedy=True, max_new_tokens=tokens)
+    assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
+    return trace, expected
+
+
 def test_loading_problems_are_said_and_the_page_keeps_working(app):
     choose_the_real_model(app)
     # a run before the model is loaded is refused by name, with what to do
@@ -129,14 +141,9 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
                   "2,048 positions kept (trained on 8,192)", "45 KiB a token"):
         assert words in facts
     app.locator("#model-error").wait_for(state="hidden", timeout=10_000)  # checked again
-    reset(app, Prompt="The capital of France is", Seed=7, Greedy=True, Max_new_tokens=8)
-    generate(app)
-    trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
-    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=7,
-                         greedy=True, max_new_tokens=8)
+    trace, expected = run_as_the_cli(app, 8)
     # the same tokens, and probabilities within float32's rounding (numpy with BLAS natively,
     # einsum in the page: the sums are added in another order)
-    assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert trace["text"] == expected["text"] and " Paris" in trace["text"]
     assert_same_trace(trace, expected, tol=1e-4)
     # the cache card draws this model's cache, not the dataset's transformer's
@@ -283,12 +290,7 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
     assert said.startswith(f"Loaded {name} from your file {path.name} (98.4 MB)"), said
     assert "not kept in this browser" in said
     assert app.locator("#pretrained-facts").inner_text().startswith(f"{name}: 135 million")
-    reset(app, Prompt="The capital of France is", Seed=7, Greedy=True, Max_new_tokens=4)
-    generate(app)
-    trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
-    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=7,
-                         greedy=True, max_new_tokens=4)
-    assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
+    run_as_the_cli(app, 4)
     assert app.errors == []
 
 
