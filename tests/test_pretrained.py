@@ -178,6 +178,7 @@ def test_speculative_decoding_on_the_real_model_with_the_ngram_draft(smol):
     trace = out["trace"]
     assert trace["ids"] == out["plain"]["ids"] and trace["text"].startswith(" cherry, grape")
     assert trace["acceptance_rate"] > 0.5 and trace["target_passes"] < 16 / 2
+    assert "cache_diff" not in trace["rounds"][0] and "full pass" in out["check_skipped"]
     refused = None
     try:
         speculative_lesson(library, {"settings": {"model": "smollm2", "prompt": "Hi",

@@ -410,4 +410,7 @@ def test_speculative_decoding_runs_on_the_real_model_with_the_ngram_draft(app):
     assert reply["trace"]["ids"] == [s["token_id"] for s in plain["steps"]]
     assert reply["trace"]["draft"] == "ngram" and reply["trace"]["acceptance_rate"] > 0.5
     assert "the same as without the draft" in app.locator("#spec-summary").inner_text()
+    # its per-round check (a full pass each) is off for this model, and the panel says why
+    assert app.locator("#spec-check").inner_text() == reply["check_skipped"]
+    assert reply["check_skipped"].startswith("The cache check is off for SmolLM2 here")
     assert app.errors == []

@@ -138,6 +138,10 @@ export function createSpeculative(app) {
       const ok = diffs.every((x) => x.cache_ok);
       verdict(dom.check, ok, ok ? "Cache check passed" : "Cache check failed",
         `Every round’s pass read a cache cut back after the round before; its logits equal a full recomputation of the text in ${diffs.length === 1 ? "its one round" : diffs.length === 2 ? "both rounds" : `all ${diffs.length} rounds`}: largest difference ${sci(Math.max(...diffs.map((x) => x.cache_diff)))}.`);
+    } else if (reply.check_skipped) { // Python says why there is no check (the real model's cost)
+      dom.check.hidden = false;
+      dom.check.className = "kv-verdict";
+      dom.check.textContent = reply.check_skipped;
     }
     dom.out.hidden = false;
   }
