@@ -275,7 +275,7 @@ def shoot_real_chapters(browser, url, docs: Path, width: int, scheme: str) -> No
     page.get_by_label("Model", exact=True).select_option("smollm2")
     page.evaluate("() => window.decodelab.pretrained.load()")
     reveal(page, "#break")
-    page.get_by_label("Check steps", exact=True).fill("12")
+    page.get_by_label("Check steps", exact=True).fill("10")
     page.evaluate("() => window.decodelab.kv.lab.check({bug: 'frozen-position'})")
     page.locator("#break").screenshot(path=str(docs / f"screenshot-real-bugs-{width}-{scheme}.png"))
     reveal(page, page.get_by_label("Prompt", exact=True)).fill("Write a haiku about the sea.")

@@ -304,3 +304,22 @@ def test_the_bugs_garble_a_real_answer(artifacts):
     refused = api("break_it", {"bug": "token-twice", "model": "smollm2", "test_prompt": ""})
     assert not refused["ok"] and refused["errors"][0]["field"] == "test_prompt"
     assert "no token of its own" in refused["errors"][0]["message"]
+
+
+def test_the_real_model_s_check_is_kept_short(artifacts):
+    """Its check runs in one go of the page's worker, a full pass per step: the steps are capped,
+    by name, for SmolLM2 alone."""
+    from decodelab.entry.webapi.bugs import PRETRAINED_CHECK_STEPS
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.model import load
+
+    api("setup", {"assets": str(artifacts)})
+    library = __import__("decodelab.entry.webapi", fromlist=["SESSIONS"]).SESSIONS["page"].library
+    if not library.has_pretrained():
+        library.keep_pretrained(load(find_smollm2()))
+    out = api("break_it", {"bug": "none", "model": "smollm2", "test_prompt": "Hi",
+                           "check_steps": PRETRAINED_CHECK_STEPS + 1})
+    assert not out["ok"] and out["errors"][0]["field"] == "check_steps"
+    assert f"with SmolLM2 at most {PRETRAINED_CHECK_STEPS}" in out["errors"][0]["message"]
+    assert api("break_it", {"bug": "none", "dataset": "names", "test_prompt": "an",
+                            "check_steps": 40})["ok"]  # the trained models keep their range

@@ -167,7 +167,7 @@ def test_speculative_decoding_on_the_real_model_with_the_ngram_draft(smol):
     """SmolLM2 drafts with the n-gram draft (no model reads its tokens): greedy, the text is
     its own greedy text; on a text that copies its prompt most guesses are kept, so the model
     reads the text in far fewer passes than tokens."""
-    from decodelab.lesson.search import speculative_lesson
+    from decodelab.lesson.search import beam_lesson, speculative_lesson
 
     library = Library(ROOT / "artifacts") if (ROOT / "artifacts" / "data").is_dir() else Library()
     library.keep_pretrained(smol)
@@ -179,6 +179,10 @@ def test_speculative_decoding_on_the_real_model_with_the_ngram_draft(smol):
     assert trace["ids"] == out["plain"]["ids"] and trace["text"].startswith(" cherry, grape")
     assert trace["acceptance_rate"] > 0.5 and trace["target_passes"] < 16 / 2
     assert "cache_diff" not in trace["rounds"][0] and "full pass" in out["check_skipped"]
+    for lesson, extra in ((speculative_lesson, {"draft": {"draft": "ngram"}}), (beam_lesson, {})):
+        with pytest.raises(FieldError, match="a search on SmolLM2 here takes at most 32"):
+            lesson(library, {"settings": {"model": "smollm2", "prompt": "Hi", "greedy": True,
+                                          "max_new_tokens": 33}, **extra})
     refused = None
     try:
         speculative_lesson(library, {"settings": {"model": "smollm2", "prompt": "Hi",

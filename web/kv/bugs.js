@@ -10,6 +10,7 @@ import { ask, el, fieldError, plural, tableHead } from "../ui/render.js";
 
 const BUG_DEFAULT_PROMPTS = { names: "mar", prose: "The cache " };
 const REAL_PROMPT = "The capital of France is"; // with Model SmolLM2: an answer it knows
+const REAL_STEPS = "8"; // and fewer steps: each is a full pass of the real model (Python caps them)
 const REAL = "smollm2";
 
 export function createBugs(app, batch) {
@@ -29,6 +30,7 @@ export function createBugs(app, batch) {
     section: $("break"),
   };
   let promptTouched = false;
+  let stepsTouched = false;
   let busy = false;
 
   // Errors about the test prompt and the steps go next to them; anything else (the dataset,
@@ -46,9 +48,11 @@ export function createBugs(app, batch) {
   }
 
   function defaultPrompt() {
+    if (app.settings().model === REAL && !stepsTouched) dom.steps.value = REAL_STEPS;
     if (promptTouched) return;
     dom.prompt.value = app.settings().model === REAL ? REAL_PROMPT : BUG_DEFAULT_PROMPTS[app.settings().dataset] || "";
   }
+  dom.steps.addEventListener("input", () => { stepsTouched = true; });
   dom.prompt.addEventListener("input", () => { promptTouched = true; });
   app.onSetting("dataset", defaultPrompt);
   app.onSetting("model", defaultPrompt);

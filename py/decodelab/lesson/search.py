@@ -39,6 +39,9 @@ BEAM_FIELDS = ("num_beams", "length_penalty", "early_stopping", "no_repeat_ngram
                "num_return_sequences")
 DRAFT_FIELDS = ("draft", "num_draft_tokens")
 SEARCH_MAX_TOKENS = 120  # a search is not cancellable: keep it short
+# the real model's search runs in one call of the page's worker, whose heartbeat gives up after
+# 30 s: about 20 ms a token natively and 50-300 ms in the page (beam rows, draft passes)
+PRETRAINED_SEARCH_MAX_TOKENS = 32
 MAX_RUNS = 400  # runs per acceptance experiment: gammas x temperatures x samples
 # What the page's acceptance experiment starts with: greedy and two temperatures (the table's
 # own default, 0.3, 1, 2, is the temperature experiment's).
@@ -60,6 +63,12 @@ def _short(settings) -> None:
     if settings.max_new_tokens > SEARCH_MAX_TOKENS:
         raise FieldError("max_new_tokens", f"Max new tokens: a search here takes at most "
                                            f"{SEARCH_MAX_TOKENS}; got {settings.max_new_tokens}.")
+    if settings.model in PRETRAINED and settings.max_new_tokens > PRETRAINED_SEARCH_MAX_TOKENS:
+        raise FieldError("max_new_tokens", f"Max new tokens: a search on SmolLM2 here takes at "
+                                           f"most {PRETRAINED_SEARCH_MAX_TOKENS} (it runs in one "
+                                           f"go, and each of its tokens costs the real model "
+                                           f"tenths of a second in the page); got "
+                                           f"{settings.max_new_tokens}.")
 
 
 def _measured(name: str, text: str, ids: list, logprob_per_token, eos: int) -> dict:

@@ -11,6 +11,11 @@ from decodelab.fields import encode, read
 from decodelab.lesson import batch
 
 
+# the real model's check runs in one call of the page's worker (its heartbeat gives up after
+# 30 s), and each step's full pass takes about a second there
+PRETRAINED_CHECK_STEPS = 10
+
+
 @endpoint
 def _break_it(session: Session, req: dict) -> dict:
     """{"bug", "dataset", "model", "test_prompt", "check_steps", "seed", "prompts"} -> the
@@ -23,6 +28,11 @@ def _break_it(session: Session, req: dict) -> dict:
     model, dataset = lab_model(session, req)
     bug, steps = values["bug"], values["check_steps"]
     ids = encode(model.tokenizer, "test_prompt", values["test_prompt"])
+    if model.kind == "pretrained" and steps > PRETRAINED_CHECK_STEPS:
+        raise FieldError("check_steps", f"Check steps: with SmolLM2 at most "
+                                        f"{PRETRAINED_CHECK_STEPS} here: each step's check is a "
+                                        f"full pass over the text, about a second each in the "
+                                        f"page, and the check runs in one go; got {steps}.")
     if not ids and not model.tokenizer.start_ids:
         raise FieldError("test_prompt", "Test prompt: this model starts a sequence with no token "
                                         "of its own, so it needs a prompt; type something.")
