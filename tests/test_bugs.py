@@ -301,7 +301,8 @@ def test_the_bugs_garble_a_real_answer(artifacts):
         else:  # the last token fed twice moves the logits (by ~5) but may keep their order
             assert out["answers"]["broken"] != plain or bug == "token-twice", bug
             assert "character" not in out["what_went_wrong"], out["what_went_wrong"]
-    refused = api("break_it", {"bug": "token-twice", "model": "smollm2", "test_prompt": ""})
+    refused = api("break_it", {"bug": "token-twice", "model": "smollm2", "test_prompt": "",
+                               "check_steps": 6})
     assert not refused["ok"] and refused["errors"][0]["field"] == "test_prompt"
     assert "no token of its own" in refused["errors"][0]["message"]
 
