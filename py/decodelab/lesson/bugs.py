@@ -218,10 +218,12 @@ def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompt
     session = broken()
     session.rng = np.random.default_rng(seed)  # dropout draws its masks from the run's seed too
     result = cache_check(model, prompt_ids, steps, seed, session=session)
-    writes = broken()
-    writes.rng = np.random.default_rng(seed)
     answers = {"correct": answer(model, model.session(dtype=dtype), prompt_ids, steps),
-               "broken": answer(model, writes, prompt_ids, steps) if spec else None}
+               "broken": None}
+    if spec is not None:  # a second broken session, with the same draws (dropout's masks)
+        writes = broken()
+        writes.rng = np.random.default_rng(seed)
+        answers["broken"] = answer(model, writes, prompt_ids, steps)
     out = {"bug": bug, "check": "cache", "label": spec.label if spec else "No bug",
            "what_went_wrong": spec.what_went_wrong if spec else None, "cache": result,
            "course": course(result["per_step"], result["tolerance"]), "answers": answers}
