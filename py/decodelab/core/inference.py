@@ -106,7 +106,7 @@ def times(x, w):
 EMPTY_PROMPT = ("Prompt: this model starts a sequence with no token of its own, so an empty "
                 "prompt gives it nothing to read; type something.")
 CHECK_TOLERANCE = {"float32": 1e-4, "float64": 1e-9}  # the live check's limit, per dtype
-# (a model may set its own, `check_tolerance`: see check_tolerance below)
+# (a model may set its own, `check_tolerance`: see check_tolerance above)
 # SHIFTS: how a full window goes on: re-read the kept tokens, or turn their cached keys back
 # (llama.cpp's K-shift); the choices of the field context_shift
 
