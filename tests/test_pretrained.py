@@ -2,6 +2,7 @@
 tokenize, detokenize, cache-check), and every kind of bad input refused in one sentence with the
 other models unharmed. (Its parity with transformers is tests/test_smollm2.py.)"""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -134,6 +135,55 @@ def test_the_temperature_experiment_on_the_real_model(smol):
     assert hot["measures"]["mean_logprob"]["mean"] < cold["measures"]["mean_logprob"]["mean"] - 3
     known = [f["text"] for f in result["findings"] if f["kind"] == "known"]
     assert known and known[0].startswith("The share of words found in English prose")
+
+
+def test_the_accuracy_experiment_asks_the_real_model_capitals_and_sums(smol):
+    """The seed's question on a real model: every run recomputed alone, as a chat of one user
+    message, from the model's own ids (no shared prefill), and graded by string match."""
+    from decodelab.core.generate import Generation
+    from decodelab.core.settings import validate
+    from decodelab.lesson.accuracy import AccuracyExperiment, wilson
+    from decodelab.pretrained.questions import says
+
+    library = Library(ROOT / "artifacts") if (ROOT / "artifacts" / "data").is_dir() else Library()
+    library.keep_pretrained(smol)
+    req = {"temperatures": "0, 1", "questions": 2, "samples_per_question": 2,
+           "settings": {"model": "smollm2", "seed": 4, "max_new_tokens": 10}}
+    result = AccuracyExperiment(library, req).run().result()
+    assert (result["asked"], result["tools"]) == ("capitals and small sums", None)
+    questions = [("What is the capital of France?", "Paris"), ("What is 12 + 19?", "31")]
+    base = validate({"model": "smollm2", "max_new_tokens": 10})
+    for row, T in zip(result["rows"], (0.0, 1.0)):
+        runs = []
+        for q, expected in questions:
+            ids = smol.template.ids([{"role": "user", "content": q}])
+            for j in range(1 if T == 0 else 2):
+                s = dataclasses.replace(base, temperature=T, greedy=T == 0, seed=4 + j)
+                run = Generation(smol, s, prompt=(ids, None)).run()
+                runs.append((says(run.text, expected), run.finish_reason))
+        right = sum(ok for ok, _ in runs)
+        assert (row["runs"], row["correct"]) == (len(runs), right)
+        assert (row["low"], row["high"]) == wilson(right, len(runs))
+        assert row["length_share"] == sum(f == "length" for _, f in runs) / len(runs)
+    # greedy names Paris and gets the sum wrong ("12 + 19 = 22")
+    assert result["rows"][0]["correct"] == 1
+    assert result["rows"][0]["wrong"][0]["answer"].startswith("12 + 19 = 22")
+    # the samples forked each question's prefill; the pool held only what the runs need
+    assert result["prefill_copies"]["contiguous"] == sum(
+        3 * len(smol.template.ids([{"role": "user", "content": q}])) for q, _ in questions)
+
+
+def test_the_accuracy_experiment_refuses_what_the_real_model_cannot_do(smol):
+    from decodelab.lesson.accuracy import AccuracyExperiment
+    from decodelab.pretrained.questions import MAX_QUESTIONS
+
+    library = Library(ROOT / "artifacts") if (ROOT / "artifacts" / "data").is_dir() else Library()
+    library.keep_pretrained(smol)
+    with pytest.raises(FieldErrors) as e:
+        AccuracyExperiment(library, {"questions": MAX_QUESTIONS + 1, "temperatures": "0",
+                                     "settings": {"model": "smollm2"}})
+    assert [x.field for x in e.value.errors] == ["questions"]
+    assert f"SmolLM2 has {MAX_QUESTIONS} questions" in e.value.errors[0].message
 
 
 def test_beam_search_on_the_real_model(smol):

@@ -155,10 +155,11 @@ def test_the_page_endpoints_reuse_check_and_accuracy(artifacts):
     assert step["result"]["rows"][0]["runs"] == 2
 
 
-def _row(T, k, n, length=0.0, malformed=0.0):
+def _row(T, k, n, length=0.0, malformed=0.0, cut_short=None):
     lo, hi = wilson(k, n)
     return {"temperature": T, "greedy": T == 0, "runs": n, "correct": k, "accuracy": k / n,
-            "low": lo, "high": hi, "length_share": length, "malformed_share": malformed}
+            "low": lo, "high": hi, "length_share": length, "malformed_share": malformed,
+            "cut_short_share": length if cut_short is None else cut_short}
 
 
 def test_findings_say_only_what_the_numbers_allow():
@@ -177,3 +178,10 @@ def test_findings_say_only_what_the_numbers_allow():
     assert "length" not in kinds and "malformed" not in kinds
     rising = findings({"tools": "guess", "rows": [_row(0, 1, 24), _row(1, 3, 24)]})
     assert "only fell" not in rising[-1]["text"]
+    # a real model (no tools): runs cut by the budget after a right answer are not blamed on it
+    real = findings({"tools": None, "rows": [_row(0, 6, 8, 0.5, cut_short=0.0),
+                                             _row(1, 2, 24, 0.9, cut_short=0.75)]})
+    kinds = {f["kind"]: f["text"] for f in real}
+    assert kinds["length"].startswith("75% of the runs at T = 1 ran out of budget without a "
+                                      "right answer")
+    assert "likeliest answer" in kinds["closing"] and "calculator" not in kinds["closing"]

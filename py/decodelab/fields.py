@@ -332,7 +332,8 @@ FIELDS = (
       "plus, minus or times), or a card, e.g. Card for \"Ada\", age 31, from \"Paris\".",
       max_chars=200),
     F("questions", "Questions", "int", 24,
-      "Held-out questions asked at every temperature (the model never trained on them).",
+      "Questions asked at every temperature: the tasks model's held-out arithmetic (it never "
+      "trained on them), or SmolLM2's capitals and small sums.",
       min=1, max=500),
     F("samples_per_question", "Samples per question", "int", 4,
       "Runs of each question at each temperature, with seeds seed, seed + 1, ... (at T = 0 "

@@ -414,3 +414,47 @@ def test_speculative_decoding_runs_on_the_real_model_with_the_ngram_draft(app):
     assert app.locator("#spec-check").inner_text() == reply["check_skipped"]
     assert reply["check_skipped"].startswith("The cache check is off for SmolLM2 here")
     assert app.errors == []
+
+
+def test_the_accuracy_experiment_asks_the_real_model(app):
+    """Chapter 5's experiment with SmolLM2 chosen in its form: the real model's own defaults,
+    no calculator (it was not trained for tool calls), and Python's numbers natively for the
+    same request."""
+    from decodelab.core.library import Library
+    from decodelab.lesson.accuracy import PRETRAINED_DEFAULTS, AccuracyExperiment
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.model import load
+    from tests.e2e.conftest import ROOT, reveal
+
+    choose_the_real_model(app)
+    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
+        app.evaluate("() => window.decodelab.pretrained.load()")
+    reveal(app, "#accuracy")
+    app.locator("#acc-model").select_option("smollm2")
+    assert app.locator("#acc-questions").input_value() == str(PRETRAINED_DEFAULTS["questions"])
+    assert app.locator("#acc-budget").input_value() == str(PRETRAINED_DEFAULTS["max_new_tokens"])
+    assert not app.locator("#acc-tools").is_visible()
+    assert app.locator("#acc-asked").inner_text() == (
+        "SmolLM2 is asked capitals and small sums: right when the answer names the expected "
+        "city or number as a whole word.")
+    app.locator("#acc-temps").fill("0, 1")
+    app.locator("#acc-questions").fill("2")
+    app.locator("#acc-samples").fill("2")
+    app.locator("#acc-budget").fill("10")
+    app.locator("#acc-run").click()
+    app.locator("#accuracy[data-state=done]").wait_for(timeout=120_000)
+    result = app.evaluate("() => window.decodelab.lesson.accuracy.last()")
+    library = Library(ROOT / "artifacts")
+    library.keep_pretrained(load(find_smollm2()))
+    native = AccuracyExperiment(library, {
+        "temperatures": "0, 1", "questions": 2, "samples_per_question": 2,
+        "settings": {"model": "smollm2", "max_new_tokens": 10}}).run().result()
+    assert result == native
+    table = app.locator("#acc-results table").inner_text()
+    assert "capitals and small sums" in table and "Tool call not readable" not in table
+    assert "12 + 19 = 22" in app.locator("#acc-results").text_content()  # greedy's wrong sum (folded)
+    # the tasks model again: its own defaults and the calculator back
+    app.locator("#acc-model").select_option("transformer")
+    assert app.locator("#acc-tools").is_visible()
+    assert app.locator("#acc-budget").input_value() == "40"
+    assert app.errors == []

@@ -41,7 +41,7 @@ export function accuracyChart(rows) {
 
 function table(result) {
   const t = el("table", "data-table xp-table");
-  t.append(el("caption", null, `${plural(result.questions, "held-out question", "held-out questions")}, ${plural(result.samples, "sample", "samples")} each (one at T = 0), at most ${result.budget} new tokens per run`));
+  t.append(el("caption", null, `${plural(result.questions, "question", "questions")} (${result.asked}), ${plural(result.samples, "sample", "samples")} each (one at T = 0), at most ${result.budget} new tokens per run`));
   const tbody = el("tbody");
   const addRow = (label, cells) => {
     const tr = el("tr");
@@ -55,7 +55,7 @@ function table(result) {
   addRow("Accuracy", rows.map((r) => pct(r.accuracy)));
   addRow("95% interval (Wilson)", rows.map((r) => `${pct(r.low)} to ${pct(r.high)}`));
   addRow("Ran out of budget", rows.map((r) => pct(r.length_share)));
-  addRow("Tool call not readable", rows.map((r) => pct(r.malformed_share)));
+  if (result.tools) addRow("Tool call not readable", rows.map((r) => pct(r.malformed_share)));
   t.append(tableHead(["", ...rows.map(tLabel)]), tbody);
   return t;
 }
@@ -72,9 +72,25 @@ export function createAccuracy({ call }) {
   const box = $("accuracy");
   const section = $("tool-calls");
   const form = $("acc-form");
-  const inputs = { temperatures: $("acc-temps"), questions: $("acc-questions"), samples_per_question: $("acc-samples"), max_new_tokens: $("acc-budget"), tools: $("acc-tools") };
+  const inputs = { model: $("acc-model"), temperatures: $("acc-temps"), questions: $("acc-questions"), samples_per_question: $("acc-samples"), max_new_tokens: $("acc-budget"), tools: $("acc-tools") };
   const status = $("acc-status");
   const results = $("acc-results");
+  const asked = $("acc-asked");
+  let models = {}; // model -> what Python says of the experiment on it (webapi catalog "accuracy")
+
+  // the form for the chosen model: what it is asked, how that is graded, its own defaults,
+  // and the calculator only where the model was trained to call it
+  function fit(fill) {
+    const about = models[inputs.model.value];
+    if (!about) return;
+    asked.textContent = `${about.who} is asked ${about.asked}: ${about.graded}.`;
+    inputs.tools.closest(".field").hidden = !about.tools;
+    if (!fill) return;
+    for (const [name, value] of Object.entries(about.defaults)) {
+      if (inputs[name]) inputs[name].value = String(value);
+    }
+  }
+  inputs.model.addEventListener("change", () => fit(true));
 
   function render(result) {
     const figure = el("figure", "acc-chart");
@@ -90,22 +106,28 @@ export function createAccuracy({ call }) {
   const planned = createPlanned({
     call, endpoints: ["accuracy_start", "accuracy_advance"], box, inputs, status, results, render, rate: "questions",
     runButton: $("acc-run"), stop: $("acc-cancel"), progress: $("acc-progress"),
-    request: () => ({
-      temperatures: inputs.temperatures.value,
-      questions: inputs.questions.value,
-      samples_per_question: inputs.samples_per_question.value,
-      settings: { max_new_tokens: inputs.max_new_tokens.value, tools: inputs.tools.value },
-    }),
+    request: () => {
+      const settings = { model: inputs.model.value, max_new_tokens: inputs.max_new_tokens.value };
+      if (models[inputs.model.value]?.tools) settings.tools = inputs.tools.value;
+      return {
+        temperatures: inputs.temperatures.value,
+        questions: inputs.questions.value,
+        samples_per_question: inputs.samples_per_question.value,
+        settings,
+      };
+    },
   });
 
   return {
     ready(info) {
-      const d = info.accuracy_defaults || {};
-      if (d.temperatures) inputs.temperatures.value = d.temperatures;
-      if (d.max_new_tokens) inputs.max_new_tokens.value = String(d.max_new_tokens);
+      models = info.accuracy || {};
       const on = Boolean(info.datasets && info.datasets.tasks && info.datasets.tasks.tools);
-      for (const c of form.elements) c.disabled = !on;
-      if (!on) status.textContent = "This site was built without the tasks model.";
+      // without the tasks model only the real model can be asked (once it is loaded)
+      if (!on) inputs.model.value = Object.keys(models).find((m) => m !== "transformer") || inputs.model.value;
+      for (const option of inputs.model.options) option.disabled = !(option.value in models) || (option.value === "transformer" && !on);
+      fit(true);
+      for (const c of form.elements) c.disabled = false;
+      if (!on) status.textContent = "This site was built without the tasks model; SmolLM2 can still be asked.";
       box.dataset.state = "idle";
       if (section) section.dataset.state = "idle";
     },

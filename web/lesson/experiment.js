@@ -3,6 +3,7 @@
 // table with the same numbers. Python runs a batch of samples per request, so progress shows and
 // the run can be cancelled between batches.
 
+import { runningStatus } from "./planned.js";
 import { svg } from "../ui/plot.js";
 import { el, fieldError, fixed, pct, plural, readable, tableHead } from "../ui/render.js";
 import { onScreen } from "../embed/presence.js";
@@ -251,11 +252,7 @@ export function createExperiment({ call, collect }) {
         const step = await call("experiment_advance", { budget_ms: BATCH_MS });
         if (!step.ok) throw new Error((step.errors || []).map((e) => e.message).join(" "));
         progress.value = step.progress.done;
-        // time left at the rate measured so far (the real model's samples take seconds each)
-        const { done, total } = step.progress;
-        const spent = performance.now() - began;
-        const left = done > 0 && spent > 2000 ? Math.round((spent / done) * (total - done) / 1000) : 0;
-        status.textContent = `Running: ${done} of ${plural(total, "sample", "samples")}${left > 1 ? `, about ${left} s left` : ""}…`;
+        status.textContent = runningStatus(step.progress.done, step.progress.total, performance.now() - began, "sample", "samples");
         if (step.done) {
           render(step.result, req.settings);
           const r = step.result;

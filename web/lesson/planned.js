@@ -7,6 +7,13 @@ import { fieldError, plural } from "../ui/render.js";
 
 const BATCH_MS = 80;
 
+/** "Running: 12 of 40 runs, about 30 s left…": the time left at the rate measured so far (a
+ * real model's runs take seconds each), once there is a rate to go by. */
+export function runningStatus(done, total, spentMs, one = "run", many = "runs") {
+  const left = done > 0 && spentMs > 2000 ? Math.round((spentMs / done) * (total - done) / 1000) : 0;
+  return `Running: ${done} of ${plural(total, one, many)}${left > 1 ? `, about ${left} s left` : ""}…`;
+}
+
 /**
  * endpoints: [start, advance]; box: the panel (its data-state says idle, running, done,
  * invalid or error); inputs: {field name: control}; request(): the request from the inputs;
@@ -64,7 +71,7 @@ export function createPlanned({ call, endpoints, box, inputs, runButton, stop, p
         const step = await call(endpoints[1], { budget_ms: BATCH_MS });
         if (!step.ok) throw new Error((step.errors || []).map((e) => e.message).join(" "));
         progress.value = step.progress.done;
-        status.textContent = `Running: ${step.progress.done} of ${plural(step.progress.total, "run", "runs")}…`;
+        status.textContent = runningStatus(step.progress.done, step.progress.total, performance.now() - began);
         if (step.done) {
           last = step.result;
           render(step.result);

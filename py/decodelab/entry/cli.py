@@ -4,7 +4,7 @@
     generate     a run with a trained model, or the real one (--json prints the full trace)
     chat         a message to the real chat model, SmolLM2-135M-Instruct, in its chat template
     ask          a question to the tasks model: arithmetic with its calculator, or a card in JSON
-    experiment   the tasks model's accuracy on held-out questions against temperature
+    experiment   accuracy against temperature (the tasks model, or SmolLM2 on real questions)
     validity     the tasks model's card answers: valid JSON against budget and temperature
     kv-memory    KV-cache bytes for a model shape
     paged        a workload served from a paged cache: prefix tree, continuous batching
@@ -374,7 +374,8 @@ COMMANDS = {
             ("question", "model", "seed", "temperature", "greedy", *FILTER_NAMES, "tools",
              "json_mode", "json_max_depth", "max_new_tokens"), ("question",), {},
             cmd_ask),
-    "experiment": ("accuracy of the tasks model on held-out questions against temperature",
+    "experiment": ("accuracy against temperature: the tasks model on held-out arithmetic, or "
+                   "SmolLM2 (--model smollm2) on capitals and small sums",
                    ("temperatures", "questions", "samples_per_question", "model", "seed",
                     *FILTER_NAMES, "tools", "max_new_tokens"), (),
                    {}, cmd_experiment),

@@ -1,10 +1,15 @@
-"""Correctness against temperature: the tasks model asked held-out questions at several
+"""Correctness against temperature: a model asked questions with one right answer at several
 temperatures, with repeated samples and one fixed token budget, and graded.
 
+Two sets of questions, one per kind of model (`Questions`): the tasks model gets held-out
+arithmetic questions (right when the number its answer ends on is the result); a real chat
+model (SmolLM2) gets capitals and small sums as a chat's user message (right when the answer
+names the expected city or number: `pretrained.questions`).
+
 Per temperature it reports the share of right answers with a 95% Wilson interval, the share of
-runs that ran out of budget (finish_reason "length"), and the share whose tool call did not
-parse. At T = 0 decoding is greedy and draws nothing, so every seed gives the same run: each
-question is asked once there, and its interval is over questions alone.
+runs that ran out of budget (finish_reason "length"), and, for the tasks model, the share whose
+tool call did not parse. At T = 0 decoding is greedy and draws nothing, so every seed gives the
+same run: each question is asked once there, and its interval is over questions alone.
 
 Repeated samples of one question share its prefill (`paged.PagedPrefix`): the question is run
 through the model once into blocks of a paged cache, and each sample holds those blocks too;
@@ -25,8 +30,9 @@ from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession, blocks_fo
 from decodelab.core.sampling import FILTER_NAMES
 from decodelab.core.settings import validate
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import MAX_SEED, read
+from decodelab.fields import MAX_SEED, PRETRAINED, read
 from decodelab.lesson.planned import Planned
+from decodelab.pretrained.questions import MAX_QUESTIONS, real_questions, says
 
 Z95 = 1.959963984540054  # the normal quantile of 0.975
 MAX_RUNS = 20_000  # questions x samples x temperatures
@@ -35,6 +41,10 @@ FIELDS = ("temperatures", "questions", "samples_per_question")
 # defaults where they differ from a single run's
 SETTINGS = ("model", "seed", *FILTER_NAMES, "tools", "max_new_tokens")
 DEFAULTS = {"temperatures": "0, 0.5, 1, 1.5", "max_new_tokens": 40}
+# a real model's runs take about a second each in the page: fewer of them, and a budget that
+# holds a short answer ("The capital of France is Paris." is 8 tokens, "3 + 4 = 7" 7)
+PRETRAINED_DEFAULTS = {"temperatures": "0, 0.5, 1, 1.5", "max_new_tokens": 16, "questions": 8,
+                       "samples_per_question": 3}
 EXAMPLES = 6  # wrong answers kept per temperature to show
 BLOCK_SIZE = 16  # positions per block of the samples' paged cache
 
@@ -68,6 +78,73 @@ def held_out_questions(library, n: int) -> list:
     return tasks.held_out(library.corpus("tasks").val, "arithmetic", n)
 
 
+def defaults_for(model: str) -> dict:
+    """The experiment's own defaults for a model (the page fills its form from them)."""
+    return PRETRAINED_DEFAULTS if model in PRETRAINED else DEFAULTS
+
+
+def about(model: str) -> dict:
+    """What the page says of the experiment on a model before it runs: its defaults, what is
+    asked and how it is graded, and whether the model calls tools."""
+    asked = RealQuestions if model in PRETRAINED else Questions
+    return {"defaults": defaults_for(model), "who": asked.who, "asked": asked.source,
+            "graded": asked.rule, "tools": asked.tools}
+
+
+class Questions:
+    """What one model is asked and how its answer is graded: the tasks model's held-out
+    arithmetic, asked with its question template (tool calls as its settings say)."""
+
+    who = "The tasks model"
+    source = "held-out arithmetic questions"
+    tools = True  # the model was trained to call the calculator
+    rule = "right when the number its answer ends on is the true result"
+
+    def __init__(self, library, model, n: int):
+        self.model = model
+        self.texts = held_out_questions(library, n)
+        self.expected = [tasks.true_result(q) for q in self.texts]
+        self.prompt_ids = [tasks.question_ids(model.tokenizer, q) for q in self.texts]
+        # a tool's result is appended beyond the budget: room for the whole window
+        self.room = model.cfg.context_size
+
+    def prompt(self, q: int):
+        """Generation's `prompt` argument: None, read from the settings' prompt as a run does."""
+        return None
+
+    def graded(self, q: int, answer: str) -> tuple:
+        """(what the answer states, whether it is right)."""
+        stated = tasks.stated_number(answer)
+        return stated, stated == self.expected[q]
+
+
+class RealQuestions(Questions):
+    """A real chat model's: capitals and small sums, each the one user message of a chat after
+    the model's default system message."""
+
+    who = "SmolLM2"
+    source = "capitals and small sums"
+    tools = False
+    rule = "right when the answer names the expected city or number as a whole word"
+
+    def __init__(self, library, model, n: int, budget: int):
+        self.model = model
+        asked = real_questions(n)
+        self.texts = [a["question"] for a in asked]
+        self.expected = [a["expected"] for a in asked]
+        self.prompt_ids = [model.template.ids([{"role": "user", "content": q}])
+                           for q in self.texts]
+        # nothing is appended beyond the budget: the longest prompt and its answer
+        self.room = min(model.cfg.context_size, max(map(len, self.prompt_ids)) + budget)
+
+    def prompt(self, q: int):
+        return self.prompt_ids[q], None
+
+    def graded(self, q: int, answer: str) -> tuple:
+        right = says(answer, self.expected[q])
+        return (self.expected[q] if right else None), right
+
+
 class AccuracyExperiment(Planned):
     """The runs of one experiment, done a few at a time (advance) or all at once (run)."""
 
@@ -76,37 +153,48 @@ class AccuracyExperiment(Planned):
             raise FieldErrors([FieldError("request", "The experiment request must be an "
                                                      "object.")])
         errors = []
+        model = req.get("settings", {}).get("model") if isinstance(req.get("settings"), dict) \
+            else None
+        own = defaults_for(model)
         try:
-            values = read({"temperatures": DEFAULTS["temperatures"], **req}, FIELDS)
+            values = read({**{k: v for k, v in own.items() if k in FIELDS}, **req}, FIELDS)
         except FieldErrors as e:
             errors += e.errors
             values = None
-        raw = {"model": "transformer", "max_new_tokens": DEFAULTS["max_new_tokens"],
+        raw = {"model": "transformer", "max_new_tokens": own["max_new_tokens"],
                **given_settings(req, SETTINGS, errors),
                "dataset": "tasks", "tokenizer": "bpe"}
+        settings = None
         try:
             settings = validate(raw, datasets=library.catalog())
         except FieldErrors as e:
             errors += e.errors
+        real = settings is not None and settings.model in PRETRAINED
         if values is not None:
             runs = values["questions"] * sum(1 if t == 0 else values["samples_per_question"]
                                              for t in values["temperatures"])
             if runs > MAX_RUNS:
                 errors.append(FieldError("questions", f"At most {MAX_RUNS:,} runs (questions x "
                                                       f"samples x temperatures); got {runs:,}."))
+            elif real and values["questions"] > MAX_QUESTIONS:
+                errors.append(FieldError("questions", f"SmolLM2 has {MAX_QUESTIONS} questions "
+                                                      f"(capitals and sums); got "
+                                                      f"{values['questions']}."))
         if errors:
             raise FieldErrors(errors)
         self.model = library.for_settings(settings)
         self.settings = dataclasses.replace(settings, cache_check=False)
         self.temperatures = values["temperatures"]
         self.samples = values["samples_per_question"]
-        self.questions = held_out_questions(library, values["questions"])
-        self.truths = [tasks.true_result(q) for q in self.questions]
+        self.asked = RealQuestions(library, self.model, values["questions"],
+                                   settings.max_new_tokens) if real \
+            else Questions(library, self.model, values["questions"])
+        self.questions, self.truths = self.asked.texts, self.asked.expected
         self.prefixes = {}  # question index -> PagedPrefix (the shared prefill)
-        # room for a question's prefill and one sample growing to the full window
-        per_window = blocks_for(self.model.cfg.context_size, BLOCK_SIZE)
-        self.pool = BlockPool.for_model(self.model, 2 * per_window + 1, BLOCK_SIZE)
-        self.forked = 0  # window positions the samples share instead of copying
+        # room for a question's prefill and one sample growing as far as it can
+        per_run = blocks_for(self.asked.room, BLOCK_SIZE)
+        self.pool = BlockPool.for_model(self.model, 2 * per_run + 1, BLOCK_SIZE)
+        self.forked = 0  # prompt positions the samples share instead of copying
         # the order runs are made in: by question, so a question's prefix is reused at once
         self.plan = [(q, t, j) for q in range(len(self.questions))
                      for t, T in enumerate(self.temperatures)
@@ -122,16 +210,16 @@ class AccuracyExperiment(Planned):
         if q not in self.prefixes:
             for old in self.prefixes.values():  # the last question's: no sample forks it again
                 old.release()
-            self.prefixes = {q: PagedPrefix(self.model, self.pool, tasks.question_ids(
-                self.model.tokenizer, self.questions[q]))}
-        run = Generation(self.model, s, prefix=self.prefixes[q]).run()
+            self.prefixes = {q: PagedPrefix(self.model, self.pool, self.asked.prompt_ids[q])}
+        run = Generation(self.model, s, prefix=self.prefixes[q], prompt=self.asked.prompt(q))
+        run.run()
         if isinstance(run.session, PagedSession):  # it forked the question's prefill
             self.forked += len(self.prefixes[q].session.tokens)
             run.session.release()  # its own blocks back to the pool
         self.steps += len(run.records)
-        stated = tasks.stated_number(run.text)
+        stated, right = self.asked.graded(q, run.text)
         return {"question": q, "seed": s.seed, "answer": run.text, "stated": stated,
-                "correct": stated == self.truths[q], "finish_reason": run.finish_reason,
+                "correct": right, "finish_reason": run.finish_reason,
                 "length": run.finish_reason == "length",
                 "malformed": any(c["error"] for c in run.tool_calls),
                 "calls": len(run.tool_calls)}
@@ -150,6 +238,9 @@ class AccuracyExperiment(Planned):
                 "temperature": T, "greedy": T == 0, "runs": n, "correct": k,
                 "accuracy": k / n if n else None, "low": lo, "high": hi,
                 "length_share": sum(o["length"] for o in outs) / n if n else None,
+                # ran out of budget and wrong: the budget, not the model, may be to blame
+                "cut_short_share": sum(o["length"] and not o["correct"] for o in outs) / n
+                if n else None,
                 "malformed_share": sum(o["malformed"] for o in outs) / n if n else None,
                 "wrong": [{"question": self.questions[o["question"]],
                            "expected": self.truths[o["question"]], "answer": o["answer"],
@@ -158,7 +249,9 @@ class AccuracyExperiment(Planned):
         s = self.settings
         out = {"questions": len(self.questions), "samples": self.samples,
                "temperatures": self.temperatures, "budget": s.max_new_tokens,
-               "tools": s.tools, "model": s.model, "seed": s.seed, "rows": rows,
+               "tools": s.tools if self.asked.tools else None, "model": s.model,
+               "asked": self.asked.source, "graded": self.asked.rule, "seed": s.seed,
+               "rows": rows,
                "runs": self.total - len(self.plan), "steps": self.steps,
                # the prompts' keys and values: positions a contiguous copy per sample would
                # copy, and positions the paged samples copied (whole blocks, on write)
@@ -197,11 +290,12 @@ def findings(result: dict) -> list:
             out.append({"kind": "difference", "text": f"At {t(worst)} it is "
                         f"{percent(worst['accuracy'])}, but the intervals overlap: these runs "
                         f"cannot tell the two apart; ask more questions or take more samples."})
-    capped = max(rows, key=lambda r: r["length_share"])
-    if capped["length_share"] > 0:
-        out.append({"kind": "length", "text": f"{percent(capped['length_share'])} of the runs at "
-                    f"{t(capped)} ran out of budget before answering: an unfinished answer is a "
-                    f"budget problem first."})
+    capped = max(rows, key=lambda r: r["cut_short_share"])
+    if capped["cut_short_share"] > 0:
+        out.append({"kind": "length", "text": f"{percent(capped['cut_short_share'])} of the runs "
+                    f"at {t(capped)} ran out of budget without a right answer: an unfinished "
+                    f"answer is a budget problem first, and a larger budget would show whether "
+                    f"they were on the way to one."})
     bad = max(rows, key=lambda r: r["malformed_share"])
     if bad["malformed_share"] > 0:
         out.append({"kind": "malformed", "text": f"{percent(bad['malformed_share'])} of the runs "
@@ -211,6 +305,9 @@ def findings(result: dict) -> list:
     if len(ordered) > 1 and falls and ordered[0]["accuracy"] > ordered[-1]["accuracy"]:
         why = ("the calculator did the arithmetic, and every step above T = 0 was one more chance "
                "to copy a digit wrong" if result["tools"] == "on" else
+               "the model's likeliest answer was the right one more often than any other, and "
+               "every step above T = 0 was one more chance to draw something else"
+               if result["tools"] is None else
                "without the calculator the model must compute, and sampling only spreads its "
                "guesses wider")
         out.append({"kind": "closing", "text": "Accuracy only fell as the temperature rose: "

@@ -16,7 +16,7 @@ from decodelab.core.settings import Settings
 from decodelab.entry.webapi.pretrained import state
 from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
 from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS, PRETRAINED
-from decodelab.lesson.accuracy import DEFAULTS as ACCURACY_DEFAULTS
+from decodelab.lesson.accuracy import about as accuracy_about
 from decodelab.lesson.experiment import PAGE_DEFAULTS as EXPERIMENT_DEFAULTS
 from decodelab.lesson.search import ACCEPTANCE_DEFAULTS, BEAM_FIELDS, DRAFT_FIELDS
 from decodelab.lesson.serving import LINK_FIELDS as SERVING_LINK_FIELDS
@@ -112,7 +112,8 @@ def _setup(session: Session, req: dict) -> dict:
             "datasets": {n: dataset_info(library, n) for n in library.datasets()},
             "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),
             "top_n": TOP_N,  # the likeliest candidates each step record lists
-            "accuracy_defaults": ACCURACY_DEFAULTS,  # the accuracy experiment's own defaults
+            # the accuracy experiment on each model it runs: defaults, questions, grading
+            "accuracy": {m: accuracy_about(m) for m in ("transformer", *PRETRAINED)},
             "validity_defaults": VALIDITY_DEFAULTS,
             "experiment_defaults": EXPERIMENT_DEFAULTS,  # what the temperature experiment starts with
             "acceptance_defaults": ACCEPTANCE_DEFAULTS,  # and the draft's acceptance experiment
