@@ -328,37 +328,66 @@ def test_its_shape_and_file_are_read_from_the_metadata(smol):
     assert smol.tokenizer.start_ids == () and smol.tokenizer.eos_id == 2
 
 
-def test_paged_serves_the_real_model_and_each_request_is_its_run_alone():
-    """`paged --model smollm2`: a seeded workload of prose prompts served from a float32 pool
-    with a prefix tree, and a workload of one's own lines; every request writes what it writes
-    generated alone with its own contiguous cache, a request that comes after one with the same
-    start reads that start's blocks from the tree, and the result names the model and the
-    command that serves it again."""
-    from decodelab.core.generate import start
+def test_paged_serves_chats_of_the_real_model_and_each_request_is_its_run_alone(smol):
+    """`paged --model smollm2`: every request is a chat (the default system message, then the
+    line's text or a seeded question) served from a float32 pool with a prefix tree; every
+    request writes what it writes alone with its own contiguous cache, a chat that comes after
+    another has finished reads the blocks of their shared start (the system message) from the
+    tree, and the result names the model, the system message and the command."""
+    from decodelab.core.generate import Generation
+    from decodelab.core.settings import validate
+    from decodelab.lesson.serving import POOL_BYTES
 
-    code, out, err = cli("paged", "--model", "smollm2", "--requests", "2", "--seed", "1",
+    code, out, err = cli("paged", "--model", "smollm2", "--requests", "3", "--seed", "1",
                          "--block-size", "4")
     assert code == 0, err
     served = json.loads(out)
     assert served["model"] == "smollm2" and served["tokenizer"] is None
-    assert served["window"] == 2048 and served["memory_blocks"] == 8 * 2048 // 4
+    assert served["system"] == smol.template.default_system
+    # the default pool: 8 full windows would be 755 MB; 32 MB of blocks of 4 positions instead
+    assert served["window"] == 2048 and served["memory_blocks"] == POOL_BYTES // (4 * 46_080)
     assert served["command"] == ("python -m decodelab paged --model smollm2 --block-size 4 "
-                                 "--seed 1 --requests 2 --json")
+                                 "--seed 1 --requests 3 --json")
     assert served["waste"]["paged"] < served["waste"]["contiguous_actual"] < \
         served["waste"]["contiguous_max"]
-    line = "The history of the city of Paris begins"  # 8 tokens: two full blocks of 4
+    assert served["measured"]["prefill_s"] > 0 and served["measured"]["prefill_s_without_tree"] > 0
+    first, later = "Name a colour.", "Name a colour, please."
     code, out, err = cli("paged", "--model", "smollm2", "--block-size", "4", "--seed", "2",
-                         "--workload", f"0 5 {line}", "--workload", f"9 5 {line} with")
+                         "--workload", f"0 5 {first}", "--workload", f"20 5 {later}")
     assert code == 0, err
     own = json.loads(out)
+    assert [r["prompt"] for r in own["requests"]] == [first, later]
     assert own["requests"][0]["finished_step"] < own["requests"][1]["joined_step"]
-    assert own["prefill_tokens_saved"] == 8 and own["prefix_hit_rate"] > 0
-    library = Library(ROOT / "artifacts")
+    ids = [smol.template.ids([{"role": "user", "content": t}]) for t in (first, later)]
+    shared = next(i for i, (a, b) in enumerate(zip(*ids)) if a != b)
+    assert shared == 24 + 3  # the system message, "<|im_start|>user\n" and "Name a colour"
+    assert own["prefill_tokens_saved"] == shared // 4 * 4  # its full blocks, from the tree
     for r in served["requests"] + own["requests"]:
-        assert r["settings"]["model"] == "smollm2" and "dataset" not in r["settings"]
-        assert r["ids"] == start(library, r["settings"]).run().output_ids, r["number"]
+        settings = dict(r["settings"])
+        messages = settings.pop("messages")
+        assert settings["model"] == "smollm2" and "dataset" not in settings
+        assert messages == [{"role": "user", "content": r["prompt"]}]
+        run = Generation(smol, validate(settings), prompt=(smol.template.ids(messages), None))
+        assert r["ids"] == run.run().output_ids, r["number"]
     code, _, err = cli("paged", "--model", "smollm2", "--dataset", "prose")
     assert code == 2 and "--dataset: Dataset: smollm2 brings its own tokenizer" in err
+
+
+@pytest.mark.parametrize("req,words", [
+    ({"workload": ["0 6 a <|im_end|> b"]}, "Your workload, line 1: the text contains <|im_end|>"),
+    ({"workload": ["0 6 a\x04b"]}, "Your workload, line 1: the text has characters this model "
+                                    "cannot read: '\\x04'."),
+    ({"workload": ["0 3000 hi"]}, "3000 new tokens after a prompt of 31 tokens do not fit"),
+    ({"memory_blocks": 100_000}, "at most 728 (512 MB) here"),
+])
+def test_serving_the_real_model_refuses_by_name(smol, req, words):
+    from decodelab.lesson.serving import Serving
+
+    library = Library(ROOT / "artifacts") if (ROOT / "artifacts" / "data").is_dir() else Library()
+    library.keep_pretrained(smol)
+    with pytest.raises(FieldError) as e:
+        Serving(library, {"model": "smollm2", **req})
+    assert words in e.value.message, e.value.message
 
 
 def test_the_memory_calculator_s_smollm2_preset_is_what_its_cache_allocates(smol):

@@ -24,9 +24,10 @@ MAX_SEED = 2**32 - 1
 MODELS = ("bigram", "transformer")  # the kinds trained here, one per dataset and tokenizer
 PRETRAINED = ("smollm2",)  # models read from a file, with their own tokenizer and data
 # the data the pretrained model's lessons take English text from (its own training text is not
-# here): a seeded serving workload cuts its prompts from it, the temperature experiment counts
-# the generated words found in it
+# here): a seeded serving workload without a chat template cuts its prompts from it, the
+# temperature experiment counts the generated words found in it
 PRETRAINED_TEXTS = "prose"
+POOL_MB = 32  # a serving pool left to its default takes at most this (lesson.serving)
 ORDERS = ("temperature-first", "filter-first")  # the orders the rules know (sampling reads it)
 SHIFTS = ("reread", "kshift")  # how a full window goes on (inference reads it)
 TOOLS = ("on", "off", "guess")
@@ -293,7 +294,8 @@ FIELDS = (
       max=64),
     F("memory_blocks", "Memory blocks", "int", None,
       "Blocks in the pool: the cache memory the requests share. Empty: room for 8 requests at "
-      "the full window.", min=1, max=100_000, note="empty means room for 8 full windows",
+      f"the full window, or {POOL_MB} MB of blocks if that is less.", min=1, max=100_000,
+      note=f"empty means room for 8 full windows, up to {POOL_MB} MB",
       optional=True),
     F("max_running", "Running at once", "int", 8,
       "Requests that decode together at a step; the others wait in the queue.", min=1, max=32),

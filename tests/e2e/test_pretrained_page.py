@@ -458,3 +458,41 @@ def test_the_accuracy_experiment_asks_the_real_model(app):
     assert app.locator("#acc-tools").is_visible()
     assert app.locator("#acc-budget").input_value() == "40"
     assert app.errors == []
+
+
+def test_serving_chat_requests_of_the_real_model(app):
+    """Chapter 8's serving with Model served SmolLM2: its own defaults, chat requests that share
+    the system message, and the same schedule and texts as Python's natively for the request."""
+    from decodelab.core.library import Library
+    from decodelab.lesson.serving import PRETRAINED_DEFAULTS, Serving
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.model import load
+    from tests.e2e.conftest import ROOT, reveal
+
+    choose_the_real_model(app)
+    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
+        app.evaluate("() => window.decodelab.pretrained.load()")
+    reveal(app, "#serving")
+    app.locator("#serving-model").select_option("smollm2")
+    assert app.locator("#serving-requests").input_value() == str(PRETRAINED_DEFAULTS["requests"])
+    assert app.locator("#serving-block-size").input_value() == str(PRETRAINED_DEFAULTS["block_size"])
+    assert not app.locator("#serving-dataset").is_visible()
+    assert app.locator("#serving-chat").is_visible()
+    got = app.evaluate("""() => window.decodelab.serving.serve({requests: 3, block_size: 4,
+        seed: 1, memory_blocks: '', max_running: 8, parallel_samples: 1, workload: ''})""")
+    library = Library(ROOT / "artifacts")
+    library.keep_pretrained(load(find_smollm2()))
+    want = Serving(library, {"model": "smollm2", "requests": 3, "block_size": 4, "seed": 1}
+                   ).run().result(frames=False)
+    assert [r["ids"] for r in got["requests"]] == [r["ids"] for r in want["requests"]]
+    for key in ("steps", "static_steps", "prefix_hit_rate", "prefill_tokens_saved", "system",
+                "memory_blocks", "command"):
+        assert got[key] == want[key], key
+    summary = app.locator("#serving-summary").inner_text()
+    assert f"Every request began with the system message “{want['system']}”." in summary
+    assert "The requests’ prefills took" in summary
+    # the trained transformer again: its dataset back, and its own numbers
+    app.locator("#serving-model").select_option("transformer")
+    assert app.locator("#serving-dataset").is_visible() and not app.locator("#serving-chat").is_visible()
+    assert app.locator("#serving-block-size").input_value() == "16"
+    assert app.errors == []

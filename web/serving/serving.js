@@ -12,10 +12,11 @@ import { $ } from "../ui/dom.js";
 import { el, pct, plural } from "../ui/render.js";
 
 const FIELDS = {
-  dataset: "serving-dataset", tokenizer: "serving-tokenizer", requests: "serving-requests",
+  model: "serving-model", dataset: "serving-dataset", tokenizer: "serving-tokenizer", requests: "serving-requests",
   block_size: "serving-block-size", memory_blocks: "serving-memory", max_running: "serving-running",
   parallel_samples: "serving-samples", seed: "serving-seed", workload: "serving-workload",
 };
+const SIZES = ["requests", "block_size"]; // what a model's own defaults set
 const BAR_WORDS = { used: "used", reserved: "reserved, empty", cached: "prefix tree", free: "free" };
 
 /** The run in a few sentences, every number from Python's result. */
@@ -33,7 +34,14 @@ export function servingSummary(r) {
   if (r.preemptions) shared.push(`${plural(r.preemptions, "preemption", "preemptions")} when the blocks ran out`);
   if (r.evicted) shared.push(`the prefix tree gave back ${plural(r.evicted, "block", "blocks")} that no request held, the least recently used first, to make room (eviction)`);
   if (shared.length) out.push(`${shared.join("; ")}.`);
+  if (r.system) out.push(`Every request began with the system message “${r.system}”.`);
+  const m = r.measured;
+  if (m) out.push(`The requests’ prefills took ${seconds(m.prefill_s)} here with the prefix tree, and ${seconds(m.prefill_s_without_tree)} in the static run, which has no tree (measured on this machine, so not the same twice).`);
   return out.join(" ");
+}
+
+function seconds(s) {
+  return s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(1)} s`;
 }
 
 export function servingStats(r) {
@@ -136,28 +144,46 @@ export function createServing(app) {
     controls.workload.value = shown.workload_lines.join("\n");
     controls.workload.focus();
   });
+  // the real model brings its own tokenizer and chat template: the dataset fields do not apply
+  const chat = $("serving-chat");
+  function fitModel() {
+    const real = controls.model.value !== "transformer";
+    for (const name of ["dataset", "tokenizer"]) controls[name].closest(".field").hidden = real;
+    chat.hidden = !real;
+  }
+  controls.model.addEventListener("change", () => {
+    // each model's own numbers (Python's): fewer requests and smaller blocks for the real one
+    const own = controls.model.value === "transformer" ? api.defaults() : (app.info() || {}).serving_pretrained || {};
+    for (const [name, value] of Object.entries(own)) {
+      if (SIZES.includes(name)) controls[name].value = String(value);
+    }
+    fitModel();
+  });
   // a dataset read by one tokenizer only (tasks: BPE) takes it (Python's catalog says which)
   controls.dataset.addEventListener("change", () => {
     const d = ((app.info() || {}).datasets || {})[controls.dataset.value];
     if (d && d.tokenizers && !d.tokenizers.includes(controls.tokenizer.value)) controls.tokenizer.value = d.tokenizers[0];
   });
 
-  return {
+  const api = {
     ready() {
       for (const c of [...dom.form.elements]) c.disabled = false;
       dom.play.disabled = true;
       // the panel's own settings a link gave (catalog's panel_settings; Python checks them when it serves)
       const own = ((app.info() || {}).panel_settings || {}).serving || [];
       for (const [name, value] of Object.entries(app.fromLink(own))) controls[name].value = value;
+      fitModel();
     },
     /** The panel's fields at Python's defaults (its field table's, from the catalog), by name. */
-    defaults: () => fieldDefaults(app.info().fields, Object.keys(FIELDS)),
+    defaults: () => ({ ...fieldDefaults(app.info().fields, Object.keys(FIELDS).filter((n) => n !== "model")), model: "transformer" }),
     /** Set some of the panel's fields (by name) and serve; resolves with the result. */
     async serve(values = {}) {
       for (const [name, value] of Object.entries(values)) controls[name].value = Array.isArray(value) ? value.join("\n") : String(value);
+      fitModel();
       return planned.start();
     },
     last: () => shown,
     drawStep,
   };
+  return api;
 }

@@ -429,14 +429,19 @@ def prepare(library, raw: dict, not_a_number=(), reads_prompt: bool = True):
     model, prompt): the prompt as `healing.prompt_ids` gives it. Raises FieldErrors naming
     every bad field it can tell at once. not_a_number: as `settings.check_each` reads it.
     reads_prompt False: the settings are not run here (an export keeps the rules, not the
-    prompt), so an empty prompt is no fault even for a model with no start token."""
+    prompt), so an empty prompt is no fault even for a model with no start token.
+    raw with "messages" instead of a prompt: a chat, rendered by the model's chat template."""
+    messages = raw.get("messages") if isinstance(raw, dict) else None
+    if messages is not None:
+        raw = {**{k: v for k, v in raw.items() if k != "messages"}, "prompt": ""}
     try:
         settings = validate(raw, datasets=library.catalog(), not_a_number=not_a_number)
     except FieldErrors as e:
         raise FieldErrors(e.errors + _prompt_errors(library, raw, e.errors)) from None
     try:
         model = library.for_settings(settings)
-        prompt = healing.prompt_ids(model.tokenizer, settings)
+        prompt = healing.prompt_ids(model.tokenizer, settings) if messages is None \
+            else (chat_ids(model, messages), None)
         if reads_prompt and not prompt[0] and not model.tokenizer.start_ids:
             raise FieldError("prompt", EMPTY_PROMPT)
         stop = stopping.vocabulary_error(settings.stop, model.tokenizer)
@@ -450,6 +455,15 @@ def prepare(library, raw: dict, not_a_number=(), reads_prompt: bool = True):
     if errors:
         raise FieldErrors(errors)
     return settings, model, prompt
+
+
+def chat_ids(model, messages) -> list:
+    """A conversation's prompt ids, rendered by the model's chat template (FieldError naming
+    the bad message, or a model that has no template decodelab renders)."""
+    if getattr(model, "template", None) is None:
+        raise FieldError("messages", "Messages: this model's chat template is not one "
+                                     "decodelab renders, so it cannot chat; use the prompt.")
+    return model.template.ids(messages)
 
 
 def start(library, raw: dict):

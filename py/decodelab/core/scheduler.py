@@ -38,6 +38,7 @@ priorities, chunked prefill.
 Dimension legend: b block size.
 """
 
+import time
 from dataclasses import dataclass, field
 
 from decodelab.core import generate, tasks
@@ -108,6 +109,7 @@ class Scheduler:
         self.running, self.done = [], []
         self.prefixes = {}  # group -> its prompt prefilled at this step, for its samples
         self.step = 0
+        self.prefill_seconds = 0.0  # wall time of the requests' first steps (their prefills)
         self.log = []  # per step: who joined, left, was preempted, runs; blocks used, shared
 
     # --- blocks ----------------------------------------------------------------------------
@@ -177,8 +179,10 @@ class Scheduler:
                 if request.group is not None:  # samples of one prompt: prefilled once
                     prefix = self.prefixes.get(request.group)
                     if prefix is None:
+                        began = time.perf_counter()
                         prefix = self.prefixes[request.group] = PagedPrefix(
                             model, self.pool, prompt[0], self.tree)
+                        self.prefill_seconds += time.perf_counter() - began
                         request.reused = prefix.session.reused
                         need = 1  # the prompt's blocks are taken: one to grow into
                     else:
@@ -230,7 +234,10 @@ class Scheduler:
         for request in list(self.running):
             run = request.run
             fresh = run.session is None
+            began = time.perf_counter()
             next(run)
+            if fresh:  # its prompt read (from the tree where it can) and its first token
+                self.prefill_seconds += time.perf_counter() - began
             cache = run.session.cache
             if fresh and not request.forked and request.group is None:
                 request.reused = run.session.reused

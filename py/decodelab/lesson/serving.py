@@ -2,13 +2,15 @@
 (`core.scheduler`), and what the vLLM paper measured, at this page's scale.
 
 The model is the dataset's transformer, or the pretrained model (SmolLM2, read from its GGUF
-file), whose seeded prompts are cut from the prose data's held-out texts in the same way.
+file). A chat model's requests are chats: its default system message, then one user message
+(seeded: a capital or a sum of `pretrained.questions`; own: the line's text), rendered by its
+chat template, so every request begins with the same tokens and the prefix tree finds them.
 
 The workload is seeded, or the learner's own. Seeded: `requests` requests, each a prompt cut
 from a held-out text of the dataset (a few base texts, so that requests share their starts as
 requests of one application do), a budget of 8 to 40 new tokens, a temperature of 0.7, 1 or
-1.3, its own seed, and an arrival step (gaps of 0 to 3 steps). The same seed gives the same
-workload. Own: one line per request, "arrival new-tokens prompt" (temperature 1, seeds seed,
+1.3, its own seed, and an arrival step (gaps of 0 to 3 steps; 4 to 12 between chats). The
+same seed gives the same workload. Own: one line per request, "arrival new-tokens prompt" (temperature 1, seeds seed,
 seed + 1, ...). With `parallel_samples` k > 1, each request is k samples of its prompt (seeds
 s, s + 1, ...), prefilled once and forked: their blocks are shared, copied on write.
 
@@ -26,7 +28,9 @@ For the page, `Serving` makes the run a few steps at a time (progress, Stop) and
 per step: who joined, left and was preempted, every block's state, each request's block table,
 the prefix tree and the memory bar.
 
-Left out: wall time (the benchmark measures it).
+Wall time is measured for one thing only, the prefills (each request's first step): with the
+prefix tree (continuous) and without it (static batching), in "measured"; the benchmark
+measures the rest.
 """
 
 import codecs
@@ -36,8 +40,10 @@ import re
 from decodelab.core.paged import blocks_for
 from decodelab.core.scheduler import CannotFit, Request, Scheduler
 from decodelab.errors import FieldError
-from decodelab.fields import FIELD_BY_NAME, PRETRAINED, PRETRAINED_TEXTS, encode, label_of, read
+from decodelab.fields import (FIELD_BY_NAME, POOL_MB, PRETRAINED, PRETRAINED_TEXTS, encode,
+                              label_of, read)
 from decodelab.lesson.planned import Planned
+from decodelab.pretrained.questions import CAPITALS, real_questions
 
 FIELDS = ("dataset", "tokenizer", "requests", "block_size", "seed", "memory_blocks",
           "max_running", "parallel_samples", "workload")
@@ -48,6 +54,15 @@ MAX_SEQUENCES = 400  # requests x samples in one run
 GRID_LIMIT = 1024  # frames carry every block's state up to this many blocks
 LINE = "arrival step, new tokens, prompt (like “0 20 The ship”)"
 MODELS = ("transformer", *PRETRAINED)  # the models with a KV cache to page
+GAPS = (0, 3)  # steps between two arrivals of a seeded workload
+# a chat service's users arrive further apart: a request that comes after another has finished
+# finds the system message's blocks in the prefix tree (it keeps finished requests' blocks)
+CHAT_GAPS = (4, 12)
+# the page's form for a real model: its steps take a second or so in the page, not
+# milliseconds, and blocks of 8 let the system message fill three of them (SmolLM2's chat
+# prompt begins with the same 24 tokens for every request: the system message and the user's
+# turn marker)
+PRETRAINED_DEFAULTS = {"requests": 6, "block_size": 8}
 
 
 def _head(model, dataset: str, tokenizer: str) -> dict:
@@ -57,9 +72,49 @@ def _head(model, dataset: str, tokenizer: str) -> dict:
     return {"model": "transformer", "dataset": dataset, "tokenizer": tokenizer}
 
 
+POOL_BYTES = POOL_MB * 2**20  # the pool when Memory blocks is empty takes at most this
+MAX_POOL_BYTES = 512 * 2**20  # and any pool at most this
+
+
+def block_bytes(model, block_size: int) -> int:
+    """One block's keys and values over every layer, in the dtype its sessions compute in."""
+    from decodelab.core.inference import cache_shape
+
+    return block_size * cache_shape(model)["bytes_per_token"]
+
+
 def room_for(model, block_size: int, running: int = MAX_RUNNING) -> int:
-    """The pool when Memory blocks is empty: room for `running` requests at the full window."""
-    return running * blocks_for(model.cfg.context_size, block_size)
+    """The pool when Memory blocks is empty: room for `running` requests at the full window, or
+    as many blocks as POOL_BYTES holds when that is fewer (a real model's window of 2,048
+    positions, eight times over, would take 755 MB)."""
+    return min(running * blocks_for(model.cfg.context_size, block_size),
+               max(1, POOL_BYTES // block_bytes(model, block_size)))
+
+
+def is_chat(model) -> bool:
+    """Whether the model's requests are chats (a model with a chat template decodelab renders)."""
+    return getattr(model, "template", None) is not None
+
+
+def _ask(model, prompt: str) -> dict:
+    """A request's text as its settings take it: a chat's one user message, or the prompt."""
+    if is_chat(model):
+        return {"messages": [{"role": "user", "content": prompt}]}
+    return {"prompt": prompt}
+
+
+def asked(settings: dict) -> str:
+    """What a request asks: its prompt, or its chat's last message."""
+    return settings["messages"][-1]["content"] if "messages" in settings else settings["prompt"]
+
+
+def _prompt_length(model, prompt: str, field: str = "workload") -> int:
+    """The positions a request's text takes, as the model reads it (a chat with its template)."""
+    if is_chat(model):
+        from decodelab.core.generate import chat_ids
+
+        return len(chat_ids(model, [{"role": "user", "content": prompt}]))
+    return len(encode(model.tokenizer, field, prompt))
 
 
 def _expand(base: list, samples: int) -> list:
@@ -81,21 +136,25 @@ def workload(library, dataset: str, tokenizer: str, n: int, seed: int, samples: 
     model = model or library.model("transformer", dataset, tokenizer)
     texts = [t for t in library.corpus(dataset).val if len(t) >= 4]
     bases = [rng.choice(texts) for _ in range(max(2, n // 4))]
+    questions = [q["question"] for q in real_questions(2 * len(CAPITALS))]
     window = model.cfg.context_size
     base, at = [], 0
     for _ in range(n):
-        text = rng.choice(bases)
-        cut = rng.randint(max(1, len(text) // 3), max(1, len(text) * 2 // 3))
-        prompt = text[:cut]
-        while len(model.tokenizer.encode(prompt)) + 1 + 8 > window:
-            prompt = prompt[:len(prompt) // 2]
-        room = window - 1 - len(model.tokenizer.encode(prompt))
-        settings = {**_head(model, dataset, tokenizer), "prompt": prompt,
+        if is_chat(model):  # a chat: the system message is what the requests share
+            prompt = rng.choice(questions)
+        else:  # cut from a few texts, so that requests share their starts
+            text = rng.choice(bases)
+            cut = rng.randint(max(1, len(text) // 3), max(1, len(text) * 2 // 3))
+            prompt = text[:cut]
+            while len(model.tokenizer.encode(prompt)) + 1 + 8 > window:
+                prompt = prompt[:len(prompt) // 2]
+        room = window - 1 - _prompt_length(model, prompt)
+        settings = {**_head(model, dataset, tokenizer), **_ask(model, prompt),
                     "seed": rng.randrange(2**31), "temperature": rng.choice([0.7, 1.0, 1.3]),
                     "max_new_tokens": min(rng.randint(8, 40), room), "cache_check": False,
                     "tools": "off"}
         base.append((settings, at))
-        at += rng.randint(0, 3)
+        at += rng.randint(*(CHAT_GAPS if is_chat(model) else GAPS))
     return _expand(base, samples)
 
 
@@ -120,16 +179,18 @@ def own_workload(model, lines, dataset: str, tokenizer: str, seed: int, samples:
             raise FieldError("workload", f"{where}: the new tokens must be a whole number of at "
                                          f"least 1; got {budget!r}. Each line is {LINE}.")
         try:
-            ids = encode(model.tokenizer, "workload", prompt)
+            length = _prompt_length(model, prompt)
         except FieldError as e:  # "Your workload has characters ...": which line, said
-            raise FieldError("workload", e.message.replace(label_of("workload"),
-                                                           f"{where}: the prompt", 1)) from None
-        room = window - 1 - len(ids)
+            words = e.message.replace(label_of("workload"), f"{where}: the prompt", 1)
+            if words.startswith("Message 1 "):  # a chat's one message: the line's text
+                words = f"{where}: the text{words[len('Message 1'):]}"
+            raise FieldError("workload", words) from None
+        room = window - 1 - length
         if room < 1 or int(budget) > room:
             raise FieldError("workload", f"{where}: {budget} new tokens after a prompt of "
-                                         f"{len(ids)} tokens do not fit the model's window of "
+                                         f"{length} tokens do not fit the model's window of "
                                          f"{window} positions; at most {max(room, 0)} fit.")
-        settings = {**_head(model, dataset, tokenizer), "prompt": prompt,
+        settings = {**_head(model, dataset, tokenizer), **_ask(model, prompt),
                     "seed": (seed + len(base) * samples) % 2**32,
                     "temperature": 1.0, "max_new_tokens": int(budget), "cache_check": False,
                     "tools": "off"}
@@ -184,6 +245,13 @@ class Serving(Planned):
         self.per_request = blocks_for(model.cfg.context_size, b)
         running = values["max_running"]
         self.blocks = values["memory_blocks"] or room_for(model, b, running)
+        most = MAX_POOL_BYTES // block_bytes(model, b)
+        if self.blocks > most:
+            raise FieldError("memory_blocks", f"Memory blocks: {self.blocks:,} blocks of {b} "
+                                              f"positions of this model take "
+                                              f"{self.blocks * block_bytes(model, b) / 2**20:,.0f}"
+                                              f" MB; at most {most:,} ({MAX_POOL_BYTES // 2**20} "
+                                              f"MB) here.")
         self.continuous = Scheduler(library, self.requests, num_blocks=self.blocks,
                                     block_size=b, max_running=running)
         least = self.continuous.least_blocks  # the largest request's join, as it counts it
@@ -299,7 +367,7 @@ class Serving(Planned):
                     run.append([log["step"], log["step"]])
         out = {
             "requests": [{"number": r.number, "label": _label(r, self.samples),
-                          "prompt": r.settings["prompt"], "settings": r.settings,
+                          "prompt": asked(r.settings), "settings": r.settings,
                           "ids": r.run.output_ids, "text": r.run.text,
                           "arrival": r.arrival, "joined_step": r.joined_step,
                           "finished_step": r.finished_step, "preempted": r.preempted,
@@ -321,10 +389,15 @@ class Serving(Planned):
             "seed": self.values["seed"], "own_workload": bool(
                 [line for line in self.values["workload"] if line.strip()]),
             "workload_lines": [f"{r.arrival} {r.settings['max_new_tokens']} "
-                               f"{r.settings['prompt']}" for r in self.requests
+                               f"{asked(r.settings)}" for r in self.requests
                                if r.group is None or r.group == r.number],
             "schedule": [{k: v for k, v in log.items() if k != "held"} for log in s.log],
             "runs": len(self.requests), "command": self.command(),
+            # a chat model's requests: the system message every one of them begins with
+            "system": self.model.template.default_system if is_chat(self.model) else None,
+            # wall time, this machine's: the prefills with the prefix tree and without it
+            "measured": {"prefill_s": s.prefill_seconds,
+                         "prefill_s_without_tree": self.static.prefill_seconds},
         }
         if frames:
             out["frames"] = self.frames

@@ -19,7 +19,7 @@ the model would read it as the end of the turn if any tokenizer took the markup 
 
 import re
 
-from decodelab.errors import FieldError
+from decodelab.errors import FieldError, UnknownCharacters
 
 ROLES = ("system", "user", "assistant")
 START, END = "<|im_start|>", "<|im_end|>"
@@ -97,8 +97,15 @@ class ChatTemplate:
     def ids(self, messages, add_generation_prompt: bool = True) -> list:
         """The prompt's ids: each marker one special id, everything else encoded as text."""
         enc, out = self.tokenizer.encode, []
-        for m in self.turns(messages):
-            out += [self.start_id] + enc(f"{m['role']}\n{m['content']}") + [self.end_id] + enc("\n")
+        turns = self.turns(messages)
+        first = len(turns) - len(messages)  # 1 when the default system message was put first
+        for i, m in enumerate(turns):
+            try:
+                text = enc(f"{m['role']}\n{m['content']}")
+            except UnknownCharacters as e:
+                raise FieldError("messages", f"Message {i - first + 1} has characters this "
+                                 f"model cannot read: {' '.join(map(repr, e.chars))}.") from None
+            out += [self.start_id] + text + [self.end_id] + enc("\n")
         return out + ([self.start_id] + enc("assistant\n") if add_generation_prompt else [])
 
     def trace(self, trace: dict, messages) -> dict:

@@ -20,6 +20,7 @@ from decodelab.lesson.accuracy import about as accuracy_about
 from decodelab.lesson.experiment import PAGE_DEFAULTS as EXPERIMENT_DEFAULTS
 from decodelab.lesson.search import ACCEPTANCE_DEFAULTS, BEAM_FIELDS, DRAFT_FIELDS
 from decodelab.lesson.serving import LINK_FIELDS as SERVING_LINK_FIELDS
+from decodelab.lesson.serving import PRETRAINED_DEFAULTS as SERVING_PRETRAINED
 from decodelab.lesson.shapes import DEFAULTS as VALIDITY_DEFAULTS
 
 # the models' words, as the form's choices say them
@@ -114,6 +115,7 @@ def _setup(session: Session, req: dict) -> dict:
             "top_n": TOP_N,  # the likeliest candidates each step record lists
             # the accuracy experiment on each model it runs: defaults, questions, grading
             "accuracy": {m: accuracy_about(m) for m in ("transformer", *PRETRAINED)},
+            "serving_pretrained": SERVING_PRETRAINED,  # the serving form's own for a real model
             "validity_defaults": VALIDITY_DEFAULTS,
             "experiment_defaults": EXPERIMENT_DEFAULTS,  # what the temperature experiment starts with
             "acceptance_defaults": ACCEPTANCE_DEFAULTS,  # and the draft's acceptance experiment

@@ -127,20 +127,14 @@ def chat_start(session: Session, req: dict):
     user message last) -> its Generation, from the last turn's cache where it can."""
     from decodelab.core.generate import Generation, Prefix, prepare
 
-    req = dict(req)
-    messages = req.pop("messages")
-    settings, model, _ = prepare(session.library, {**req, "model": NAME, "prompt": ""},
-                                 reads_prompt=False)
-    if model.template is None:
-        raise FieldError("messages", "Messages: this model's chat template is not one "
-                                     "decodelab renders, so it cannot chat; use the prompt.")
-    prompt_ids = model.template.ids(messages)  # checks every message, naming the bad one
+    settings, model, prompt = prepare(session.library, {**req, "model": NAME})
+    prompt_ids = prompt[0]  # (prepare checked every message, naming the bad one)
     last = session.last
     prefix = None
     fits = dropped(model, prompt_ids) == 0  # (a conversation over the window is read anew)
     if fits and last is not None and getattr(last, "chat", None) is not None \
             and last.model is model and getattr(last, "session", None) is not None:
         prefix = Prefix.kept(last.session, prompt_ids, settings.context_shift)
-    run = Generation(model, settings, prefix=prefix, prompt=(prompt_ids, None))
-    run.chat = model.template.check(messages)
+    run = Generation(model, settings, prefix=prefix, prompt=prompt)
+    run.chat = model.template.check(req["messages"])
     return run
