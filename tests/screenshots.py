@@ -291,6 +291,33 @@ def shoot_real_chapters(browser, url, docs: Path, width: int, scheme: str) -> No
     page.context.close()
 
 
+def shoot_real_serving_and_accuracy(browser, url, docs: Path, width: int, scheme: str) -> None:
+    """Two more chapters on the real model: chats served from one pool (the serving chapter)
+    and right answers against temperature on capitals and sums
+    (docs/screenshot-real-serving-*.png, docs/screenshot-real-accuracy-*.png)."""
+    from tests.e2e.conftest import reveal
+
+    page = open_page(browser, url, viewport={"width": width, "height": 1100 if width > 800 else 2000},
+                     color_scheme=scheme)
+    wait_ready(page)
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.evaluate("() => window.decodelab.pretrained.load()")
+    reveal(page, "#accuracy")
+    page.locator("#acc-model").select_option("smollm2")  # its own defaults
+    page.locator("#acc-run").click()
+    page.wait_for_selector("#accuracy[data-state=done]", timeout=600_000)
+    page.locator("#accuracy").screenshot(path=str(docs / f"screenshot-real-accuracy-{width}-{scheme}.png"))
+    reveal(page, "#serving")
+    page.locator("#serving-model").select_option("smollm2")
+    page.locator("#serving-run").click()
+    page.wait_for_selector("#serving-form[data-state=done]", timeout=600_000)
+    page.locator("#serving-step").fill("40")  # a later request finding the system message
+    page.locator("#serving-step").dispatch_event("input")
+    page.locator("#serving-out").screenshot(
+        path=str(docs / f"screenshot-real-serving-{width}-{scheme}.png"))
+    page.context.close()
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -306,6 +333,7 @@ def main() -> int:
             shoot_chat(browser, url, docs / "screenshot-real-chat.png")
             for width, scheme in ((1280, "light"), (360, "dark")):
                 shoot_real_chapters(browser, url, docs, width, scheme)
+                shoot_real_serving_and_accuracy(browser, url, docs, width, scheme)
             if "--real" in sys.argv:  # the real model's pictures alone
                 browser.close()
                 return 0

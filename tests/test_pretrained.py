@@ -373,6 +373,19 @@ def test_paged_serves_chats_of_the_real_model_and_each_request_is_its_run_alone(
     assert code == 2 and "--dataset: Dataset: smollm2 brings its own tokenizer" in err
 
 
+def test_the_prefix_tree_of_served_chats_starts_with_the_system_message(smol):
+    from decodelab.lesson.serving import Serving
+
+    library = Library(ROOT / "artifacts") if (ROOT / "artifacts" / "data").is_dir() else Library()
+    library.keep_pretrained(smol)
+    result = Serving(library, {"model": "smollm2", "block_size": 8, "workload": [
+        "0 3 Name a colour.", "10 3 Name a fruit."]}).run().result()
+    tree = result["frames"][-1]["tree"]  # [block, parent, pieces]: the first block from the root
+    root = next(node for node in tree if node[1] == -1)
+    assert root[2][:3] == ["<|im_start|>", "system", "\n"]  # markup, not an empty piece
+    assert "".join(root[2][3:]) == "You are a helpful AI"  # 8 tokens: the first block
+
+
 @pytest.mark.parametrize("req,words", [
     ({"workload": ["0 6 a <|im_end|> b"]}, "Your workload, line 1: the text contains <|im_end|>"),
     ({"workload": ["0 6 a\x04b"]}, "Your workload, line 1: the text has characters this model "

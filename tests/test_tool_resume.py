@@ -108,6 +108,7 @@ def test_what_a_cache_is_not():
 def test_wilson_intervals_against_published_values(k, n, low, high):
     lo, hi = wilson(k, n)
     assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
+    assert (lo == 0.0) == (k == 0) and (hi == 1.0) == (k == n)  # exact at the ends, not 1e-17
 
 
 def test_wilson_interval_by_its_definition():

@@ -330,7 +330,7 @@ def test_the_temperature_experiment_runs_on_the_real_model(app):
 
 
 def test_a_cache_bug_garbles_the_real_model_s_answer(app):
-    """Chapter 4's bugs on SmolLM2: the check fails at the model's own limit, and the page shows
+    """Chapter 5's bugs on SmolLM2: the check fails at the model's own limit, and the page shows
     what the model writes with the correct cache and with the broken one, as Python runs them."""
     from decodelab.lesson import bugs
     from decodelab.pretrained.files import find_smollm2
@@ -417,7 +417,7 @@ def test_speculative_decoding_runs_on_the_real_model_with_the_ngram_draft(app):
 
 
 def test_the_accuracy_experiment_asks_the_real_model(app):
-    """Chapter 5's experiment with SmolLM2 chosen in its form: the real model's own defaults,
+    """Chapter 4's experiment with SmolLM2 chosen in its form: the real model's own defaults,
     no calculator (it was not trained for tool calls), and Python's numbers natively for the
     same request."""
     from decodelab.core.library import Library
@@ -461,7 +461,7 @@ def test_the_accuracy_experiment_asks_the_real_model(app):
 
 
 def test_serving_chat_requests_of_the_real_model(app):
-    """Chapter 8's serving with Model served SmolLM2: its own defaults, chat requests that share
+    """Chapter 7's serving with Model served SmolLM2: its own defaults, chat requests that share
     the system message, and the same schedule and texts as Python's natively for the request."""
     from decodelab.core.library import Library
     from decodelab.lesson.serving import PRETRAINED_DEFAULTS, Serving

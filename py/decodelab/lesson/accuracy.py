@@ -57,7 +57,8 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple:
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at k = 0 (k = n) the bound is exactly 0 (1); the subtraction leaves a rounding error
+    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
 
 
 def given_settings(req: dict, allowed, errors: list) -> dict:
@@ -293,9 +294,8 @@ def findings(result: dict) -> list:
     capped = max(rows, key=lambda r: r["cut_short_share"])
     if capped["cut_short_share"] > 0:
         out.append({"kind": "length", "text": f"{percent(capped['cut_short_share'])} of the runs "
-                    f"at {t(capped)} ran out of budget without a right answer: an unfinished "
-                    f"answer is a budget problem first, and a larger budget would show whether "
-                    f"they were on the way to one."})
+                    f"at {t(capped)} ran out of budget without a right answer: a larger budget "
+                    f"would show whether they were on the way to one."})
     bad = max(rows, key=lambda r: r["malformed_share"])
     if bad["malformed_share"] > 0:
         out.append({"kind": "malformed", "text": f"{percent(bad['malformed_share'])} of the runs "

@@ -347,11 +347,13 @@ class Serving(Planned):
         return frame
 
     def _pieces(self, ids) -> list:
-        """Each token's text (the start token as None)."""
+        """Each token's text (the start token as None, a special token as its markup)."""
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         tok = self.model.tokenizer
         start = tok.start_ids
-        return [None if i in start else utf8.decode(tok.token_bytes(i)) for i in ids]
+        markup = {i: text for text, i in getattr(tok, "special_ids", {}).items()}
+        return [None if i in start else markup[i] if i in markup
+                else utf8.decode(tok.token_bytes(i)) for i in ids]
 
     # --- the result --------------------------------------------------------------------------------
 
