@@ -147,7 +147,8 @@ client.on("ready", async ({ info, timings }) => {
   store.setPhase("ready");
   readyResolve(info);
   for (const fn of after) fn();
-  if (hooks.share.view.run) runbar.generate(); // a link that asks for its run: in the same moment
+  // a link that asks for its run: in the same moment, or once the real model it names is loaded
+  if (hooks.share.view.run && !pretrained.runWhenLoaded(() => runbar.generate())) runbar.generate();
   offline.start(); // saving the site waits for the page's start (a second call does nothing)
 });
 client.listen("error", (event) => {

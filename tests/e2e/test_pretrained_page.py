@@ -496,3 +496,31 @@ def test_serving_chat_requests_of_the_real_model(app):
     assert app.locator("#serving-dataset").is_visible() and not app.locator("#serving-chat").is_visible()
     assert app.locator("#serving-block-size").input_value() == "16"
     assert app.errors == []
+
+
+def test_a_one_idea_widget_runs_the_real_model_once_the_learner_loads_it(chromium, base_url):
+    """A widget whose link names SmolLM2 (its model control not shown): the link is taken, the
+    card stands in the widget with Load, nothing is fetched or run unasked; Load gives the
+    link's first sample, the CLI's run for the same settings."""
+    from tests.e2e.conftest import wait_ready
+
+    link = ("index.html?embed=true&panels=controls,text&controls=temperature&model=smollm2"
+            "&prompt=The+capital+of+France+is&seed=3&temperature=0.7&max_new_tokens=6&run=true")
+    fetched = []
+    page = open_page(chromium, base_url, link, viewport={"width": 800, "height": 900})
+    page.on("request", lambda r: fetched.append(r.url) if r.url.endswith(".gguf") else None)
+    wait_ready(page)
+    assert page.locator("#notice").is_hidden()  # the link's model is taken, not refused
+    assert page.locator("#pretrained").is_visible() and page.locator("#pretrained-load").is_visible()
+    assert status(page).startswith("This link runs SmolLM2-135M-Instruct, a real model: press "
+                                   "Load the model")
+    assert page.evaluate("() => window.decodelab.steps().length") == 0 and fetched == []
+    page.locator("#pretrained-load").click()
+    page.wait_for_function("() => window.decodelab.lastRun !== null", timeout=120_000)
+    assert page.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "done"
+    trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
+    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=3,
+                         temperature=0.7, max_new_tokens=6)
+    assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
+    assert page.errors == []
+    page.context.close()

@@ -63,6 +63,11 @@ export function createPreview(app) {
       ask();
       return;
     }
+    if (!reply.ok && reply.errors.every((e) => e.pending)) { // the real model, not loaded yet
+      dom.box.dataset.state = "waiting";
+      dom.where.textContent = "The next token shows here once the model is loaded (Load the model, on its card).";
+      return;
+    }
     if (!reply.ok) { // Python refused the settings: each error is (or will be) next to its field
       dom.box.dataset.state = "invalid";
       const named = reply.errors.map((e) => e.field);

@@ -81,6 +81,7 @@ export function createPretrained(store, client, runs) {
   };
   let loading = null; // {id} while a load is under way
   let kept = false; // this browser keeps a copy of the file (the last load said so)
+  let then = null; // a run that waits for the load (a link's first sample with this model)
 
   function say(text, { failed = false } = {}) {
     dom.status.textContent = text;
@@ -91,6 +92,10 @@ export function createPretrained(store, client, runs) {
     const state = store.state;
     const chosen = state.raw.model === MODEL;
     dom.card.hidden = !chosen;
+    // a widget whose link fixes the model (its control not shown, its group locked) still
+    // needs the card, to load the model on the learner's request: it stands before the group
+    const group = dom.card.closest(".group");
+    if (chosen && group && group.dataset.locked) group.before(dom.card);
     const { loaded, info } = state.pretrained;
     dom.load.hidden = loaded || Boolean(loading);
     dom.load.disabled = state.phase === "loading" || state.phase === "error";
@@ -139,6 +144,9 @@ export function createPretrained(store, client, runs) {
 
   function loaded(result) {
     const ms = result.ms || {};
+    const after = then;
+    then = null;
+    if (after) queueMicrotask(after); // the link's run, once the model is there
     if (result.from === "disk") {
       say(`Loaded ${result.info.name || "the model"} from your file ${result.name} (${mb(result.bytes)} MB) in ${seconds(ms.total)}. It is not kept in this browser. Press Generate to run it.`);
       store.pretrainedLoaded(result.info);
@@ -274,6 +282,15 @@ export function createPretrained(store, client, runs) {
   return {
     /** For tests: load the model as the button does; a Promise of when it has ended. */
     load: () => load(),
+    /** A link's run with the real model chosen and not loaded waits for the learner's Load
+     * (98 MB are never fetched unasked): true when `run` waits, false when there is nothing to
+     * wait for. */
+    runWhenLoaded(run) {
+      if (store.state.raw.model !== MODEL || store.state.pretrained.loaded) return false;
+      then = run;
+      say("This link runs SmolLM2-135M-Instruct, a real model: press Load the model, and its first sample follows.");
+      return true;
+    },
     /** For tests: send the message box's text as the button does; a Promise of the turn. */
     send,
     /** The last chat turn's prompt, as Python described it ({prompt_tokens, tokens, reused}). */

@@ -115,7 +115,10 @@ export async function check(store, raw) {
   }
   const reply = await store.verify({ ...store.values(), ...raw });
   const given = new Set(Object.keys(raw));
-  const errors = reply.errors.filter((e) => given.has(e.field) || (e.also || []).some((name) => given.has(name)))
+  // a setting that waits for the learner (the real model, not loaded yet) is taken: its card
+  // says what to do, and a run says it again
+  const errors = reply.errors.filter((e) => !e.pending)
+    .filter((e) => given.has(e.field) || (e.also || []).some((name) => given.has(name)))
     .map(({ field, message }) => ({ field, message }));
   const refused = new Set(reply.errors.filter((e) => errors.some((x) => x.field === e.field)).flatMap((e) => [e.field, ...(e.also || [])]));
   const values = Object.fromEntries(Object.entries(reply.values).filter(([name]) => given.has(name) && !refused.has(name)));

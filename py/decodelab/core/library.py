@@ -27,7 +27,7 @@ from decodelab.core import tasks
 from decodelab.core.bigram import BigramModel
 from decodelab.core.corpus import Corpus, read_corpus
 from decodelab.core.tokenizer import CharTokenizer
-from decodelab.errors import FieldError
+from decodelab.errors import FieldError, NotLoaded
 from decodelab.fields import MODELS, PRETRAINED, check
 
 PACKAGE_DATA = Path(__file__).resolve().parents[1] / "bundled"  # decodelab/bundled
@@ -160,8 +160,8 @@ class Library:
             from decodelab.pretrained.gguf import GGUFError
 
             if self.gguf is None and sys.platform == "emscripten":
-                raise FieldError("model", "Model: SmolLM2 is not loaded in this page yet; press "
-                                          "Load the model (under the model list) first.")
+                raise NotLoaded("model", "Model: SmolLM2 is not loaded in this page yet; press "
+                                         "Load the model, on its card, first.")
             try:
                 path = self.gguf if self.gguf is not None else files.find_smollm2()
                 self._models[key] = model.load(path)
