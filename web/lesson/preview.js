@@ -6,7 +6,7 @@
 //
 // One request at a time: changes that come while one is on its way are folded into the next.
 
-import { el, pct, readable, spoken } from "../ui/render.js";
+import { count, el, pct, readable, spoken } from "../ui/render.js";
 import { onScreen } from "../embed/presence.js";
 import { $ } from "../ui/dom.js";
 
@@ -106,7 +106,7 @@ export function createPreview(app) {
     }));
     const kept = pipe.final.kept_count;
     const top = rows[0];
-    dom.say.textContent = `${data.greedy ? `Greedy takes ${spoken(top.token_text)}, the likeliest.` : `${kept} of ${data.vocab_size} candidates can be drawn.`} ` +
+    dom.say.textContent = `${data.greedy ? `Greedy takes ${spoken(top.token_text)}, the likeliest.` : `${count(kept)} of ${count(data.vocab_size)} candidates can be drawn.`} ` +
       rows.map((row, i) => `${spoken(row.token_text)}: model ${pct(model[i])}, after the rules ${pipe.final.kept[i] ? pct(pipe.final.p[i]) : "cut"}`).join("; ") + ".";
     dom.box.dataset.kept = String(kept);
   }

@@ -5,7 +5,7 @@
 
 import { cacheNotes, cacheStat, runTolerance } from "../kv/cache.js";
 import { $, el } from "./dom.js";
-import { candidateRows, drawSegments, fillDrawStrip, fixed, pct, plural, readable, spoken, stepOdds } from "./render.js";
+import { candidateRows, count, drawSegments, fillDrawStrip, fixed, pct, plural, readable, spoken, stepOdds } from "./render.js";
 
 const PREFILL_NOTES = {
   bigram: "First step: the model has read the prompt (prefill); a bigram only needs its last character. Each later step feeds in the character just chosen (decode).",
@@ -97,7 +97,7 @@ export function createInspector(store) {
       greedy ? ["Model’s chance", pct(odds.p)] : ["Chance", pct(step.prob)],
       ["Draw u", step.u == null ? "none" : fixed(step.u, 4)],
       [greedy ? "Model’s entropy" : "Entropy", `${fixed(odds.entropy, 2)} nats`],
-      ["Kept", V ? `${step.kept_count} of ${V}` : String(step.kept_count)],
+      ["Kept", V ? `${count(step.kept_count)} of ${count(V)}` : count(step.kept_count)],
       cacheStat(step),
     ]);
     notes([...stepNotes(run, step), ...cacheNotes(step, runTolerance(run, store.state.info), run.settings.context_shift, store.state.info.cache_check_every)]);
@@ -105,7 +105,7 @@ export function createInspector(store) {
     dom.caption.textContent = `Step ${run.selected + 1}: the ${plural(step.top.length, "likeliest candidate", "likeliest candidates")} and their probabilities at each stage`;
     dom.rows.replaceChildren(...candidateRows(step, greedy));
     const listed = step.top.length;
-    let note = V && listed < V ? `The ${listed} likeliest of ${V} candidates after temperature` : "All candidates";
+    let note = V && listed < V ? `The ${listed} likeliest of ${count(V)} candidates after temperature` : "All candidates";
     if (chosen && step.top.indexOf(chosen) >= store.state.info.top_n) note += ", plus the chosen one";
     note += ".";
     if (greedy) note += " Greedy takes the top of the model's own column; the final column puts all the weight on it.";

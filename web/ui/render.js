@@ -54,6 +54,11 @@ export function seconds(ms) {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
+/** A count as the page writes it: 49,152, not 49152. */
+export function count(n) {
+  return Number(n).toLocaleString("en");
+}
+
 export function plural(n, one, many) {
   return `${n} ${n === 1 ? one : many}`;
 }
