@@ -263,17 +263,23 @@ def shoot_chat(browser, url, out: Path) -> None:
     page.context.close()
 
 
+def real_page(browser, url, width: int, scheme: str):
+    """The page at this width and scheme, with SmolLM2 chosen and loaded."""
+    page = open_page(browser, url, viewport={"width": width, "height": 1100 if width > 800 else 2000},
+                     color_scheme=scheme)
+    wait_ready(page)
+    page.get_by_label("Model", exact=True).select_option("smollm2")
+    page.evaluate("() => window.decodelab.pretrained.load()")
+    return page
+
+
 def shoot_real_chapters(browser, url, docs: Path, width: int, scheme: str) -> None:
     """Two chapters on the real model: a cache bug garbling its answer (Break it on purpose)
     and the temperature experiment on a haiku (docs/screenshot-real-bugs-*.png,
     docs/screenshot-real-experiment-*.png)."""
     from tests.e2e.conftest import reveal
 
-    page = open_page(browser, url, viewport={"width": width, "height": 1100 if width > 800 else 2000},
-                     color_scheme=scheme)
-    wait_ready(page)
-    page.get_by_label("Model", exact=True).select_option("smollm2")
-    page.evaluate("() => window.decodelab.pretrained.load()")
+    page = real_page(browser, url, width, scheme)
     reveal(page, "#break")
     page.get_by_label("Check steps", exact=True).fill("10")
     page.evaluate("() => window.decodelab.kv.lab.check({bug: 'frozen-position'})")
@@ -297,11 +303,7 @@ def shoot_real_serving_and_accuracy(browser, url, docs: Path, width: int, scheme
     (docs/screenshot-real-serving-*.png, docs/screenshot-real-accuracy-*.png)."""
     from tests.e2e.conftest import reveal
 
-    page = open_page(browser, url, viewport={"width": width, "height": 1100 if width > 800 else 2000},
-                     color_scheme=scheme)
-    wait_ready(page)
-    page.get_by_label("Model", exact=True).select_option("smollm2")
-    page.evaluate("() => window.decodelab.pretrained.load()")
+    page = real_page(browser, url, width, scheme)
     reveal(page, "#accuracy")
     page.locator("#acc-model").select_option("smollm2")  # its own defaults
     page.locator("#acc-run").click()

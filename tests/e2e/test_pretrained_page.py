@@ -72,6 +72,13 @@ def choose_the_real_model(page):
     page.locator("#pretrained").wait_for()
 
 
+def use_the_real_model(page):
+    """Model SmolLM2 chosen, and loaded unless an earlier test of the module loaded it."""
+    choose_the_real_model(page)
+    if not page.evaluate("() => window.decodelab.pretrained.loaded"):
+        page.evaluate("() => window.decodelab.pretrained.load()")
+
+
 def run_as_the_cli(page, tokens: int):
     """Generate greedily after "The capital of France is" in the page and with the CLI: the same
     tokens. Returns both traces."""
@@ -195,9 +202,7 @@ def cli_chat(history, message, **settings):
 
 
 def test_a_two_turn_chat_equals_the_cli_and_prefills_only_its_new_tokens(app):
-    choose_the_real_model(app)
-    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
-        app.evaluate("() => window.decodelab.pretrained.load()")
+    use_the_real_model(app)
     reset(app, Seed=5, Greedy=True, Max_new_tokens=24)
     history = []
     for turn, message in enumerate(("What is the capital of Japan?", "And of France?")):
@@ -245,9 +250,7 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
     from decodelab.pretrained.files import find_smollm2
     from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES
 
-    choose_the_real_model(app)
-    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
-        app.evaluate("() => window.decodelab.pretrained.load()")
+    use_the_real_model(app)
     app.locator("#pretrained-own summary").click()
     about = app.locator("#pretrained-own-about").inner_text()
     limit = MAX_FILE_BYTES // 2**20
@@ -304,9 +307,7 @@ def test_the_temperature_experiment_runs_on_the_real_model(app):
     from tests.e2e.conftest import ROOT, reveal
     from tests.e2e.test_lesson import run_experiment, table_cells
 
-    choose_the_real_model(app)
-    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
-        app.evaluate("() => window.decodelab.pretrained.load()")
+    use_the_real_model(app)
     prompt = "Write a haiku about the sea.\n"
     reset(app, Model="smollm2", Prompt=prompt, Seed=3, Max_new_tokens=12)
     reveal(app, "#xp-mode-repeated").check()
@@ -337,9 +338,7 @@ def test_a_cache_bug_garbles_the_real_model_s_answer(app):
     from decodelab.pretrained.model import load
     from tests.e2e.conftest import reveal
 
-    choose_the_real_model(app)
-    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
-        app.evaluate("() => window.decodelab.pretrained.load()")
+    use_the_real_model(app)
     reset(app, Model="smollm2", Seed=1)
     reveal(app, "#break")
     prompt = app.get_by_label("Test prompt", exact=True)
@@ -369,9 +368,7 @@ def test_beam_search_runs_on_the_real_model(app):
     from tests.e2e.conftest import ROOT
     from tests.e2e.test_search_page import search
 
-    choose_the_real_model(app)
-    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
-        app.evaluate("() => window.decodelab.pretrained.load()")
+    use_the_real_model(app)
     prompt = "The capital of France is"
     reset(app, Model="smollm2", Prompt=prompt, Seed=1, Max_new_tokens=6)
     reply = search(app, **{"#beam-beams": 3})
@@ -395,9 +392,7 @@ def test_speculative_decoding_runs_on_the_real_model_with_the_ngram_draft(app):
     from tests.e2e.test_search_page import last_json, wait_reply
     from tests.test_pretrained import COPY_PROMPT
 
-    choose_the_real_model(app)
-    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
-        app.evaluate("() => window.decodelab.pretrained.load()")
+    use_the_real_model(app)
     reset(app, Model="smollm2", Prompt=COPY_PROMPT, Seed=1, Greedy=True, Max_new_tokens=16)
     open_chapter(app, "search")
     reveal(app, "#spec-draft").select_option("ngram")
@@ -426,9 +421,7 @@ def test_the_accuracy_experiment_asks_the_real_model(app):
     from decodelab.pretrained.model import load
     from tests.e2e.conftest import ROOT, reveal
 
-    choose_the_real_model(app)
-    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
-        app.evaluate("() => window.decodelab.pretrained.load()")
+    use_the_real_model(app)
     reveal(app, "#accuracy")
     app.locator("#acc-model").select_option("smollm2")
     assert app.locator("#acc-questions").input_value() == str(PRETRAINED_DEFAULTS["questions"])
@@ -469,9 +462,7 @@ def test_serving_chat_requests_of_the_real_model(app):
     from decodelab.pretrained.model import load
     from tests.e2e.conftest import ROOT, reveal
 
-    choose_the_real_model(app)
-    if not app.evaluate("() => window.decodelab.pretrained.loaded"):
-        app.evaluate("() => window.decodelab.pretrained.load()")
+    use_the_real_model(app)
     reveal(app, "#serving")
     app.locator("#serving-model").select_option("smollm2")
     assert app.locator("#serving-requests").input_value() == str(PRETRAINED_DEFAULTS["requests"])
