@@ -92,6 +92,7 @@ export function createPretrained(store, client, runs) {
     const state = store.state;
     const chosen = state.raw.model === MODEL;
     dom.card.hidden = !chosen;
+    if (!chosen) then = null; // another model chosen: the link's run is no longer waited for
     // a widget whose link fixes the model (its control not shown, its group locked) still
     // needs the card, to load the model on the learner's request: it stands before the group
     const group = dom.card.closest(".group");

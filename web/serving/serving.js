@@ -9,7 +9,7 @@ import { createPlayer } from "../search/play.js";
 import { barLabel, drawBar, drawGrid, drawTables, drawTimeline, drawTree, gridLabel, memoryParts, stepWords } from "./pool.js";
 import { fieldDefaults } from "../state/settings.js";
 import { $ } from "../ui/dom.js";
-import { el, pct, plural } from "../ui/render.js";
+import { el, pct, plural, seconds } from "../ui/render.js";
 
 const FIELDS = {
   model: "serving-model", dataset: "serving-dataset", tokenizer: "serving-tokenizer", requests: "serving-requests",
@@ -36,12 +36,8 @@ export function servingSummary(r) {
   if (shared.length) out.push(`${shared.join("; ")}.`);
   if (r.system) out.push(`Every request began with the system message “${r.system}”.`);
   const m = r.measured;
-  if (m) out.push(`The requests’ prefills took ${seconds(m.prefill_s)} here with the prefix tree, and ${seconds(m.prefill_s_without_tree)} in the static run, which has no tree (measured on this machine, so not the same twice).`);
+  if (m) out.push(`The requests’ prefills took ${seconds(1000 * m.prefill_s)} here with the prefix tree, and ${seconds(1000 * m.prefill_s_without_tree)} in the static run, which has no tree (measured on this machine, so not the same twice).`);
   return out.join(" ");
-}
-
-function seconds(s) {
-  return s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(1)} s`;
 }
 
 export function servingStats(r) {

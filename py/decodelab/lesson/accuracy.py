@@ -25,7 +25,7 @@ import dataclasses
 import math
 
 from decodelab.core import tasks
-from decodelab.core.generate import Generation
+from decodelab.core.generate import Generation, chat_ids
 from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession, blocks_for
 from decodelab.core.sampling import FILTER_NAMES
 from decodelab.core.settings import validate
@@ -58,7 +58,8 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple:
     centre = (p + z * z / (2 * n)) / denom
     half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     # at k = 0 (k = n) the bound is exactly 0 (1); the subtraction leaves a rounding error
-    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    return low, (1.0 if k == n else min(1.0, centre + half))
 
 
 def given_settings(req: dict, allowed, errors: list) -> dict:
@@ -133,8 +134,8 @@ class RealQuestions(Questions):
         asked = real_questions(n)
         self.texts = [a["question"] for a in asked]
         self.expected = [a["expected"] for a in asked]
-        self.prompt_ids = [model.template.ids([{"role": "user", "content": q}])
-                           for q in self.texts]
+        # (a FieldError for a model whose chat template decodelab does not render)
+        self.prompt_ids = [chat_ids(model, [{"role": "user", "content": q}]) for q in self.texts]
         # nothing is appended beyond the budget: the longest prompt and its answer
         self.room = min(model.cfg.context_size, max(map(len, self.prompt_ids)) + budget)
 

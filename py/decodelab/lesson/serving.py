@@ -10,9 +10,10 @@ The workload is seeded, or the learner's own. Seeded: `requests` requests, each 
 from a held-out text of the dataset (a few base texts, so that requests share their starts as
 requests of one application do), a budget of 8 to 40 new tokens, a temperature of 0.7, 1 or
 1.3, its own seed, and an arrival step (gaps of 0 to 3 steps; 4 to 12 between chats). The
-same seed gives the same workload. Own: one line per request, "arrival new-tokens prompt" (temperature 1, seeds seed,
-seed + 1, ...). With `parallel_samples` k > 1, each request is k samples of its prompt (seeds
-s, s + 1, ...), prefilled once and forked: their blocks are shared, copied on write.
+same seed gives the same workload. Own: one line per request, "arrival new-tokens prompt"
+(temperature 1, seeds seed, seed + 1, ...). With `parallel_samples` k > 1, each request is k
+samples of its prompt (seeds s, s + 1, ...), prefilled once and forked: their blocks are
+shared, copied on write.
 
 Waste, over the whole run: at every step, for every running request, the positions its cache
 holds (used) against the positions reserved for it, summed over steps:
