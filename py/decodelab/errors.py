@@ -2,8 +2,7 @@
 
 A FieldError names the field at fault and carries a full sentence fit to show to a learner:
 "Top-p must be a number greater than 0 and at most 1 (1 means off); got 1.5." FieldErrors holds
-several at once, so a form can mark every bad field in one go. NotLoaded is a right setting
-that waits for the learner (the real model before it is loaded). UnknownCharacters is what a
+several at once, so a form can mark every bad field in one go. UnknownCharacters is what a
 character tokenizer raises for text outside its vocabulary; `fields.encode` turns it into a
 FieldError for the field the text came from.
 
@@ -20,13 +19,6 @@ class FieldError(ValueError):
         self.field = field
         self.message = message
         self.also = tuple(also)  # other fields the error is about (a pair that fails together)
-
-
-class NotLoaded(FieldError):
-    """A right setting that waits for the learner: the real model, chosen but not loaded in the
-    page yet. A run is refused with it; a link or a host may still set it (`pending`)."""
-
-    pending = "load"
 
 
 class FieldErrors(ValueError):

@@ -379,7 +379,7 @@ def error_json(e: FieldError) -> dict:
     out = {"field": e.field, "label": label_of(e.field), "message": e.message}
     if getattr(e, "also", ()):
         out["also"] = list(e.also)
-    if getattr(e, "pending", None):  # right, but waits for the learner (errors.NotLoaded)
+    if getattr(e, "pending", None):  # right, but waits for the learner (library.NotLoaded)
         out["pending"] = e.pending
     return out
 

@@ -27,13 +27,22 @@ from decodelab.core import tasks
 from decodelab.core.bigram import BigramModel
 from decodelab.core.corpus import Corpus, read_corpus
 from decodelab.core.tokenizer import CharTokenizer
-from decodelab.errors import FieldError, NotLoaded
+from decodelab.errors import FieldError
 from decodelab.fields import MODELS, PRETRAINED, check
 
 PACKAGE_DATA = Path(__file__).resolve().parents[1] / "bundled"  # decodelab/bundled
 HOW_TO_BUILD = ("build them with `python3 build.py artifacts` in a source checkout (or install "
                 "the wheel from `python3 build.py wheel`, which carries them), or point "
                 "$DECODELAB_ASSETS or --assets at a folder holding data/<dataset>.txt")
+
+
+class NotLoaded(FieldError):
+    """A right setting that waits for the learner: the real model, chosen but not loaded in the
+    page yet. A run is refused with it; a link or a host may still set it (`pending`, which the
+    page's checks read). It lives here, not in decodelab.errors, which the training code
+    imports: a class there would change every model's key."""
+
+    pending = "load"
 
 
 def search_path() -> list:

@@ -88,7 +88,7 @@ def _check(session: Session, req: dict) -> dict:
                and session.library.bpe_only(dataset),
                "dataset": not own, "tokenizer": not own}
     return {"errors": [error_json(e) for e in errors.values()],
-            # a value that waits for the learner (errors.NotLoaded) passed: it is the form's
+            # a value that waits for the learner (library.NotLoaded) passed: it is the form's
             "values": {n: _json(values[n]) for n in NAMES if n in values
                        and (n not in errors or getattr(errors[n], "pending", None))},
             "greedy": greedy, "not_used": not_used, "applies": applies, "adjust": adjust,
