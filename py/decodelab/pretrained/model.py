@@ -20,7 +20,8 @@ live cache check's tolerance is float32's.
 
 import numpy as np
 
-from decodelab.core.layers import Config, matmul_layout
+from decodelab.core.layers import (Config, block_forward, causal_bias, embed_forward,
+                                   layer_params, matmul_layout, rmsnorm_forward, rope_tables)
 from decodelab.core.transformer import TransformerModel
 from decodelab.pretrained.chat import ChatTemplate
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError
@@ -69,6 +70,30 @@ class PretrainedModel(TransformerModel):
             return super().params_as(dtype)
         return {k: matmul_layout(v) if k.split(".")[-1].startswith("w_") else v
                 for k, v in self.params.items()}
+
+    def logits_at(self, tokens, rows=None, dtype=np.float32) -> np.ndarray:
+        """The logits after the given positions of one window (len(rows), V), or after every
+        position (T, V) when rows is None, recomputed from scratch (no cache): the training
+        code's blocks, run one at a time and kept for nothing, and the head applied to the rows
+        asked for alone. (The trained models' pass keeps every block's arrays for a backward
+        pass, which for this model would be 320 MB more at 200 tokens and gigabytes at its
+        window; and a row of logits is 49,152 numbers: a window's worth would be 400 MB.)"""
+        cfg, params = self.cfg, self.params_as(dtype)
+        n = len(tokens)
+        pos = np.arange(n)[None]  # (1, n)
+        x, _ = embed_forward(params["wte"], np.asarray(tokens, np.int64)[None])  # (1, n, C)
+        cos, sin = rope_tables(cfg, x.dtype, max(cfg.context_size, n))
+        rot, bias = (cos[pos], sin[pos]), causal_bias(n, x.dtype)[None, None]  # (1, 1, n, n)
+        for layer in range(cfg.n_layer):
+            x, _ = block_forward(x, layer_params(params, layer), bias, rot, cfg)
+        h, _ = rmsnorm_forward(x[0] if rows is None else x[0, rows], params["g_f"], cfg.norm_eps)
+        return h @ params["w_head"]  # (R, C) -> (R, V)
+
+    def all_logits(self, tokens, dtype=np.float32) -> np.ndarray:
+        return self.logits_at(tokens, None, dtype)  # (T, V)
+
+    def full_logits(self, tokens, dtype=np.float32) -> np.ndarray:
+        return self.logits_at(tokens, [len(tokens) - 1], dtype)[0]  # (V,)
 
     def session(self, dtype=None, shift: str = "reread"):
         return super().session(dtype or self.generation_dtype, shift)
