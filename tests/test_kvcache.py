@@ -46,6 +46,45 @@ def test_cache_is_preallocated_per_layer_with_a_length_counter():
     assert s.cache.bytes_allocated == 16 * per_token and s.length == 5
 
 
+def test_a_cache_that_grows_by_blocks_holds_and_gives_what_a_preallocated_one_does():
+    """cache_reserve = 3 on a window of 16: the arrays start at 3 positions and grow by 3 when a
+    write needs room (never past 16), while every logit, key and value, through a prefill,
+    decodes, a fork, a rewind, a context shift (both kinds) and a beam-style reorder, equals the
+    preallocated cache's exactly."""
+    whole, grown = make_model("gqa", context=16, layers=3), make_model("gqa", context=16, layers=3)
+    grown.cache_reserve = 3
+    for shift in ("reread", "kshift"):
+        a, b = whole.session(shift=shift), grown.session(shift=shift)
+        assert a.cache.allocated == 16 and b.cache.allocated == 3
+        assert b.cache.bytes_allocated == a.cache.bytes_allocated * 3 // 16
+        np.testing.assert_array_equal(a.prefill([1, 2, 3, 4]), b.prefill([1, 2, 3, 4]))
+        assert b.cache.allocated == 6  # EOS + 4 = 5 positions: two blocks of 3
+        sizes = []
+        for t in range(20):  # past the window: the context shifts
+            np.testing.assert_array_equal(a.decode(1 + t % 9), b.decode(1 + t % 9))
+            sizes.append(b.cache.allocated)
+        assert sizes[:3] == [6, 9, 9] and max(sizes) == 16 and sizes == sorted(sizes)
+        assert a.shifts == b.shifts > 0
+        for K, L in zip(a.cache.k + a.cache.v, b.cache.k + b.cache.v):
+            np.testing.assert_array_equal(K[:, :, :a.length], L[:, :, :b.length])
+    c, d = whole.session(), grown.session()
+    c.prefill([5, 6]), d.prefill([5, 6])
+    fc, fd = c.fork(), d.fork()
+    assert fd.cache.allocated == 3
+    for t in (7, 8, 9):
+        np.testing.assert_array_equal(fc.decode(t), fd.decode(t))
+    assert fd.cache.allocated == 6 and d.cache.allocated == 3  # the fork grew, not its source
+    fd.rewind(2), fc.rewind(2)
+    np.testing.assert_array_equal(fc.decode(1), fd.decode(1))
+    assert fd.check() < 1e-5
+    rows = [[1, 2, 3], [4, 5]]
+    ba, bb = BatchSession(whole, 2), BatchSession(grown, 2)
+    np.testing.assert_array_equal(ba.prefill(rows), bb.prefill(rows))
+    ba.reorder([1, 1]), bb.reorder([1, 1])
+    np.testing.assert_array_equal(ba.decode([6, 7]), bb.decode([6, 7]))
+    assert bb.cache.allocated == 6
+
+
 def test_a_decode_step_writes_exactly_one_position():
     s = make_model().session()
     s.prefill([1, 2])

@@ -410,6 +410,10 @@ def test_the_memory_calculator_s_smollm2_preset_is_what_its_cache_allocates(smol
 
     out = costs.memory({"preset": "smollm2", "tokens": 1})
     session = smol.session()
-    per_token = session.cache.bytes_allocated // session.cache.max_len
+    per_token = session.cache.bytes_allocated // session.cache.allocated
     assert per_token == out["bytes_per_token"] == 46_080
+    # the window's 2,048 positions are 94 MB: its cache takes 256 at a time (11.8 MB)
+    assert session.cache.allocated == smol.cache_reserve == 256
+    session.prefill(smol.tokenizer.encode("word " * 300))
+    assert session.cache.allocated == 512 and session.cache.max_len == 2048
     assert out["saving"] == 3

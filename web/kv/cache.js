@@ -129,7 +129,9 @@ export function createLiveCheck(app) {
     const shape = r.cache ? shapeOf(r.cache) : cacheShape(app.info(), r.settings.dataset);
     const last = r.steps[r.steps.length - 1];
     if (!shape || !last) return null;
-    return { shape, filled: last.cache_length };
+    // allocated: what Python says the cache holds now (one that grows by blocks holds more as
+    // the run goes on), else the whole window
+    return { shape, filled: last.cache_length, allocated: r.cacheBytes ?? shape.allocated };
   }
 
   function render() {
@@ -138,8 +140,9 @@ export function createLiveCheck(app) {
     const checked = run.steps.filter((s) => s.cache_diff != null);
     const p = positions(run);
     if (p) {
-      const { shape, filled } = p;
-      dom.memoryLine.textContent = `${filled} of ${shape.context_size} cache positions filled: ${bytes(filled * shape.perToken)} in use of ${bytes(shape.allocated)} allocated (${shape.n_layer} layers × K and V × ${shape.n_kv_head} KV heads × ${shape.head_dim} numbers × ${shape.bytes_per_element} bytes = ${bytes(shape.perToken)} per position).`;
+      const { shape, filled, allocated } = p;
+      const growth = shape.reserve ? `, taken ${shape.reserve} positions at a time` : "";
+      dom.memoryLine.textContent = `${filled} of ${shape.context_size} cache positions filled: ${bytes(filled * shape.perToken)} in use of ${bytes(allocated)} allocated${growth} (${shape.n_layer} layers × K and V × ${shape.n_kv_head} KV heads × ${shape.head_dim} numbers × ${shape.bytes_per_element} bytes = ${bytes(shape.perToken)} per position).`;
       dom.fill.style.setProperty("--w", `${(100 * filled) / shape.context_size}%`);
     }
     const shifts = run.steps.map((s, i) => (s.context_shift ? i : -1)).filter((i) => i >= 0);

@@ -135,8 +135,9 @@ export function createMemoryView(app, live) {
   function updateLive() {
     const usage = live.usage();
     if (dom.preset.value === "smollm2" && usage && usage.model === "smollm2") {
-      const { shape, filled } = usage;
-      dom.live.textContent = `Live, from the latest run of SmolLM2 in this page: ${filled} of ${shape.context_size} positions in use, ${bytes(filled * shape.perToken)} of the ${bytes(shape.allocated)} its session allocated (float32 there, as the preset counts it).`;
+      const { shape, filled, allocated } = usage;
+      const growth = shape.reserve ? ` (float32 there, as the preset counts it). It takes ${shape.reserve} positions at a time, not the window's ${bytes(shape.allocated)} at once: a chat fills a few hundred.` : " (float32 there, as the preset counts it).";
+      dom.live.textContent = `Live, from the latest run of SmolLM2 in this page: ${filled} of ${shape.context_size} positions in use, ${bytes(filled * shape.perToken)} of the ${bytes(allocated)} its session allocated${growth}`;
       dom.live.hidden = false;
       return;
     }
@@ -147,7 +148,7 @@ export function createMemoryView(app, live) {
     }
     let text = `Live: no transformer run on this dataset yet. Its cache is preallocated: ${bytes(shape.allocated)} for ${shape.context_size} positions, before the first token.`;
     if (usage && usage.model === "transformer" && usage.dataset === app.settings().dataset) {
-      text = `Live, from the latest run: ${usage.filled} of ${shape.context_size} positions in use, ${bytes(usage.filled * shape.perToken)} of the ${bytes(shape.allocated)} allocated. The cache is allocated once, at full size; decoding only fills it.`;
+      text = `Live, from the latest run: ${usage.filled} of ${shape.context_size} positions in use, ${bytes(usage.filled * shape.perToken)} of the ${bytes(usage.allocated)} allocated. The cache is allocated once, at full size; decoding only fills it.`;
     }
     dom.live.textContent = text;
     dom.live.hidden = false;

@@ -81,7 +81,7 @@ export function createRuns(store, client) {
     if (!run || run.id !== m.id) return;
     store.runSteps(run, m);
     // the rest of the last batch is how the run ended: finish_reason, stop_reason, text, cut, json, ...
-    const finish = reply(m, "id", "steps", "flow", "held", "checks", "done");
+    const finish = reply(m, "id", "steps", "flow", "held", "checks", "done", "cache_bytes");
     run.finish = { ...finish, cut: finish.cut || [], json: finish.json || null };
     run.elapsed = performance.now() - run.startedAt;
     const result = {

@@ -57,12 +57,19 @@ def check_tolerance(model, dtype=None) -> float:
 
 def cache_shape(model) -> dict:
     """A model's KV cache as its sessions hold it (in its generation dtype): the window, the
-    shape of a position's keys and values, and the bytes of one position."""
+    shape of a position's keys and values, the bytes of one position, and the positions it
+    allocates at a time (None: the whole window at once)."""
     cfg, itemsize = model.cfg, np.dtype(generation_dtype(model)).itemsize
-    return {"context_size": cfg.context_size, "n_layer": cfg.n_layer,
+    return {"context_size": cfg.context_size, "reserve": cache_reserve(model), "n_layer": cfg.n_layer,
             "n_kv_head": cfg.n_kv_head, "head_dim": cfg.head_dim, "bytes_per_element": itemsize,
             "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
                                               itemsize, 1)["total_bytes"]}
+
+
+def cache_reserve(model):
+    """Positions a session's cache allocates at a time: all of the window (None) unless the
+    model says otherwise (a pretrained model's window is large: `kvcache.KVCache`)."""
+    return getattr(model, "cache_reserve", None)
 
 
 def generation_dtype(model):
@@ -246,7 +253,7 @@ class Session:
         self.start = list(model.tokenizer.start_ids)
         self.weights = weights_of(model, self.dtype)
         self.cache = self.cache_class(cfg.n_layer, 1, cfg.n_kv_head, cfg.context_size,
-                                      cfg.head_dim, self.dtype)
+                                      cfg.head_dim, self.dtype, cache_reserve(model))
         self.tokens = []  # the window: the tokens whose keys and values are in the cache
         self.prefilled = 0  # cache length after the last prefill
         self.shifts, self.shifted = 0, False
@@ -423,7 +430,7 @@ class BatchSession:
         self.model, self.dtype = model, np.dtype(dtype)
         self.weights = weights_of(model, self.dtype)
         self.cache = self.cache_class(cfg.n_layer, batch, cfg.n_kv_head, cfg.context_size,
-                                      cfg.head_dim, self.dtype)
+                                      cfg.head_dim, self.dtype, cache_reserve(model))
         self.ids = np.zeros((batch, cfg.context_size), np.int64)  # (B, T_max) tokens by slot
         self.valid = np.zeros((batch, cfg.context_size), bool)  # (B, T_max) real token, not pad
         self.next_pos = np.zeros((batch, 1), np.int64)  # (B, 1) each row's next position

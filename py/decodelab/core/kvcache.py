@@ -7,6 +7,13 @@ them once and stores them: per layer, two preallocated arrays of shape (B, Hkv, 
 one length counter shared by all layers. A prefill writes n positions in one pass; a decode step
 writes one position and reads the whole history; the new token's position is the counter.
 
+A model whose window would take a lot of memory asks for its cache a block of positions at a
+time instead (`reserve`): SmolLM2's 2,048 positions are 94 MB a row, a chat a few hundred
+positions, and a beam search holds a row per beam. The arrays then grow by `reserve` positions
+when a write needs them (the filled part copied over), never past T_max; what they hold and
+what attention reads are the same. (llama.cpp allocates its context whole; transformers'
+default cache grows by every new position.)
+
 Memory: per token the cache holds 2 (K and V) x layers x kv_heads x head_dim elements. For 32
 layers, 8 KV heads, head dim 128 and 2-byte elements that is 2*32*8*128*2 = 131072 bytes
 (128 KiB) per token: 512 MiB for 4096 tokens, 4 GiB for 8 such sequences, before weights and
@@ -39,9 +46,13 @@ def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, bytes_per_element:
 class KVCache:
     """Preallocated keys and values for every layer, and how many positions are filled."""
 
+    reserve = None  # positions allocated at a time; None: all max_len at once
+
     def __init__(self, n_layer: int, batch: int, n_kv_head: int, max_len: int, head_dim: int,
-                 dtype=np.float32):
-        shape = (batch, n_kv_head, max_len, head_dim)  # (B, Hkv, T_max, D)
+                 dtype=np.float32, reserve=None):
+        self.reserve = reserve
+        size = max_len if reserve is None else min(reserve, max_len)
+        shape = (batch, n_kv_head, size, head_dim)  # (B, Hkv, T_max or what is reserved, D)
         self.k = [np.zeros(shape, dtype) for _ in range(n_layer)]
         self.v = [np.zeros(shape, dtype) for _ in range(n_layer)]
         self.max_len = max_len
@@ -66,6 +77,24 @@ class KVCache:
     def reset(self):
         self.length = 0
         self.key_bias = None
+
+    @property
+    def allocated(self) -> int:
+        """Positions the arrays have room for (max_len, unless the cache grows by blocks)."""
+        return self.k[0].shape[2]
+
+    def make_room(self, S: int) -> None:
+        """Room for positions 0 .. S-1: arrays grown to the next multiple of `reserve` (at most
+        max_len), one layer at a time, the filled positions copied over."""
+        if self.reserve is None or S <= self.allocated:
+            return
+        size = min(-(-S // self.reserve) * self.reserve, self.max_len)
+        n = self.length
+        for arrays in (self.k, self.v):
+            for i, a in enumerate(arrays):  # (B, Hkv, allocated, D)
+                grown = np.zeros(a.shape[:2] + (size,) + a.shape[3:], a.dtype)
+                grown[:, :, :n] = a[:, :, :n]
+                arrays[i] = grown
 
     # --- what a session does to its cache: cut it back, reorder its rows, shift it ------------
 
@@ -119,6 +148,8 @@ class KVCache:
         t0, S = self.length, self.length + n
         if S > self.max_len:
             raise ValueError(f"KV cache full: {S} positions needed, {self.max_len} allocated")
+        if layer == 0 and self.reserve is not None:
+            self.make_room(S)
         K, V = self.k[layer], self.v[layer]  # (B, Hkv, T_max, D)
         K[:, :, t0:S] = k
         V[:, :, t0:S] = v

@@ -294,8 +294,9 @@ class PagedSession(Session):
         super().__init__(model, dtype or pool.k[0].dtype, shift)  # in the pool's dtype
         self.reused = 0  # positions the last prefill took from the prefix tree
 
-    def cache_class(self, n_layer, batch, n_kv_head, max_len, head_dim, dtype):
-        """The cache Session.__init__ makes: a table into the pool (sized by the window)."""
+    def cache_class(self, n_layer, batch, n_kv_head, max_len, head_dim, dtype, reserve=None):
+        """The cache Session.__init__ makes: a table into the pool (sized by the window; it
+        takes blocks as it fills, so the model's reserve has nothing to do here)."""
         return PagedCache(self.pool, max_len, self.tree.take if self.tree else None)
 
     def prefill(self, ids) -> np.ndarray:

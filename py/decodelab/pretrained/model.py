@@ -50,6 +50,9 @@ class PretrainedModel(TransformerModel):
     # 1e-4 for the small models trained here. 1e-3 keeps a margin of 8; a cache that is wrong
     # (a stale key, a wrong position) differs by 0.1 and more.
     check_tolerance = {"float32": 1e-3, "float64": 1e-9}
+    # Its sessions' caches take 256 positions at a time (11.8 MB a row in float32), not the
+    # window's 2,048 (94 MB) at once: a chat holds a few hundred, a beam search a row per beam.
+    cache_reserve = 256
 
     def __init__(self, cfg: Config, params: dict, tokenizer: GGUFTokenizer, info=None,
                  template=None):

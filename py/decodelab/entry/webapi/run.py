@@ -181,6 +181,13 @@ def _start(session: Session, req: dict) -> dict:
     return out
 
 
+def cache_bytes(run):
+    """The bytes the run's KV cache holds allocated now (a cache that grows by blocks, as the
+    real model's, holds more as the run goes on), or None for a run without one."""
+    cache = getattr(getattr(run, "session", None), "cache", None)
+    return getattr(cache, "bytes_allocated", None)
+
+
 def _status(run, steps) -> dict:
     """A batch of a run: its steps, what the page draws next (flow), and the text not shown:
     held back for a possible stop string (while it runs), cut by a stop string (at the end)."""
@@ -190,6 +197,7 @@ def _status(run, steps) -> dict:
     return {"steps": steps, "done": done,
             # the live check's verdicts reached since the last batch: [[step, diff, ok], ...]
             "checks": run.take_checks() if run else [],
+            "cache_bytes": cache_bytes(run),
             "finish_reason": run and run.finish_reason, "stop_reason": run and run.stop_reason,
             "text": run.text if run else "",
             "flow": run.out.take_flow() if run else [],
