@@ -59,6 +59,15 @@ def test_each_type_dequantizes_exactly_as_ggml(tmp_path, qtype):
         assert np.array_equal(got, values)
     elif qtype in (Q.Q4_0, Q.Q4_1):  # 4 bits: within a block's step of the original
         assert np.abs(got - values).max() < 0.6 * np.abs(values).max()
+    # written into rows of a larger array (a fused matrix) instead: the same values, nothing
+    # else touched; a wrong shape or a view that is not C-contiguous is refused
+    fused = np.full((10, 64), 7.0, np.float32)
+    assert GGUF(data).array("w", out=fused[2:8]) is not None
+    assert np.array_equal(fused[2:8], expected) and (fused[:2] == 7).all() and (fused[8:] == 7).all()
+    with pytest.raises(GGUFError, match="shape"):
+        GGUF(data).array("w", out=fused[:5])
+    with pytest.raises(ValueError, match="C-contiguous"):
+        GGUF(data).array("w", out=np.zeros((64, 6), np.float32).T)
 
 
 def test_q4_1_by_hand():

@@ -231,6 +231,11 @@ class Serving(Planned):
         self.model = model = library.pretrained() if name != MODELS[0] else \
             library.model("transformer", dataset, tokenizer)
         self.samples = k = values["parallel_samples"]
+        # the text of a token the prefix tree shows: the start token none, a special token its
+        # markup (made once here: the tree is drawn at every frame)
+        tok = model.tokenizer
+        self._markup = {i: None for i in tok.start_ids}
+        self._markup.update({i: text for text, i in getattr(tok, "special_ids", {}).items()})
         own = [line for line in values["workload"] if line.strip()]
         make = (lambda: own_workload(model, values["workload"], dataset, tokenizer, values["seed"],
                                      k)) if own \
@@ -350,11 +355,8 @@ class Serving(Planned):
     def _pieces(self, ids) -> list:
         """Each token's text (the start token as None, a special token as its markup)."""
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        tok = self.model.tokenizer
-        start = tok.start_ids
-        markup = {i: text for text, i in getattr(tok, "special_ids", {}).items()}
-        return [None if i in start else markup[i] if i in markup
-                else utf8.decode(tok.token_bytes(i)) for i in ids]
+        tok, markup = self.model.tokenizer, self._markup
+        return [markup[i] if i in markup else utf8.decode(tok.token_bytes(i)) for i in ids]
 
     # --- the result --------------------------------------------------------------------------------
 

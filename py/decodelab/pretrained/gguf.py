@@ -261,28 +261,42 @@ class GGUF:
                             f"{', '.join(BLOCKS)}")
         return info
 
-    def array(self, name: str) -> np.ndarray:
-        """The tensor's values as a float32 array of its (numpy-order) shape."""
+    def array(self, name: str, out=None) -> np.ndarray:
+        """The tensor's values as a float32 array of its (numpy-order) shape; written into
+        `out` when given (a C-contiguous float32 array of that shape: rows of a fused matrix)."""
         info = self.tensor_info(name)
-        return dequantize(self.raw(name), info.type).reshape(info.shape)
+        if out is None:
+            return dequantize(self.raw(name), info.type).reshape(info.shape)
+        if out.shape != tuple(info.shape):
+            raise GGUFError(f"tensor {name} has shape {tuple(info.shape)}; the metadata "
+                            f"implies {out.shape}")
+        if out.dtype != np.float32 or not out.flags.c_contiguous:
+            raise ValueError("out must be a C-contiguous float32 array")
+        dequantize(self.raw(name), info.type, out.reshape(-1))
+        return out
 
 
-def dequantize(raw: np.ndarray, type_name: str) -> np.ndarray:
-    """Stored bytes (uint8) of `type_name` -> float32 values (flat), by ggml's formulas.
-    The result is the only array of the tensor's size that is allocated, and never a view of
-    `raw`, so a model read from bytes in memory does not keep them alive."""
+def dequantize(raw: np.ndarray, type_name: str, out=None) -> np.ndarray:
+    """Stored bytes (uint8) of `type_name` -> float32 values (flat), by ggml's formulas, in a
+    new array or written into `out` (flat float32). The result is the only array of the
+    tensor's size that is allocated, and never a view of `raw`, so a model read from bytes in
+    memory does not keep them alive."""
+    n = raw.size * BLOCKS[type_name][0] // BLOCKS[type_name][1]  # values stored
+    out = np.empty(n, np.float32) if out is None else out
     if type_name == "F32":
-        return raw.view("<f4").copy()
+        out[:] = raw.view("<f4")
+        return out
     if type_name == "F16":
-        return raw.view("<f2").astype(np.float32)
+        out[:] = raw.view("<f2")
+        return out
     per_block, block_bytes = BLOCKS[type_name]
     blocks = raw.reshape(-1, block_bytes)  # (nb, bytes)
     d = blocks[:, :2].view("<f2").astype(np.float32)  # (nb, 1) the scale
-    out = np.empty((len(blocks), per_block), np.float32)  # (nb, 32)
+    flat, out = out, out.reshape(len(blocks), per_block)  # (nb, 32), a view of out
     if type_name == "Q8_0":
         out[:] = blocks[:, 2:].view(np.int8)
         out *= d
-        return out.reshape(-1)
+        return flat
     qs = blocks[:, 4:] if type_name == "Q4_1" else blocks[:, 2:]  # (nb, 16) two nibbles each
     out[:, :16] = qs & 15
     out[:, 16:] = qs >> 4
@@ -292,4 +306,4 @@ def dequantize(raw: np.ndarray, type_name: str) -> np.ndarray:
     else:
         out *= d
         out += blocks[:, 2:4].view("<f2").astype(np.float32)  # m, the offset
-    return out.reshape(-1)
+    return flat

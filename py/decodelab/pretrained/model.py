@@ -152,15 +152,22 @@ def block_params(gguf: GGUF, cfg: Config, i: int) -> dict:
     def get(name, shape):
         return _tensor(gguf, b + name, shape)
 
-    q = unpermute(get("attn_q.weight", (H * D, C)), H)
-    k = unpermute(get("attn_k.weight", (Hkv * D, C)), Hkv)
-    v = get("attn_v.weight", (Hkv * D, C))
+    # The fused matrices are allocated once, in the file's (out, in) rows, and each tensor is
+    # dequantized into its rows: no part is a separate array copied in later (in Pyodide the
+    # parts' freed holes between the kept arrays added ~100 MB to a heap that never shrinks).
+    qkv = np.empty(((H + 2 * Hkv) * D, C), np.float32)  # rows q | k | v
+    for rows, name, heads in ((slice(0, H * D), "attn_q.weight", H),
+                              (slice(H * D, (H + Hkv) * D), "attn_k.weight", Hkv)):
+        qkv[rows] = unpermute(get(name, (heads * D, C)), heads)  # (small: 1.3 MB at most)
+    gguf.array(b + "attn_v.weight", out=qkv[(H + Hkv) * D:])
+    fc = np.empty((2 * F, C), np.float32)  # rows gate | up
+    gguf.array(b + "ffn_gate.weight", out=fc[:F])
+    gguf.array(b + "ffn_up.weight", out=fc[F:])
     return {f"h{i}.g_attn": get("attn_norm.weight", (C,)),
-            f"h{i}.w_qkv": np.concatenate([q, k, v]).T,  # (C, (H + 2Hkv) D), column-major
+            f"h{i}.w_qkv": qkv.T,  # (C, (H + 2Hkv) D), column-major
             f"h{i}.w_o": get("attn_output.weight", (C, H * D)).T,  # (H D, C)
             f"h{i}.g_mlp": get("ffn_norm.weight", (C,)),
-            f"h{i}.w_fc": np.concatenate([get("ffn_gate.weight", (F, C)),
-                                          get("ffn_up.weight", (F, C))]).T,  # (C, 2F)
+            f"h{i}.w_fc": fc.T,  # (C, 2F)
             f"h{i}.w_proj": get("ffn_down.weight", (C, F)).T}  # (F, C)
 
 
