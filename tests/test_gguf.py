@@ -63,7 +63,8 @@ def test_each_type_dequantizes_exactly_as_ggml(tmp_path, qtype):
     # else touched; a wrong shape or a view that is not C-contiguous is refused
     fused = np.full((10, 64), 7.0, np.float32)
     assert GGUF(data).array("w", out=fused[2:8]) is not None
-    assert np.array_equal(fused[2:8], expected) and (fused[:2] == 7).all() and (fused[8:] == 7).all()
+    assert np.array_equal(fused[2:8], expected)
+    assert (fused[:2] == 7).all() and (fused[8:] == 7).all()
     with pytest.raises(GGUFError, match="shape"):
         GGUF(data).array("w", out=fused[:5])
     with pytest.raises(ValueError, match="C-contiguous"):

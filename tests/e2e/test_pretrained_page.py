@@ -159,7 +159,7 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
     assert "(30 layers × K and V × 3 KV heads × 64 numbers × 4 bytes" in memory, memory
     # what its session allocated, as Python counts it: one block of 256 positions (256 x 46,080
     # bytes = 11.25 MiB), not the window's 90 MiB
-    assert "in use of 11.3 MiB allocated, taken 256 positions at a time" in memory, memory
+    assert "of 11.3 MiB allocated, taken 256 positions at a time" in memory, memory
     # and judges its live check by this model's float32 limit (its logits' sums are long)
     app.wait_for_function("() => document.getElementById('cache-verdict').textContent.includes('passed')")
     assert "below the tolerance 10⁻³" in app.locator("#cache-verdict").inner_text()

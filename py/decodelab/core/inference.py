@@ -60,7 +60,8 @@ def cache_shape(model) -> dict:
     shape of a position's keys and values, the bytes of one position, and the positions it
     allocates at a time (None: the whole window at once)."""
     cfg, itemsize = model.cfg, np.dtype(generation_dtype(model)).itemsize
-    return {"context_size": cfg.context_size, "reserve": cache_reserve(model), "n_layer": cfg.n_layer,
+    return {"context_size": cfg.context_size, "reserve": cache_reserve(model),
+            "n_layer": cfg.n_layer,
             "n_kv_head": cfg.n_kv_head, "head_dim": cfg.head_dim, "bytes_per_element": itemsize,
             "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
                                               itemsize, 1)["total_bytes"]}
