@@ -4,6 +4,7 @@ for the next visit, run in the workbench with the same trace as the CLI; and eve
 can go wrong (not on this site, a damaged or cut download, a file that is not a model, Stop)
 said in a sentence, with the page working on."""
 
+import functools
 import hashlib
 import json
 
@@ -63,6 +64,20 @@ def app(chromium, base_url):
     page = wait_ready(open_page(chromium, base_url))
     yield page
     page.context.close()
+
+
+@functools.cache
+def native_library():
+    """The library natively, with SmolLM2 read once for the module's comparisons (each read
+    takes a second or more and half a gigabyte)."""
+    from decodelab.core.library import Library
+    from decodelab.pretrained.files import find_smollm2
+    from decodelab.pretrained.model import load
+    from tests.e2e.conftest import ROOT
+
+    library = Library(ROOT / "artifacts")
+    library.keep_pretrained(load(find_smollm2()))
+    return library
 
 
 def choose_the_real_model(page):
@@ -303,11 +318,8 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
 def test_the_temperature_experiment_runs_on_the_real_model(app):
     """Chapter 2's experiment with Model SmolLM2: its numbers are the CLI-side experiment's for
     the same settings, and its words are looked up in English prose, as the table says."""
-    from decodelab.core.library import Library
     from decodelab.lesson.experiment import Experiment
-    from decodelab.pretrained.files import find_smollm2
-    from decodelab.pretrained.model import load
-    from tests.e2e.conftest import ROOT, reveal
+    from tests.e2e.conftest import reveal
     from tests.e2e.test_lesson import run_experiment, table_cells
 
     use_the_real_model(app)
@@ -318,8 +330,7 @@ def test_the_temperature_experiment_runs_on_the_real_model(app):
     assert app.locator("#experiment").get_attribute("data-state") == "done"
     assert "Settings: SmolLM2-135M-Instruct (its words looked up in the prose data)" in \
         section.locator(".xp-uses").inner_text()
-    library = Library(ROOT / "artifacts")
-    library.keep_pretrained(load(find_smollm2()))
+    library = native_library()
     native = Experiment(library, {"settings": {"model": "smollm2", "prompt": prompt, "seed": 3,
                                                "max_new_tokens": 12},
                                   "temperatures": "0, 2", "mode": "repeated", "samples": 2}
@@ -337,8 +348,6 @@ def test_a_cache_bug_garbles_the_real_model_s_answer(app):
     """Chapter 5's bugs on SmolLM2: the check fails at the model's own limit, and the page shows
     what the model writes with the correct cache and with the broken one, as Python runs them."""
     from decodelab.lesson import bugs
-    from decodelab.pretrained.files import find_smollm2
-    from decodelab.pretrained.model import load
     from tests.e2e.conftest import reveal
 
     use_the_real_model(app)
@@ -349,7 +358,7 @@ def test_a_cache_bug_garbles_the_real_model_s_answer(app):
     assert app.get_by_label("Check steps", exact=True).input_value() == "8"
     reply = app.evaluate("() => window.decodelab.kv.lab.check({bug: 'frozen-position'})")
     assert reply["ok"] and not reply["cache"]["ok"] and reply["cache"]["tolerance"] == 1e-3
-    model = load(find_smollm2())
+    model = native_library().pretrained()
     native = bugs.run_bug(model, "frozen-position", model.tokenizer.encode("The capital of France is"),
                           8, seed=1)
     assert reply["answers"] == native["answers"]
@@ -364,11 +373,7 @@ def test_a_cache_bug_garbles_the_real_model_s_answer(app):
 def test_beam_search_runs_on_the_real_model(app):
     """Chapter 6's beam search with Model SmolLM2: the same search as Python's natively (its
     beams, and beam, greedy and sampled side by side), the best beam likelier than greedy."""
-    from decodelab.core.library import Library
     from decodelab.lesson.search import beam_lesson
-    from decodelab.pretrained.files import find_smollm2
-    from decodelab.pretrained.model import load
-    from tests.e2e.conftest import ROOT
     from tests.e2e.test_search_page import search
 
     use_the_real_model(app)
@@ -376,8 +381,7 @@ def test_beam_search_runs_on_the_real_model(app):
     reset(app, Model="smollm2", Prompt=prompt, Seed=1, Max_new_tokens=6)
     reply = search(app, **{"#beam-beams": 3})
     assert reply["ok"], reply
-    library = Library(ROOT / "artifacts")
-    library.keep_pretrained(load(find_smollm2()))
+    library = native_library()
     beams = reply["trace"]["settings"]["num_beams"]
     native = beam_lesson(library, {"settings": {"model": "smollm2", "prompt": prompt, "seed": 1,
                                                 "max_new_tokens": 6},
@@ -418,11 +422,8 @@ def test_the_accuracy_experiment_asks_the_real_model(app):
     """Chapter 4's experiment with SmolLM2 chosen in its form: the real model's own defaults,
     no calculator (it was not trained for tool calls), and Python's numbers natively for the
     same request."""
-    from decodelab.core.library import Library
     from decodelab.lesson.accuracy import PRETRAINED_DEFAULTS, AccuracyExperiment
-    from decodelab.pretrained.files import find_smollm2
-    from decodelab.pretrained.model import load
-    from tests.e2e.conftest import ROOT, reveal
+    from tests.e2e.conftest import reveal
 
     use_the_real_model(app)
     reveal(app, "#accuracy")
@@ -440,8 +441,7 @@ def test_the_accuracy_experiment_asks_the_real_model(app):
     app.locator("#acc-run").click()
     app.locator("#accuracy[data-state=done]").wait_for(timeout=120_000)
     result = app.evaluate("() => window.decodelab.lesson.accuracy.last()")
-    library = Library(ROOT / "artifacts")
-    library.keep_pretrained(load(find_smollm2()))
+    library = native_library()
     native = AccuracyExperiment(library, {
         "temperatures": "0, 1", "questions": 2, "samples_per_question": 2,
         "settings": {"model": "smollm2", "max_new_tokens": 10}}).run().result()
@@ -459,11 +459,8 @@ def test_the_accuracy_experiment_asks_the_real_model(app):
 def test_serving_chat_requests_of_the_real_model(app):
     """Chapter 7's serving with Model served SmolLM2: its own defaults, chat requests that share
     the system message, and the same schedule and texts as Python's natively for the request."""
-    from decodelab.core.library import Library
     from decodelab.lesson.serving import PRETRAINED_DEFAULTS, Serving
-    from decodelab.pretrained.files import find_smollm2
-    from decodelab.pretrained.model import load
-    from tests.e2e.conftest import ROOT, reveal
+    from tests.e2e.conftest import reveal
 
     use_the_real_model(app)
     reveal(app, "#serving")
@@ -474,8 +471,7 @@ def test_serving_chat_requests_of_the_real_model(app):
     assert app.locator("#serving-chat").is_visible()
     got = app.evaluate("""() => window.decodelab.serving.serve({requests: 3, block_size: 4,
         seed: 1, memory_blocks: '', max_running: 8, parallel_samples: 1, workload: ''})""")
-    library = Library(ROOT / "artifacts")
-    library.keep_pretrained(load(find_smollm2()))
+    library = native_library()
     want = Serving(library, {"model": "smollm2", "requests": 3, "block_size": 4, "seed": 1}
                    ).run().result(frames=False)
     assert [r["ids"] for r in got["requests"]] == [r["ids"] for r in want["requests"]]
@@ -492,11 +488,13 @@ def test_serving_chat_requests_of_the_real_model(app):
     assert app.errors == []
 
 
-def test_a_one_idea_widget_runs_the_real_model_once_the_learner_loads_it(chromium, base_url):
+def test_widgets_run_the_real_model_once_the_learner_loads_it(chromium, base_url):
     """A widget whose link names SmolLM2 (its model control not shown): the link is taken, the
     card stands in the widget with Load, nothing is fetched or run unasked; Load gives the
-    link's first sample, the CLI's run for the same settings."""
-    from tests.e2e.conftest import wait_ready
+    link's first sample, the CLI's run for the same settings. The same without the controls
+    panel (the card stands before the text), and a widget of the accuracy experiment, whose
+    form asks for SmolLM2 and offers its own Load (the card is not in that widget)."""
+    from tests.e2e.conftest import record_errors, wait_ready
 
     link = ("index.html?embed=true&panels=controls,text&controls=temperature&model=smollm2"
             "&prompt=The+capital+of+France+is&seed=3&temperature=0.7&max_new_tokens=6&run=true")
@@ -517,4 +515,40 @@ def test_a_one_idea_widget_runs_the_real_model_once_the_learner_loads_it(chromiu
                          temperature=0.7, max_new_tokens=6)
     assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert page.errors == []
-    page.context.close()
+
+    context = page.context
+    page.close()  # the last page of the site goes, and its Python (and model) with it
+
+    def widget(link):  # a page of this browser: the copy kept there, no download
+        other = record_errors(context.new_page())
+        other.goto(base_url + link)
+        return wait_ready(other)
+
+    text_only = widget(link.replace("panels=controls,text&controls=temperature", "panels=text"))
+    card = text_only.locator("#pretrained")
+    assert card.is_visible() and text_only.locator("#pretrained-load").is_visible()
+    assert card.evaluate("c => c.nextElementSibling.dataset.panel") == "text"  # before the text
+    text_only.locator("#pretrained-load").click()
+    text_only.wait_for_function("() => window.decodelab.lastRun !== null", timeout=120_000)
+    assert text_only.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "done"
+    again = json.loads(text_only.evaluate("() => window.decodelab.trace()"))
+    assert [s["token_id"] for s in again["steps"]] == [s["token_id"] for s in trace["steps"]]
+    assert text_only.errors == []
+    text_only.close()
+
+    tools = widget("index.html?embed=true&panels=tools")
+    tools.locator("#acc-model").select_option("smollm2")
+    offer = tools.locator("#accuracy [data-load-real]")
+    assert offer.is_visible() and "It is not loaded yet" in offer.inner_text()
+    assert not tools.locator("#pretrained").is_visible()  # the card is not in this widget
+    offer.get_by_role("button", name="Load it").click()
+    offer.wait_for(state="hidden", timeout=120_000)  # loaded: nothing left to offer
+    tools.locator("#acc-temps").fill("0")
+    tools.locator("#acc-questions").fill("1")
+    tools.locator("#acc-budget").fill("8")
+    tools.locator("#acc-run").click()
+    tools.locator("#accuracy[data-state=done]").wait_for(timeout=120_000)
+    result = tools.evaluate("() => window.decodelab.lesson.accuracy.last()")
+    assert result["model"] == "smollm2" and result["rows"][0]["runs"] == 1, result
+    assert tools.errors == []
+    context.close()

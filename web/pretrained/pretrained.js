@@ -83,9 +83,22 @@ export function createPretrained(store, client, runs) {
   let kept = false; // this browser keeps a copy of the file (the last load said so)
   let then = null; // a run that waits for the load (a link's first sample with this model)
 
+  // Panels that ask for the real model in a form of their own (right answers against
+  // temperature, serving) carry a Load of their own, [data-load-real]: a button and a line that
+  // follows this card's status while a load goes on. The same load, for a chapter or a widget
+  // where this card is not on screen.
+  const mirrors = [...document.querySelectorAll("[data-load-real]")].map((node) => {
+    const line = node.querySelector("[data-load-status]");
+    return { node, button: node.querySelector("button"), line, idle: line.textContent };
+  });
+
   function say(text, { failed = false } = {}) {
     dom.status.textContent = text;
     dom.status.classList.toggle("error", failed);
+    for (const m of mirrors) {
+      m.line.textContent = loading || failed ? text : m.idle;
+      m.line.classList.toggle("failed", failed);
+    }
   }
 
   function draw() {
@@ -97,7 +110,16 @@ export function createPretrained(store, client, runs) {
     // needs the card, to load the model on the learner's request: it stands before the group
     const group = dom.card.closest(".group");
     if (chosen && group && group.dataset.locked) group.before(dom.card);
+    // and a widget without its controls panel has it before the first part it shows
+    if (chosen && dom.card.closest("[data-panel-off]")) {
+      const shown = document.querySelector("#main [data-panel]:not([data-panel-off])");
+      if (shown) shown.before(dom.card);
+    }
     const { loaded, info } = state.pretrained;
+    for (const m of mirrors) {
+      m.node.hidden = loaded;
+      m.button.disabled = Boolean(loading) || state.phase === "loading" || state.phase === "error";
+    }
     dom.load.hidden = loaded || Boolean(loading);
     dom.load.disabled = state.phase === "loading" || state.phase === "error";
     dom.stop.hidden = !loading;
@@ -124,7 +146,7 @@ export function createPretrained(store, client, runs) {
   const memory = typeof navigator !== "undefined" ? navigator.deviceMemory : undefined;
   if (typeof memory === "number" && memory < SHORT_MEMORY_GB) {
     dom.memory.hidden = false;
-    dom.memory.textContent = `This device says it has about ${memory} GB of memory; the model needs about 0.9 GB of it, so loading may fail here. The trained models work either way.`;
+    dom.memory.textContent = `This device says it has about ${memory} GB of memory; the model needs about 0.7 GB of it, so loading may fail here. The trained models work either way.`;
   }
 
   client.on("model-progress", (m) => {
@@ -201,6 +223,7 @@ export function createPretrained(store, client, runs) {
   }
 
   dom.load.addEventListener("click", () => load());
+  for (const m of mirrors) m.button.addEventListener("click", () => load());
   dom.file.addEventListener("change", open);
   dom.stop.addEventListener("click", () => {
     if (loading) client.post({ type: "stop", id: loading.id });

@@ -169,8 +169,9 @@ class Library:
             from decodelab.pretrained.gguf import GGUFError
 
             if self.gguf is None and sys.platform == "emscripten":
-                raise NotLoaded("model", "Model: SmolLM2 is not loaded in this page yet; press "
-                                         "Load the model, on its card, first.")
+                raise NotLoaded("model", "Model: SmolLM2 is not loaded in this page yet; load "
+                                         "it first (its card's Load the model, or Load it in "
+                                         "the form that asks for it).")
             try:
                 path = self.gguf if self.gguf is not None else files.find_smollm2()
                 self._models[key] = model.load(path)
