@@ -248,8 +248,8 @@ def test_a_slow_start_counts_the_megabytes_as_they_arrive(chromium, base_url, si
         page.add_init_script(RECORD_STATUS)
         cdp = context.new_cdp_session(page)
         cdp.send("Network.enable")
-        cdp.send("Network.emulateNetworkConditions", {  # 20 Mbit/s
-            "offline": False, "latency": 20, "downloadThroughput": 20e6 / 8, "uploadThroughput": 5e6 / 8})
+        cdp.send("Network.emulateNetworkConditions", {  # 40 Mbit/s
+            "offline": False, "latency": 20, "downloadThroughput": 40e6 / 8, "uploadThroughput": 5e6 / 8})
         page.goto(base_url)
         wait_ready(page)
         seen = page.evaluate("() => window.__statuses")
@@ -262,7 +262,7 @@ def test_a_slow_start_counts_the_megabytes_as_they_arrive(chromium, base_url, si
     listed = json.loads((site_root / "pyodide" / "integrity.json").read_text())["files"]
     runtime = sum(f["bytes"] for f in listed if STARTUP_FILES.fullmatch(f["path"]))
     lesson = sum(f["bytes"] for f in json.loads((site_root / "assets" / "manifest.json").read_text())["files"])
-    # about 7 s of downloads, a figure at most every 100 ms while the worker is free to count
+    # about 4 s of downloads, a figure at most every 100 ms while the worker is free to count
     # (while Python starts, the bytes wait for it); how many depends on the machine, so: several
     assert len({g for g, _, _ in counted}) >= 3, seen
     totals = [t for _, t, _ in counted]
