@@ -490,10 +490,10 @@ def test_serving_chat_requests_of_the_real_model(app):
 
 def test_widgets_run_the_real_model_once_the_learner_loads_it(chromium, base_url):
     """A widget whose link names SmolLM2 (its model control not shown): the link is taken, the
-    card stands in the widget with Load, nothing is fetched or run unasked; Load gives the
-    link's first sample, the CLI's run for the same settings. The same without the controls
-    panel (the card stands before the text), and a widget of the accuracy experiment, whose
-    form asks for SmolLM2 and offers its own Load (the card is not in that widget)."""
+    card stands in the widget with Load, nothing is fetched or run unasked. Without the controls
+    panel the card stands before the text; the accuracy experiment's form, asking for SmolLM2,
+    offers a Load of its own (a widget of that form alone has no card): the same load, and the
+    link's first sample follows it, the CLI's run for the same settings."""
     from tests.e2e.conftest import record_errors, wait_ready
 
     link = ("index.html?embed=true&panels=controls,text&controls=temperature&model=smollm2"
@@ -507,48 +507,38 @@ def test_widgets_run_the_real_model_once_the_learner_loads_it(chromium, base_url
     assert status(page).startswith("This link runs SmolLM2-135M-Instruct, a real model: press "
                                    "Load the model")
     assert page.evaluate("() => window.decodelab.steps().length") == 0 and fetched == []
-    page.locator("#pretrained-load").click()
-    page.wait_for_function("() => window.decodelab.lastRun !== null", timeout=120_000)
-    assert page.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "done"
-    trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
-    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=3,
-                         temperature=0.7, max_new_tokens=6)
-    assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert page.errors == []
-
     context = page.context
-    page.close()  # the last page of the site goes, and its Python (and model) with it
+    page.close()  # the last page of the site goes, and its Python with it
 
-    def widget(link):  # a page of this browser: the copy kept there, no download
+    def widget(link):
         other = record_errors(context.new_page())
         other.goto(base_url + link)
         return wait_ready(other)
 
-    text_only = widget(link.replace("panels=controls,text&controls=temperature", "panels=text"))
-    card = text_only.locator("#pretrained")
-    assert card.is_visible() and text_only.locator("#pretrained-load").is_visible()
+    # without the controls panel: the card stands before the text; the accuracy form of the
+    # same widget offers its own Load, which is the same load, and the link's sample follows it
+    both = widget(link.replace("panels=controls,text&controls=temperature", "panels=text,tools"))
+    card = both.locator("#pretrained")
+    assert card.is_visible() and both.locator("#pretrained-load").is_visible()
     assert card.evaluate("c => c.nextElementSibling.dataset.panel") == "text"  # before the text
-    text_only.locator("#pretrained-load").click()
-    text_only.wait_for_function("() => window.decodelab.lastRun !== null", timeout=120_000)
-    assert text_only.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "done"
-    again = json.loads(text_only.evaluate("() => window.decodelab.trace()"))
-    assert [s["token_id"] for s in again["steps"]] == [s["token_id"] for s in trace["steps"]]
-    assert text_only.errors == []
-    text_only.close()
-
-    tools = widget("index.html?embed=true&panels=tools")
-    tools.locator("#acc-model").select_option("smollm2")
-    offer = tools.locator("#accuracy [data-load-real]")
+    both.locator("#acc-model").select_option("smollm2")
+    offer = both.locator("#accuracy [data-load-real]")
     assert offer.is_visible() and "It is not loaded yet" in offer.inner_text()
-    assert not tools.locator("#pretrained").is_visible()  # the card is not in this widget
     offer.get_by_role("button", name="Load it").click()
-    offer.wait_for(state="hidden", timeout=120_000)  # loaded: nothing left to offer
-    tools.locator("#acc-temps").fill("0")
-    tools.locator("#acc-questions").fill("1")
-    tools.locator("#acc-budget").fill("8")
-    tools.locator("#acc-run").click()
-    tools.locator("#accuracy[data-state=done]").wait_for(timeout=120_000)
-    result = tools.evaluate("() => window.decodelab.lesson.accuracy.last()")
+    both.wait_for_function("() => window.decodelab.lastRun !== null", timeout=120_000)
+    assert both.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "done"
+    again = json.loads(both.evaluate("() => window.decodelab.trace()"))
+    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=3,
+                         temperature=0.7, max_new_tokens=6)
+    assert [s["token_id"] for s in again["steps"]] == [s["token_id"] for s in expected["steps"]]
+    assert offer.is_hidden() and card.locator("#pretrained-load").is_hidden()  # loaded
+    both.locator("#acc-temps").fill("0")
+    both.locator("#acc-questions").fill("1")
+    both.locator("#acc-budget").fill("8")
+    both.locator("#acc-run").click()
+    both.locator("#accuracy[data-state=done]").wait_for(timeout=120_000)
+    result = both.evaluate("() => window.decodelab.lesson.accuracy.last()")
     assert result["model"] == "smollm2" and result["rows"][0]["runs"] == 1, result
-    assert tools.errors == []
+    assert both.errors == []
     context.close()
