@@ -12,6 +12,7 @@ import pytest
 
 from tests.e2e.conftest import open_page, wait_ready
 from tests.e2e.test_page import assert_same_trace, cli_trace, generate, reset
+from tests.e2e.test_tools_page import run_accuracy
 
 GGUF = "**/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 KEPT_MODEL = """async () => {
@@ -434,13 +435,7 @@ def test_the_accuracy_experiment_asks_the_real_model(app):
     assert app.locator("#acc-asked").inner_text() == (
         "SmolLM2 is asked capitals and small sums: right when the answer names the expected "
         "city or number as a whole word.")
-    app.locator("#acc-temps").fill("0, 1")
-    app.locator("#acc-questions").fill("2")
-    app.locator("#acc-samples").fill("2")
-    app.locator("#acc-budget").fill("10")
-    app.locator("#acc-run").click()
-    app.locator("#accuracy[data-state=done]").wait_for(timeout=120_000)
-    result = app.evaluate("() => window.decodelab.lesson.accuracy.last()")
+    result = run_accuracy(app, temps="0, 1", questions=2, samples=2, budget=10)
     library = native_library()
     native = AccuracyExperiment(library, {
         "temperatures": "0, 1", "questions": 2, "samples_per_question": 2,
@@ -533,12 +528,7 @@ def test_widgets_run_the_real_model_once_the_learner_loads_it(chromium, base_url
                          temperature=0.7, max_new_tokens=6)
     assert [s["token_id"] for s in again["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert offer.is_hidden() and card.locator("#pretrained-load").is_hidden()  # loaded
-    both.locator("#acc-temps").fill("0")
-    both.locator("#acc-questions").fill("1")
-    both.locator("#acc-budget").fill("8")
-    both.locator("#acc-run").click()
-    both.locator("#accuracy[data-state=done]").wait_for(timeout=120_000)
-    result = both.evaluate("() => window.decodelab.lesson.accuracy.last()")
+    result = run_accuracy(both, temps="0", questions=1, budget=8)
     assert result["model"] == "smollm2" and result["rows"][0]["runs"] == 1, result
     assert both.errors == []
     context.close()

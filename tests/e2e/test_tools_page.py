@@ -103,15 +103,19 @@ def cli_json(command, **options):
     return json.loads(out.stdout)
 
 
+def run_accuracy(page, **fields):
+    """The accuracy experiment run with these fields typed (temps="0, 1" fills #acc-temps...);
+    its result, as Python gave it to the page."""
+    for name, value in fields.items():
+        page.locator(f"#acc-{name}").fill(str(value))
+    page.locator("#acc-run").click()
+    page.locator("#accuracy[data-state=done]").wait_for(timeout=120_000)
+    return page.evaluate("() => window.decodelab.lesson.accuracy.last()")
+
+
 def test_the_accuracy_experiment_draws_intervals_and_equals_the_cli(app):
     reveal(app, "#accuracy")
-    app.locator("#acc-temps").fill("0, 1.5")
-    app.locator("#acc-questions").fill("4")
-    app.locator("#acc-samples").fill("2")
-    app.locator("#acc-budget").fill("40")
-    app.locator("#acc-run").click()
-    app.locator("#accuracy[data-state=done]").wait_for(timeout=120000)
-    result = app.evaluate("() => window.decodelab.lesson.accuracy.last()")
+    result = run_accuracy(app, temps="0, 1.5", questions=4, samples=2, budget=40)
     expected = cli_json("experiment", temperatures="0, 1.5", questions=4, samples_per_question=2,
                               max_new_tokens=40)
     assert_same_trace(result, expected)

@@ -136,7 +136,7 @@ export function createMemoryView(app, live) {
     const usage = live.usage();
     if (dom.preset.value === "smollm2" && usage && usage.model === "smollm2") {
       const { shape, filled, allocated } = usage;
-      const growth = shape.reserve ? ` (float32 there, as the preset counts it). It takes ${shape.reserve} positions at a time, not the window's ${bytes(shape.allocated)} at once: a chat fills a few hundred.` : " (float32 there, as the preset counts it).";
+      const growth = shape.reserve ? ` (float32 there, as the preset counts it). It takes ${shape.reserve} positions at a time as the run fills them, not the window’s ${bytes(shape.allocated)} at once.` : " (float32 there, as the preset counts it).";
       dom.live.textContent = `Live, from the latest run of SmolLM2 in this page: ${filled} of ${shape.context_size} positions in use, ${bytes(filled * shape.perToken)} of the ${bytes(allocated)} its session allocated${growth}`;
       dom.live.hidden = false;
       return;
