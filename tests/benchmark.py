@@ -19,8 +19,8 @@ What it measures (all timings are medians over repeats):
     recomputing the whole window), and with the live cache check: behind the text, as the page
     runs it, and at every step as it is made (a full recomputation per step), in the browser and
     natively (the `bench_generation` endpoint).
-  - a course page with four widgets against one with a single widget: memory (PSS of every
-    browser process), CPU time and time until all are ready, with the widgets sharing one Python
+  - a course page with four widgets (two in --quick) against one with a single widget: memory
+    (PSS of every browser process), CPU time and time until all are ready, with the widgets sharing one Python
     and with a Python each (tests/manywidgets.py);
   - the page's weight in bytes, raw and as sent by a host serving the build's gzipped copies; the main thread while the page
     streams long runs (long tasks over 50 ms and the longest frame, in wall-clock time; the
@@ -234,7 +234,7 @@ def measure(quick: bool = False) -> dict:
         server.shutdown()
     from tests import manywidgets
 
-    widgets = manywidgets.measure()
+    widgets = manywidgets.measure(2 if quick else 4)
     native_rate = native_rates(steps, repeats)
     native_t = native_transformer(t_runs)
     from tests.conftest import api

@@ -74,14 +74,20 @@ def measure_page(playwright, url: str, count: int) -> dict:
         browser.close()
 
 
-def measure() -> dict:
+COUNTS = {2: "two", 3: "three", 4: "four"}
+
+
+def measure(count: int = 4) -> dict:
+    """The three pages: one widget, `count` widgets sharing a Python, `count` with a Python
+    each (the benchmark's quick mode takes two: each Python started costs seconds of CPU)."""
     from playwright.sync_api import sync_playwright
 
     widget, widget_url = serve(ROOT / "static", host="localhost")
     folder = Path(tempfile.mkdtemp(prefix="decodelab-widgets-"))
     (folder / "host.js").write_text((HOSTS / "host.js").read_text())
-    pages = {"one widget": (1, ""), "four widgets, one shared Python": (4, ""),
-             "four widgets, a Python each": (4, "dedicated")}
+    many = COUNTS[count]
+    pages = {"one widget": (1, ""), f"{many} widgets, one shared Python": (count, ""),
+             f"{many} widgets, a Python each": (count, "dedicated")}
     names = {label: course_page(folder, widget_url, n, worker) for label, (n, worker) in pages.items()}
     course, course_url = serve(folder, host="localhost")
     try:
