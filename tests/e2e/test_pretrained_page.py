@@ -95,14 +95,21 @@ def use_the_real_model(page):
         page.evaluate("() => window.decodelab.pretrained.load()")
 
 
+@functools.cache
+def capital_by_the_cli(tokens: int) -> dict:
+    """The CLI's greedy trace after "The capital of France is" (run once per length: each run
+    reads the model again, seconds of CPU)."""
+    return cli_trace(model="smollm2", prompt="The capital of France is", seed=7, greedy=True,
+                     max_new_tokens=tokens)
+
+
 def run_as_the_cli(page, tokens: int):
     """Generate greedily after "The capital of France is" in the page and with the CLI: the same
     tokens. Returns both traces."""
     reset(page, Prompt="The capital of France is", Seed=7, Greedy=True, Max_new_tokens=tokens)
     generate(page)
     trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
-    expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=7,
-                         greedy=True, max_new_tokens=tokens)
+    expected = capital_by_the_cli(tokens)
     assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     return trace, expected
 
@@ -312,7 +319,7 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
     assert said.startswith(f"Loaded {name} from your file {path.name} (98.4 MB)"), said
     assert "not kept in this browser" in said
     assert app.locator("#pretrained-facts").inner_text().startswith(f"{name}: 135 million")
-    run_as_the_cli(app, 4)
+    run_as_the_cli(app, 8)
     assert app.errors == []
 
 
