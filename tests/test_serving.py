@@ -6,6 +6,7 @@ numbers. Every request is held to the same request generated alone."""
 
 import json
 import re
+from collections import Counter
 
 import pytest
 
@@ -112,6 +113,9 @@ def check_frames(out):
         assert f["refs"] == holders, f["step"]
         assert f["state"] == state, f["step"]
         assert f["memory"] == memory, f["step"]
+        # shared: held by two running requests or more (the tree's hold is not sharing)
+        held = Counter(block for n in f["running"] for block in tables[n][1])
+        assert f["blocks_shared"] == sum(1 for c in held.values() if c > 1), f["step"]
         assert sum(f["memory"].values()) == n_blocks * b
         for n in f["running"]:
             assert all(f["state"][block] != "F" for block in tables[n][1])
@@ -206,10 +210,11 @@ def test_samples_of_a_window_that_ends_inside_a_block_copy_that_block_k_minus_1_
         assert r["joined_step"] == 0 and r["preempted"] == 0
     first = out["frames"][0]
     assert first["joined"] == list(range(k)) and first["forked"] == list(range(1, k))
-    # the window's two blocks are held once by every sample: shared, nothing copied yet
+    # the window's two blocks are held once by every sample (the full one by the prefix tree
+    # too, from the step it was computed): shared, nothing copied yet
     tables = [table for _, _, table in first["tables"]]
     assert all(table == tables[0] for table in tables) and len(tables[0]) == 2
-    assert [first["refs"][block] for block in tables[0]] == [k, k]
+    assert [first["refs"][block] for block in tables[0]] == [k + 1, k]
     assert [first["state"][block] for block in tables[0]] == ["S", "S"]
     assert first["copied"] == [] and first["memory"]["used"] == window
     # the first k - 1 writers into the shared, partly filled block copy it; the last writes
@@ -231,7 +236,7 @@ def test_samples_of_a_window_of_whole_blocks_copy_nothing(lib):
     assert all(len(r["ids"]) >= 2 for r in out["requests"])  # each wrote after the block
     first = out["frames"][0]
     (block,) = first["tables"][0][2]
-    assert first["refs"][block] == 3 and first["state"][block] == "S"
+    assert first["refs"][block] == 3 + 1 and first["state"][block] == "S"  # and the tree's
     assert out["copies_on_write"] == 0 and all(f["copied"] == [] for f in out["frames"])
     # the window's block stays shared while they grow into blocks of their own
     second = out["frames"][1]
@@ -561,9 +566,9 @@ def test_the_memory_calculator_worked_numbers_and_its_bad_block_size():
         assert e.field == "block_size" and "Block size must be" in e.message, e.message
 
 
-def test_the_prefix_tree_holds_the_blocks_of_finished_requests_only(lib):
+def test_the_prefix_tree_shares_the_full_blocks_of_running_and_finished_requests(lib):
     # what the page's hint says: a request that joins beside a running one with the same start
-    # computes that start again; one that joins after it has left reuses its full blocks
+    # reuses the full blocks that one computed, as one that joins after it has left does
     from decodelab.lesson.serving import Serving
 
     lines = ["0 40 The ship sailed", "2 3 The ship sailed", "60 3 The ship sailed"]
@@ -572,6 +577,46 @@ def test_the_prefix_tree_holds_the_blocks_of_finished_requests_only(lib):
     first, beside, after = out["requests"]
     assert beside["joined_step"] < first["finished_step"] < after["joined_step"]
     reused = {n: positions for f in out["frames"] for n, positions in f["reused"]}
-    assert beside["number"] not in reused
     prompt = len("The ship sailed") + 1  # the start token and the characters
-    assert reused[after["number"]] == (prompt - 1) // 4 * 4  # whole blocks, the last token kept
+    whole = (prompt - 1) // 4 * 4  # whole blocks, the last token computed (its logits answer)
+    assert first["number"] not in reused
+    assert reused[beside["number"]] == reused[after["number"]] == whole
+    # while both run, the shared blocks are held by both tables and the tree: 3 holders each
+    joined = next(f for f in out["frames"] if beside["number"] in f["joined"])
+    tables = {n: table for n, _, table in joined["tables"]}
+    shared = tables[first["number"]][:whole // 4]
+    assert tables[beside["number"]][:whole // 4] == shared
+    assert all(joined["refs"][block] == 3 and joined["state"][block] == "S" for block in shared)
+    # and the text of each is what it writes alone
+    for r in out["requests"]:
+        assert r["ids"] == alone(lib, r["settings"]).output_ids
+
+
+def test_a_tree_block_above_a_running_request_s_own_copy_is_not_counted_free(lib):
+    """A request that computes a window again after a preemption holds its own copies of blocks
+    the tree keeps too; its new blocks under them go into the tree as it fills them. The older
+    copies above then hold no request, but `evict` cannot give them back before what is under
+    them: the pool's free count leaves them out (counting every block the tree alone holds, a
+    step found no block to take)."""
+    from decodelab.core.paged import BlockPool, PagedSession
+    from decodelab.core.prefixtree import PrefixTree
+
+    model = lib.model("transformer", "names", "chars")
+    pool = BlockPool.for_model(model, num_blocks=12, block_size=2)
+    tree = PrefixTree(pool)
+    enc = model.tokenizer.encode
+    first = PagedSession(model, pool, tree=tree)
+    first.prefill(enc("annabel"))  # the start token and 7 characters: 4 full blocks
+    tree.insert(first.tokens, first.cache.table)
+    first.release()
+    assert tree.evictable() == 4  # the tree alone holds them
+    again = PagedSession(model, pool)  # computes its window itself: copies of its own
+    again.prefill(enc("annabelle"))  # 10 positions: the same 4 blocks' tokens, and a fifth
+    tree.insert(again.tokens, again.cache.table)
+    assert tree.size == 5 and pool.refs[again.cache.table[4]] == 2  # the fifth: both hold it
+    assert all(pool.refs[n.block] == 1 for n in tree.nodes() if n.block != again.cache.table[4])
+    # the four cannot go before the fifth: asked for one block more than is free, it gives none
+    assert tree.evictable() == 0 and tree.evict(len(pool.free) + 1) == 0
+    again.release()
+    assert tree.evictable() == 5
+    assert tree.evict(pool.num_blocks) == 5 and len(pool.free) == pool.num_blocks

@@ -46,7 +46,7 @@ export function stepWords(frame, labels, blockSize) {
     out.push(`The prefix tree gave back ${list(frame.evicted.map((b) => `block ${b}`))}: least recently used, and no request held ${frame.evicted.length === 1 ? "it" : "them"}.`);
   }
   if (frame.left.length) {
-    out.push(`${requests(frame.left.map(name))} finished and left; full blocks went to the prefix tree, the last, partly filled one back to the free list.`);
+    out.push(`${requests(frame.left.map(name))} finished and left: the blocks the prefix tree keeps stay there; the rest go back to the free list (the last, partly filled one, and any whose tokens the tree holds in another block).`);
   }
   const waiting = frame.waiting.length ? `; ${plural(frame.waiting.length, "request waits", "requests wait")}` : "";
   out.push(`${plural(frame.tables.length, "request", "requests")} decoded a token${waiting}.`);
@@ -124,7 +124,7 @@ export function drawTree(frame) {
     }
     return ul;
   };
-  if (!frame.tree.length) return el("p", "hint", "Empty: no window has finished yet (and a window shorter than one block leaves nothing).");
+  if (!frame.tree.length) return el("p", "hint", "Empty: no request has filled a block yet (a window shorter than one block puts nothing in).");
   return grow(-1);
 }
 

@@ -47,7 +47,7 @@ export function servingStats(r) {
     ["Waste, whole window", pct(r.waste.contiguous_max)],
     ["Waste, final length", pct(r.waste.contiguous_actual)],
     ["Waste, paged", pct(r.waste.paged)],
-    ["Blocks shared (most)", String(r.blocks_shared)],
+    ["Blocks shared by requests (most)", String(r.blocks_shared)],
     ["Copied on write", String(r.copies_on_write)],
     ["Prefix tree hits", r.prefix_hit_rate == null ? "–" : pct(r.prefix_hit_rate)],
     ["Prefill saved", plural(r.prefill_tokens_saved, "position", "positions")],

@@ -19,7 +19,7 @@ PagedAttention keeps them, instead of one array per sequence sized for the whole
 and rewind, and the live check works on it unchanged (it recomputes from the tokens).
 
 `PagedPrefix` is a prompt prefilled once for many runs (samples of one question) that fork it.
-The prefix tree that keeps finished requests' blocks for later ones is `prefixtree`.
+The prefix tree that keeps requests' full blocks for later ones is `prefixtree`.
 
 `decode_together` is a serving engine's step: the next decode of several sessions in one call
 of the model, each row writing into its own block and reading its own blocks through a table of

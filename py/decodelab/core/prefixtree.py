@@ -1,6 +1,6 @@
 """A prefix tree over token ids whose nodes hold cache blocks, as SGLang's RadixAttention keeps
-them: a new request reuses the blocks of the longest prefix a finished one left behind, and
-prefills only the rest.
+them: a new request reuses the blocks of the longest prefix an earlier one computed, running or
+finished, and prefills only the rest.
 
 A window's tokens (the start token first) are cut into full blocks of the pool's block size;
 each edge of the tree is one such block of token ids, and its node holds the physical block with
@@ -62,9 +62,10 @@ class PrefixTree:
         return out
 
     def insert(self, tokens, table) -> int:
-        """A finished (or prefilled) window's full blocks into the tree: tokens and the block
-        table that holds them. Blocks the tree has for the same tokens stay (the caller's copy
-        is not kept); new ones are held by the tree. Returns the blocks added."""
+        """A window's full blocks into the tree (a running request's, as it fills them, or a
+        finished one's): tokens and the block table that holds them. Blocks the tree has for
+        the same tokens stay (the caller's copy is not kept); new ones are held by the tree.
+        Returns the blocks added."""
         node, added, now = self.root, 0, next(self.clock)
         for key, block in zip(self._blocks(tokens), table):
             child = node.children.get(key)
@@ -98,6 +99,25 @@ class PrefixTree:
             self.evicted.append(oldest.block)
             given += 1
         return given
+
+    def evictable(self) -> int:
+        """Blocks `evict` could give back: those no request holds, under which no request holds
+        a block either (leaves go first, then their parents). A block the tree alone holds above
+        one a running request holds stays: a request that computed a window again after a
+        preemption holds its own copies, and the tree keeps the older ones above them."""
+        count = 0
+
+        def alone(node) -> bool:  # this block and every block under it are the tree's alone
+            nonlocal count
+            below = [alone(child) for child in node.children.values()]  # visit every child
+            if all(below) and self.pool.refs[node.block] == 1:
+                count += 1
+                return True
+            return False
+
+        for child in self.root.children.values():
+            alone(child)
+        return count
 
     def take(self) -> int:
         """A block from the pool, evicting a leaf first when none is free."""

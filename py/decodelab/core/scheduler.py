@@ -13,8 +13,12 @@ blocks for the start of its window (`prefixtree`). At every step:
      request is preempted: its blocks go back, and it waits at the head of the queue; when it
      joins again its window is computed again in one pass (vLLM's recompute), and it goes on
      from the token it had reached.
-  3. Every running request makes its next step; the ones that finish leave, and their windows'
-     full blocks go into the prefix tree for later requests.
+  3. Every running request makes its next step, and the full blocks of its window go into the
+     prefix tree: a block is full once its positions are computed, and nothing writes into it
+     again, so a request that joins later (even at the same step, its prefill coming after)
+     reads it instead of computing it, whether its owner still runs or has left (vLLM's
+     automatic prefix caching and SGLang's radix tree share a running request's blocks the
+     same way). The ones that finish leave; their blocks stay in the tree until evicted.
 
 A request's text is the same as the same request run alone: its draws come from its own seed,
 and its cache, however paged, shared or recomputed, gives the same logits (tests hold every
@@ -115,11 +119,16 @@ class Scheduler:
     # --- blocks ----------------------------------------------------------------------------
 
     def _free(self) -> int:
-        """Blocks the pool can give: free ones, and the tree's leaves no request holds."""
-        evictable = 0
+        """Blocks the pool can give: free ones, and those the tree can give back."""
+        return len(self.pool.free) + (self.tree.evictable() if self.tree is not None else 0)
+
+    def _shared(self) -> int:
+        """Blocks more than one request holds: the prefix tree's own hold is not counted (it
+        holds every full block a running request has computed)."""
+        holders = self.pool.refs.copy()
         if self.tree is not None:
-            evictable = sum(1 for n in self.tree.nodes() if self.pool.refs[n.block] == 1)
-        return len(self.pool.free) + evictable
+            holders[[n.block for n in self.tree.nodes()]] -= 1
+        return int((holders > 1).sum())
 
     def _needs_now(self, request) -> int:
         """Blocks the request's next decode takes: one when its next position opens a block or
@@ -242,10 +251,10 @@ class Scheduler:
             if fresh and not request.forked and request.group is None:
                 request.reused = run.session.reused
             held.append((request.number, cache.length, list(cache.table)))
+            if self.tree is not None:  # its full blocks, computed: any later prefill may read them
+                self.tree.insert(run.session.tokens, cache.table)
             if run.done:
                 session = run.session
-                if self.tree is not None:
-                    self.tree.insert(session.tokens, session.cache.table)
                 session.release()
                 request.finished_step = self.step
                 self.running.remove(request)
@@ -255,7 +264,7 @@ class Scheduler:
             prefix.release()
         self.prefixes = {}
         log.update(running=[r.number for r in self.running], blocks_used=self.pool.used,
-                   blocks_shared=self.pool.shared,
+                   blocks_shared=self._shared(),
                    copied=self.pool.copied[copied:],  # (shared block, its copy) this step
                    evicted=self.tree.evicted[evicted:] if self.tree else [],
                    held=held)  # [(request, positions its cache holds, its block table)]

@@ -56,8 +56,9 @@ GRID_LIMIT = 1024  # frames carry every block's state up to this many blocks
 LINE = "arrival step, new tokens, prompt (like “0 20 The ship”)"
 MODELS = ("transformer", *PRETRAINED)  # the models with a KV cache to page
 GAPS = (0, 3)  # steps between two arrivals of a seeded workload
-# a chat service's users arrive further apart: a request that comes after another has finished
-# finds the system message's blocks in the prefix tree (it keeps finished requests' blocks)
+# a chat service's users arrive further apart (and a real model's step is slow): the seeded
+# chats come a few steps after each other, each finding the system message's blocks in the
+# prefix tree, put there by the first chat's prefill
 CHAT_GAPS = (4, 12)
 # the page's form for a real model: its steps take a second or so in the page, not
 # milliseconds, and blocks of 8 let the system message fill three of them (SmolLM2's chat
