@@ -8,7 +8,8 @@ cache's `causal_mask` and `set_padding`): the correct behaviour is written once,
 `bugs` breaks a cache on purpose by overriding exactly one.
 
 The live check: the logits a cached step hands out are compared with the whole window run
-through the full forward without a cache. Both do the same sums in a different order, so
+through the full forward without a cache (a pretrained model reads it in one pass into an empty
+cache of its own instead: `pretrained.model.PretrainedModel.logits_at`). Both do the same sums in a different order, so
 rounding alone separates them: in float32 by up to about 2e-5 on logits of size ~14 (measured
 over 300 steps of the trained prose model), in float64 by about 1e-14. A real cache bug (a
 position not advanced, a token fed twice, a missing mask) is off by far more: freezing the decode
@@ -190,13 +191,15 @@ def weights_of(model, dtype) -> InferenceWeights:
     return model.derived[key]
 
 
-def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: bool = False):
+def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: bool = False,
+                   rows=None):
     """Run n new tokens per row through the model, writing their keys and values into the cache
     at positions cache.length.. and attending over everything cached so far.
 
     idx, pos: (B, n). Prefill is n = prompt length (one pass); decode is n = 1.
     Returns the logits of each row's last new token (B, V), or with every_row those of every new
-    token (B, n, V): what a speculative round's check of several drafted tokens reads.
+    token (B, n, V): what a speculative round's check of several drafted tokens reads; or with
+    rows (indices into the n new tokens) those of these alone (B, len(rows), V).
     """
     cfg = w.cfg
     B, n = idx.shape
@@ -227,6 +230,8 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
         h = swiglu_forward(times(w.unit(x, g_mlp), w_fc))  # (B, n, 2F) -> (B, n, F)
         x = x + times(h, w_proj)  # (B, n, C)
     cache.length += n
+    if rows is not None:
+        return times(w.unit(x[:, rows], w.g_f), w.w_head)  # (B, R, C) -> (B, R, V)
     if every_row:
         return times(w.unit(x, w.g_f), w.w_head)  # (B, n, C) -> (B, n, V)
     return times(w.unit(x[:, -1], w.g_f), w.w_head)  # (B, C) -> (B, V)

@@ -29,8 +29,9 @@ CHECK_EVERY = 512  # a run's live check waits for the end of the text, or this m
 
 def reference_rows(model, tokens, rows, dtype) -> np.ndarray:
     """The full pass's logits after the given positions (len(rows), V). A model that can make
-    only those rows says so with `logits_at` (SmolLM2: a row is 49,152 logits, and its pass
-    keeps no block's arrays); the others' pass makes every row and the check reads its own."""
+    only those rows says so with `logits_at` (SmolLM2: a row is 49,152 logits, and its pass, a
+    prefill of the window into an empty cache, keeps nothing); the others' pass (the training
+    code's forward) makes every row and the check reads its own."""
     at = getattr(model, "logits_at", None)
     return at(tokens, rows, dtype) if at else model.all_logits(tokens, dtype)[rows]
 

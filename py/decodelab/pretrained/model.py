@@ -20,8 +20,9 @@ live cache check's tolerance is float32's.
 
 import numpy as np
 
-from decodelab.core.layers import (Config, block_forward, causal_bias, embed_forward,
-                                   layer_params, matmul_layout, rmsnorm_forward, rope_tables)
+from decodelab.core.inference import cached_forward, weights_of
+from decodelab.core.kvcache import KVCache
+from decodelab.core.layers import Config, matmul_layout
 from decodelab.core.transformer import TransformerModel
 from decodelab.pretrained.chat import ChatTemplate
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError
@@ -45,10 +46,11 @@ class PretrainedModel(TransformerModel):
     generation_dtype = np.float32  # its sessions, and the pools that page its caches
     # The live check's limit. SmolLM2's logits reach 30-40, which float32 holds to ~4e-6, and
     # each is the end of 30 blocks of sums 576 to 1,536 long, added in another order by the
-    # full pass than by the cached one: measured natively, the two differ by up to 5.3e-5 at
-    # contexts of 20 to 2,040 tokens and by 1.2e-4 after a context shift, over float32's
-    # 1e-4 for the small models trained here. 1e-3 keeps a margin of 8; a cache that is wrong
-    # (a stale key, a wrong position) differs by 0.1 and more.
+    # full pass (a whole window at once) than by the cached steps (one row each): measured
+    # natively, the two differ by up to 8.7e-5 in runs of 300 steps and 7.6e-5 over 2,100
+    # steps with a context shift, over float32's 1e-4 for the small models trained here.
+    # 1e-3 keeps a margin of 11; a cache that is wrong (a stale key, a wrong position) differs
+    # by 0.1 and more.
     check_tolerance = {"float32": 1e-3, "float64": 1e-9}
     # Its sessions' caches take 256 positions at a time (11.8 MB a row in float32), not the
     # window's 2,048 (94 MB) at once: a chat holds a few hundred, a beam search a row per beam.
@@ -76,21 +78,21 @@ class PretrainedModel(TransformerModel):
 
     def logits_at(self, tokens, rows=None, dtype=np.float32) -> np.ndarray:
         """The logits after the given positions of one window (len(rows), V), or after every
-        position (T, V) when rows is None, recomputed from scratch (no cache): the training
-        code's blocks, run one at a time and kept for nothing, and the head applied to the rows
-        asked for alone. (The trained models' pass keeps every block's arrays for a backward
-        pass, which for this model would be 320 MB more at 200 tokens and gigabytes at its
-        window; and a row of logits is 49,152 numbers: a window's worth would be 400 MB.)"""
-        cfg, params = self.cfg, self.params_as(dtype)
-        n = len(tokens)
-        pos = np.arange(n)[None]  # (1, n)
-        x, _ = embed_forward(params["wte"], np.asarray(tokens, np.int64)[None])  # (1, n, C)
-        cos, sin = rope_tables(cfg, x.dtype, max(cfg.context_size, n))
-        rot, bias = (cos[pos], sin[pos]), causal_bias(n, x.dtype)[None, None]  # (1, 1, n, n)
-        for layer in range(cfg.n_layer):
-            x, _ = block_forward(x, layer_params(params, layer), bias, rot, cfg)
-        h, _ = rmsnorm_forward(x[0] if rows is None else x[0, rows], params["g_f"], cfg.norm_eps)
-        return h @ params["w_head"]  # (R, C) -> (R, V)
+        position (T, V) when rows is None, recomputed from nothing: the whole window read in
+        one pass into an empty cache of its own, as a prefill reads a prompt, and the head
+        applied to the rows asked for alone. It shares no state with a session's cache, its
+        positions or its hooks (a cache bug of `bugs` shows), and it is how this model is held
+        to transformers' forward (tests/test_smollm2.py). The trained models' check goes
+        through the training code's forward instead; for this model that pass is 2.3 times
+        slower in WebAssembly (its products are `@`, 2.4 GFLOP/s there against einsum's 5.5:
+        in the page, the check of a chat's second turn, 98 tokens, took 9.2 s that way and 3.5 s
+        this way), and it keeps every block's arrays for a backward pass (320 MB more at 200
+        tokens). A row of logits is 49,152 numbers: a window's worth would be 400 MB."""
+        cfg, n = self.cfg, len(tokens)
+        cache = KVCache(cfg.n_layer, 1, cfg.n_kv_head, n, cfg.head_dim, dtype)  # just the window
+        idx, pos = np.asarray(tokens, np.int64)[None], np.arange(n)[None]  # (1, n) each
+        rows = np.arange(n) if rows is None else np.asarray(rows, np.int64)
+        return cached_forward(weights_of(self, dtype), cache, idx, pos, rows=rows)[0]  # (R, V)
 
     def all_logits(self, tokens, dtype=np.float32) -> np.ndarray:
         return self.logits_at(tokens, None, dtype)  # (T, V)
