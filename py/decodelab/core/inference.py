@@ -8,9 +8,9 @@ cache's `causal_mask` and `set_padding`): the correct behaviour is written once,
 `bugs` breaks a cache on purpose by overriding exactly one.
 
 The live check: the logits a cached step hands out are compared with the whole window run
-through the full forward without a cache (a pretrained model reads it in one pass into an empty
-cache of its own instead: `pretrained.model.PretrainedModel.logits_at`). Both do the same sums in a different order, so
-rounding alone separates them: in float32 by up to about 2e-5 on logits of size ~14 (measured
+through the full forward without a cache (a pretrained model reads it in one pass into an
+empty cache of its own instead: `pretrained.model.PretrainedModel.logits_at`). Both do the
+same sums in a different order, so rounding alone separates them: in float32 by up to about 2e-5 on logits of size ~14 (measured
 over 300 steps of the trained prose model), in float64 by about 1e-14. A real cache bug (a
 position not advanced, a token fed twice, a missing mask) is off by far more: freezing the decode
 position of the trained prose model gives 0.47 after one step and 9 after thirty.
