@@ -648,8 +648,7 @@ def pytest_runs(args: list[str]) -> list[list[str]]:
     other's deadlines), which run last, one at a time. `--fast` (ours, not pytest's) keeps to
     FAST_TIER; other arguments go to one pytest run as they are. Each prints its 20 slowest."""
     pytest = [sys.executable, "-m", "pytest", "--durations=20"]
-    parallel = ["-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]  # slowest first:
-    # the order of collection (tests/conftest.py FILE_SECONDS), not xdist's most-tests-first
+    parallel = ["-n", "auto", "--dist", "loadfile"]
     rest = [a for a in args if a != "--fast"]
     if "--fast" in args:
         return [pytest + parallel + ["-m", FAST_TIER] + rest]

@@ -1,6 +1,5 @@
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,38 +17,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if E2E in Path(item.fspath).parents:
             item.add_marker(pytest.mark.browser)
-    slowest_files_first(items)
 
-
-# Seconds the slow test files take (`--durations=0` summed per file, on a 2-core machine, the
-# browser files without their `alone` tests). A parallel run hands each worker whole files in
-# the order of collection (build.py's runs pass --no-loadscope-reorder: pytest-xdist's own
-# order, most tests first, started a one-test file of 72 s last while the other worker had
-# nothing left to do). Slowest first, the short files then fill in the end of both workers.
-# A file not listed counts a twentieth of a second per test; a stale figure costs only balance.
-FILE_SECONDS = {
-    "test_pretrained_page.py": 183, "test_beginner.py": 105, "test_return.py": 97,
-    "test_hardening.py": 94, "test_a11y.py": 77, "test_offline.py": 69, "test_smollm2.py": 69,
-    "test_bad_inputs_page.py": 69, "test_embed_one_idea.py": 68, "test_pretrained.py": 68,
-    "test_search_page.py": 62, "test_benchmark.py": 60, "test_testing_guide.py": 58,
-    "test_transformer_page.py": 57, "test_embed.py": 57, "test_page.py": 53, "test_lesson.py": 48,
-    "test_embed_heights.py": 46, "test_records.py": 44, "test_urlstate.py": 41,
-    "test_serving_page.py": 37, "test_embed_dialog.py": 35, "test_docs_sites.py": 33,
-    "test_cli.py": 32, "test_platforms.py": 29, "test_notebook.py": 29, "test_tokens_page.py": 28,
-    "test_handoff.py": 23, "test_bugs.py": 20, "test_packaging.py": 20, "test_json_page.py": 19,
-    "test_shared_python.py": 18, "test_handoff_page.py": 16, "test_tools_page.py": 13,
-    "test_browsers.py": 13, "test_speculative.py": 10, "test_webapi.py": 8, "test_search.py": 8,
-    "test_hf.py": 8,
-}
-
-
-def slowest_files_first(items):
-    """Order the tests by their file's expected time, slowest file first (a stable sort: the
-    tests of a file keep their order, and files of equal weight theirs)."""
-    count = Counter(Path(item.fspath).name for item in items)
-    seconds = lambda item: FILE_SECONDS.get(Path(item.fspath).name,  # noqa: E731
-                                            count[Path(item.fspath).name] / 20)
-    items.sort(key=lambda item: -seconds(item))
 
 NAMES = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "harper", "evelyn",
          "abigail", "emily", "ella", "elizabeth", "camila", "luna", "sofia", "avery", "mila",
