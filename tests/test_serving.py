@@ -62,8 +62,9 @@ def recount(frame, block_size, memory_blocks):
             fill[block] = max(fill.get(block, 0), min(b, length - i * b))
     for block in tree:
         holders[block] += 1
-    state = "".join("F" if not h else "S" if h > 1 else "C" if i in tree else "U"
-                    for i, h in enumerate(holders))
+    requests = [h - (i in tree) for i, h in enumerate(holders)]
+    state = "".join("F" if not h else "S" if r > 1 else "U" if i not in tree else
+                    "T" if r else "C" for i, (h, r) in enumerate(zip(holders, requests)))
     used = sum(fill.values())
     memory = {"used": used, "reserved": len(fill) * b - used,
               "cached": b * sum(1 for block in tree if block not in fill),
@@ -587,6 +588,14 @@ def test_the_prefix_tree_shares_the_full_blocks_of_running_and_finished_requests
     shared = tables[first["number"]][:whole // 4]
     assert tables[beside["number"]][:whole // 4] == shared
     assert all(joined["refs"][block] == 3 and joined["state"][block] == "S" for block in shared)
+    # before the second joined, the first's full blocks were its own and the tree's (T: one
+    # request, 2 holders); once both have left, the tree's alone (C)
+    alone_first = next(f for f in out["frames"] if f["step"] == joined["step"] - 1)
+    assert all(alone_first["refs"][block] == 2 and alone_first["state"][block] == "T"
+               for block in shared)
+    between = [f for f in out["frames"] if f["step"] < after["joined_step"]][-1]
+    assert between["step"] > max(first["finished_step"], beside["finished_step"])
+    assert all(between["state"][block] == "C" for block in shared), between["step"]
     # and the text of each is what it writes alone
     for r in out["requests"]:
         assert r["ids"] == alone(lib, r["settings"]).output_ids

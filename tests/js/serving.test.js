@@ -14,7 +14,7 @@ const FRAME = {
   step: 7, joined: [1, 2, 3], left: [0], preempted: [4], recomputed: [1], running: [1, 2, 3],
   waiting: [4, 5], reused: [[2, 8]], forked: [3], copied: [[5, 9]], evicted: [6],
   tables: [[0, 6, [0, 1]], [1, 5, [2, 7]], [2, 9, [3, 4, 5]], [3, 9, [3, 4, 9]]],
-  state: "CFUSSUFUFU", refs: [1, 0, 1, 2, 2, 1, 0, 1, 0, 1],
+  state: "CFUSSUFTFU", refs: [1, 0, 1, 2, 2, 1, 0, 2, 0, 1],
   memory: { used: 23, reserved: 5, cached: 4, free: 8 },
 };
 const LABELS = { 0: "0", 1: "1", 2: "2a", 3: "2b", 4: "3", 5: "4" };
@@ -53,7 +53,7 @@ test("the memory bar's parts are Python's numbers, in order, and add up in its l
 });
 
 test("the grid's words count every block by its state", () => {
-  assert.equal(gridLabel(FRAME), "The block pool at step 7: 10 blocks; 4 held by one request, 2 shared, 1 kept by the prefix tree only, 3 free.");
+  assert.equal(gridLabel(FRAME), "The block pool at step 7: 10 blocks; 3 held by one request, 1 held by one request and kept by the prefix tree, 2 shared by requests, 1 kept by the prefix tree only, 3 free.");
 });
 
 test("tree text: the start token, spaces and newlines visible", () => {

@@ -6,7 +6,10 @@
 import { el, plural } from "../ui/render.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-export const STATE_WORDS = { F: "free", U: "held by one request", S: "shared", C: "kept by the prefix tree only" };
+export const STATE_WORDS = {
+  F: "free", U: "held by one request", T: "held by one request and kept by the prefix tree",
+  S: "shared by requests", C: "kept by the prefix tree only",
+};
 
 function list(items) {
   if (items.length <= 1) return items.join("");
@@ -82,9 +85,9 @@ export function drawGrid(frame, labels) {
 
 /** The grid's words for a screen reader: how many blocks are in each state. */
 export function gridLabel(frame) {
-  const count = { F: 0, U: 0, S: 0, C: 0 };
+  const count = { F: 0, U: 0, T: 0, S: 0, C: 0 };
   for (const s of frame.state) count[s] += 1;
-  return `The block pool at step ${frame.step}: ${frame.state.length} blocks; ${count.U} held by one request, ${count.S} shared, ${count.C} kept by the prefix tree only, ${count.F} free.`;
+  return `The block pool at step ${frame.step}: ${frame.state.length} blocks; ${count.U} held by one request, ${count.T} held by one request and kept by the prefix tree, ${count.S} shared by requests, ${count.C} kept by the prefix tree only, ${count.F} free.`;
 }
 
 /** The block tables of the requests that decoded at a frame. */

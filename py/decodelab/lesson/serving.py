@@ -67,6 +67,19 @@ CHAT_GAPS = (4, 12)
 PRETRAINED_DEFAULTS = {"requests": 6, "block_size": 8}
 
 
+def block_state(holders: int, in_tree: bool) -> str:
+    """A block's state in a frame, from its holders (the requests whose tables have it, and the
+    prefix tree, which holds each block it keeps once): F free, C kept by the tree alone, U
+    held by one request, T held by one request and kept by the tree (the blocks it has filled:
+    a later request with the same start finds them), S shared by two requests or more."""
+    requests = holders - in_tree
+    if not holders:
+        return "F"
+    if requests > 1:
+        return "S"
+    return ("T" if requests else "C") if in_tree else "U"
+
+
 def _head(model, dataset: str, tokenizer: str) -> dict:
     """The settings every request of a workload starts with: which model runs it."""
     if model.kind == "pretrained":
@@ -324,8 +337,7 @@ class Serving(Planned):
             for i, block in enumerate(cache.table):
                 fill[block] = max(fill.get(block, 0), min(b, cache.length - i * b))
         refs = pool.refs.tolist()
-        state = "".join("F" if not n else "S" if n > 1 else "C" if i in in_tree else "U"
-                        for i, n in enumerate(refs))
+        state = "".join(block_state(n, i in in_tree) for i, n in enumerate(refs))
         cached = sum(1 for i, n in enumerate(refs) if n == 1 and i in in_tree and i not in fill)
         used = sum(fill.values())
         arrived = {r.number for r in s.waiting if r.arrival <= log["step"]}
