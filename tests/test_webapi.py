@@ -294,3 +294,29 @@ def test_a_run_that_asks_for_a_tokenizer_the_data_has_not_got_is_refused_in_the_
     assert error["message"] == ("Byte-level BPE is learned from the prose and the tasks data "
                                 "only: the names data is read one character at a time, so with it "
                                 "Tokenizer must be Characters (chars).")
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_the_batch_that_ends_the_text_goes_out_before_the_live_check_catches_up(fresh, check):
+    # what the page shows while a real model's check makes its full pass: the whole answer,
+    # and that the check is running; the verdicts come with the next, last batch
+    settings = {"model": "transformer", "dataset": "prose", "prompt": "The ", "seed": 4,
+                "max_new_tokens": 12, "ignore_eos": True, "cache_check": check}
+    assert api("start", settings)["ok"]
+    batches = [api("advance", {"budget_ms": 500})]
+    while not batches[-1]["done"]:
+        batches.append(api("advance", {"budget_ms": 500}))
+    steps = [s for b in batches for s in b["steps"]]
+    assert len(steps) == 12 and batches[-1]["finish_reason"] == "length"
+    if not check:  # nothing to wait for: the text's last batch is the run's last
+        assert [b["checking"] for b in batches] == [False] * len(batches)
+        assert batches[-1]["steps"] and batches[-1]["checks"] == []
+        return
+    ending, last = batches[-2:]
+    assert ending["checking"] and not ending["done"] and ending["steps"][-1] == steps[-1]
+    assert ending["text"] == last["text"] and ending["held"] == []  # the whole answer, shown
+    assert all(s["cache_ok"] is None for s in ending["steps"])  # not checked yet
+    assert last["steps"] == [] and not last["checking"]
+    verdicts = [c for b in batches for c in b["checks"]]
+    assert [step for step, _, _ in verdicts] == list(range(12)) and all(ok for *_, ok in verdicts)
+    assert api("trace")["trace"]["steps"][-1]["cache_ok"] is True

@@ -175,7 +175,9 @@ export function createLiveCheck(app) {
     } else {
       dom.verdict.className = "kv-verdict";
       const made = run.steps.filter((s) => s.source !== "tool").length;
-      dom.verdict.textContent = checked.length
+      dom.verdict.textContent = run.checking
+        ? `The text has ended: its ${plural(made, "step", "steps")} are being checked against one full pass over the whole text…`
+        : checked.length
         ? `Checking behind the text: ${checked.length} of ${plural(made, "step", "steps")} checked, largest difference so far ${sci(worst)}.`
         : `The check follows when the text ends: ${plural(made, "step", "steps")} to check.`;
     }

@@ -300,6 +300,11 @@ export function createPretrained(store, client, runs) {
 
   store.subscribe((change) => {
     if (["info", "settings", "phase", "pretrained", "checked", "chat"].includes(change.type)) draw();
+    // a turn's answer is all there while the live check makes its full pass over the whole
+    // conversation (longer as the chat grows): the status says what the wait is
+    if (change.type === "steps" && change.run.checking && change.run.chat && !change.run.done) {
+      dom.chatStatus.textContent = "Answered. The cache check is now comparing the turn with one full pass over the whole conversation, which takes longer as the chat grows (switch Cache check off to skip it).";
+    }
   });
   draw();
 

@@ -107,6 +107,7 @@ export function createTextView(store) {
   }
 
   function stepsCame(run, { flow, held }) {
+    if (run.checking) dom.finishText.textContent = "Written; the cache check is making its full pass over the text…";
     stream.update(run, held.length ? held[0][0] : run.steps.length);
     for (const [step, text] of flow) {
       if (text == null) addPart(step, run.steps[step]);

@@ -119,6 +119,11 @@ class Generation:
         self._steps.close()
         return self._finish("cancelled", None, max(len(self.records) - 1, 0))
 
+    @property
+    def checking(self) -> bool:
+        """The text has ended and the live check has steps left to catch up on."""
+        return self.done and self.checks is not None and bool(self.checks.pending)
+
     def finish_checks(self) -> None:
         """Bring the live check up to the last step (it runs behind the text)."""
         if self.checks is not None:

@@ -11,7 +11,8 @@ place); a prefill, a context shift or a rewind starts a new list. The steps that
 of one list are checked by one pass over the longest of them: row n-1 of that pass is what a
 pass over the first n tokens alone gives (causal attention: nothing after position n-1 reaches
 it). A run's check waits until its text has ended (or been stopped) and then catches up, so the
-text goes at the cached speed; a very long run catches up every CHECK_EVERY steps on the way,
+text goes at the cached speed (the page gets the text's last batch before the check's pass:
+webapi `advance`); a very long run catches up every CHECK_EVERY steps on the way,
 which bounds the logits it keeps. Slow motion pauses after each step anyway: there the page
 asks for each step's verdict right away (webapi `advance` with catch_up).
 

@@ -188,20 +188,23 @@ def cache_bytes(run):
     return getattr(cache, "bytes_allocated", None)
 
 
-def _status(run, steps) -> dict:
+def _status(run, steps, checking: bool = False) -> dict:
     """A batch of a run: its steps, what the page draws next (flow), and the text not shown:
-    held back for a possible stop string (while it runs), cut by a stop string (at the end)."""
-    done = run is None or run.done
-    if done and run is not None:
+    held back for a possible stop string (while it runs), cut by a stop string (at the end).
+    checking: the text has ended with this batch and the live check has yet to catch up; the
+    batch says so (done false, checking true) and the next one, after the check, is the last."""
+    ended = run is None or run.done
+    if ended and run is not None and not checking:
         run.finish_checks()  # the live check runs behind the text: it ends with it
-    return {"steps": steps, "done": done,
+    done = ended and not checking
+    return {"steps": steps, "done": done, "checking": checking,
             # the live check's verdicts reached since the last batch: [[step, diff, ok], ...]
             "checks": run.take_checks() if run else [],
             "cache_bytes": cache_bytes(run),
             "finish_reason": run and run.finish_reason, "stop_reason": run and run.stop_reason,
             "text": run.text if run else "",
             "flow": run.out.take_flow() if run else [],
-            "held": run.out.held() if run and not done else [],
+            "held": run.out.held() if run and not ended else [],
             "cut": run.out.cut() if run and done else [],
             # an answer meant to be JSON, classified once the run is over
             "json": run.json_report() if run and run.done else None}
@@ -211,17 +214,20 @@ def _status(run, steps) -> dict:
 def _advance(session: Session, req: dict) -> dict:
     """{"budget_ms", "catch_up"} -> the step records made in about that time (at least one
     step). The live check of their cache follows behind (`core.livecheck`); with catch_up (slow
-    motion, where a pause follows each step anyway) it catches up before the batch returns."""
+    motion, where a pause follows each step anyway) it catches up before the batch returns.
+    The batch that ends the text goes out at once, and the check's catching up (for the real
+    model a full pass over the whole window: seconds) is the next batch's work, so the page
+    shows the whole answer and says that the check is running."""
     end, run, steps = deadline(req), session.run, []
     for record in run or ():
         steps.append(record)
-        if time.perf_counter() >= end:
+        if run.done or time.perf_counter() >= end:
             break
     if run is not None and req.get("catch_up"):
         run.finish_checks()
     if run is not None and run.done:
         session.last = run
-    return _status(run, steps)
+    return _status(run, steps, checking=bool(steps) and run.checking)
 
 
 @endpoint
