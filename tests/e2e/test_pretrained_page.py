@@ -234,18 +234,22 @@ def test_a_two_turn_chat_equals_the_cli_and_prefills_only_its_new_tokens(app):
     # what the status said while a turn ran, with the answer on screen at that moment
     app.evaluate("""() => { const status = document.getElementById('chat-status');
         new MutationObserver(() => window.__said.push([status.textContent,
-            document.getElementById('text-gen').textContent])).observe(status, {childList: true, characterData: true, subtree: true}); }""")
+            document.getElementById('text-gen').textContent,
+            document.querySelector('#chat-log li:last-child')?.textContent ?? ''])).observe(status,
+            {childList: true, characterData: true, subtree: true}); }""")
     for turn, message in enumerate(("What is the capital of Japan?", "And of France?")):
         app.get_by_label("Your message", exact=True).fill(message)
         app.evaluate("() => { window.__said = []; }")
         app.evaluate("() => window.decodelab.pretrained.send()")
         trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
-        # the whole answer is shown before the live check's full pass over the conversation,
-        # and the status says that this is the wait
+        # the whole answer is shown, in the text and in the conversation, before the live
+        # check's full pass over the conversation, and the status says that this is the wait
         assert trace["settings"]["cache_check"] and trace["steps"][-1]["cache_ok"]
         said = app.evaluate("() => window.__said")
-        checking = [shown for text, shown in said if text.startswith("Answered. The cache check")]
-        assert checking == [trace["text"]], said
+        checking = [(shown, log) for text, shown, log in said
+                    if text.startswith("Answered. The cache check")]
+        assert [shown for shown, _ in checking] == [trace["text"]], said
+        assert checking[0][1] == trace["text"], checking  # the log's last message: the answer
         expected = cli_chat(history, message, seed=5, greedy=True, max_new_tokens=24)
         assert trace["finish_reason"] == "stop" and trace["stop_reason"] == "eos"  # <|im_end|>
         assert_same_trace(trace, expected, tol=1e-4)  # the prompt, its ids, the messages too

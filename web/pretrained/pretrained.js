@@ -256,13 +256,24 @@ export function createPretrained(store, client, runs) {
     const asked = [...opening, { role: "user", content: text }];
     const messages = [...store.state.chat, ...asked];
     dom.chatStatus.textContent = "The model is answering…";
-    const result = await runs.start({ ...settings, messages });
+    // the answer joins the conversation once its text has ended: before the live check's full
+    // pass over the conversation, when the check is on (the check changes no token)
+    let answered = false;
+    const answer = (text) => {
+      if (answered) return;
+      answered = true;
+      store.chatSaid([...asked, { role: "assistant", content: text }]);
+    };
+    const unheard = store.subscribe((change) => {
+      if (change.type === "steps" && change.run.checking && change.run.chat) answer(change.run.text);
+    });
+    const result = await runs.start({ ...settings, messages }).finally(unheard);
     if (result.status !== "done") {
       const said = (result.errors || []).map((e) => e.message).join(" ") || result.message || "The turn did not run.";
       dom.chatStatus.textContent = said;
       return;
     }
-    store.chatSaid([...asked, { role: "assistant", content: result.text }]);
+    answer(result.text);
     dom.message.value = "";
     const turn = store.state.run && store.state.run.chat;
     if (turn) showTemplate(turn);

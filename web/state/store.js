@@ -355,6 +355,7 @@ export function createStore() {
       }
       run.held = batch.held || [];
       run.checking = Boolean(batch.checking); // the text has ended; the live check is catching up
+      if (run.checking) run.text = batch.text; // final: the check changes no token
       if (batch.cache_bytes != null) run.cacheBytes = batch.cache_bytes; // what its cache holds allocated now
       if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
       emit({ type: "steps", run, steps, flow: batch.flow || [], held: run.held });
