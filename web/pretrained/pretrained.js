@@ -256,8 +256,9 @@ export function createPretrained(store, client, runs) {
     const asked = [...opening, { role: "user", content: text }];
     const messages = [...store.state.chat, ...asked];
     dom.chatStatus.textContent = "The model is answering…";
-    // the answer joins the conversation once its text has ended: before the live check's full
-    // pass over the conversation, when the check is on (the check changes no token)
+    // the answer joins the conversation once its text has ended: with the check on, before the
+    // live check's full pass over the whole conversation (the check changes no token), and the
+    // status says what that wait is (longer as the chat grows)
     let answered = false;
     const answer = (text) => {
       if (answered) return;
@@ -265,7 +266,9 @@ export function createPretrained(store, client, runs) {
       store.chatSaid([...asked, { role: "assistant", content: text }]);
     };
     const unheard = store.subscribe((change) => {
-      if (change.type === "steps" && change.run.checking && change.run.chat) answer(change.run.text);
+      if (change.type !== "steps" || !change.run.checking || !change.run.chat) return;
+      answer(change.run.text);
+      dom.chatStatus.textContent = "Answered. The cache check is now comparing the turn with one full pass over the whole conversation, which takes longer as the chat grows (switch Cache check off to skip it).";
     });
     const result = await runs.start({ ...settings, messages }).finally(unheard);
     if (result.status !== "done") {
@@ -311,11 +314,6 @@ export function createPretrained(store, client, runs) {
 
   store.subscribe((change) => {
     if (["info", "settings", "phase", "pretrained", "checked", "chat"].includes(change.type)) draw();
-    // a turn's answer is all there while the live check makes its full pass over the whole
-    // conversation (longer as the chat grows): the status says what the wait is
-    if (change.type === "steps" && change.run.checking && change.run.chat && !change.run.done) {
-      dom.chatStatus.textContent = "Answered. The cache check is now comparing the turn with one full pass over the whole conversation, which takes longer as the chat grows (switch Cache check off to skip it).";
-    }
   });
   draw();
 

@@ -207,7 +207,7 @@ def _status(run, steps, checking: bool = False) -> dict:
             "held": run.out.held() if run and not ended else [],
             "cut": run.out.cut() if run and done else [],
             # an answer meant to be JSON, classified once the run is over
-            "json": run.json_report() if run and run.done else None}
+            "json": run.json_report() if run and done else None}
 
 
 @endpoint
