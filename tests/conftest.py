@@ -47,15 +47,16 @@ def artifacts():
     return ARTIFACTS
 
 
-def api(name, request=None, text=None, session="page") -> dict:
+def api(name, request=None, text=None, session="page", sliced=False) -> dict:
     """One request through the worker's entry point (webapi.call), as the page sends it:
-    a JSON object in (or raw `text`), the parsed JSON reply out."""
+    a JSON object in (or raw `text`), the parsed JSON reply out. sliced: as the worker calls it
+    (a long call answers "pending" after its first slice); else it runs to its end."""
     import json
 
     from decodelab.entry import webapi
 
     body = text if text is not None else json.dumps({} if request is None else request)
-    return json.loads(webapi.call(name, body, session))
+    return json.loads(webapi.call(name, body, session, sliced))
 
 
 def run_to_end(settings=None, session="page") -> dict:

@@ -308,7 +308,7 @@ def test_the_bugs_garble_a_real_answer(artifacts):
 
 
 def test_the_real_model_s_check_is_kept_short(artifacts):
-    """Its check runs in one go of the page's worker, a full pass per step: the steps are capped,
+    """Its check is a full pass per step, about a second each in the page: the steps are capped,
     by name, for SmolLM2 alone."""
     from decodelab.entry.webapi.bugs import PRETRAINED_CHECK_STEPS
     from decodelab.pretrained.files import find_smollm2

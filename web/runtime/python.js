@@ -67,7 +67,7 @@ export function dropKept() {
 // The one way into Python: an endpoint of decodelab.entry.webapi by name, a plain object in, a plain
 // object out ({ok: true, ...} or {ok: false, errors: [{field, label, message}]}).
 export function call(session, endpoint, request = {}) {
-  return JSON.parse(python.webapi.call(endpoint, JSON.stringify(request), session));
+  return JSON.parse(python.webapi.call(endpoint, JSON.stringify(request), session, true));
 }
 
 function mkdirTree(path) {

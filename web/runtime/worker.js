@@ -33,7 +33,10 @@ let connections = 0;
 
 // One page: how to reach it, its session in Python, its run and its stops.
 function makeClient(send, session) {
-  return { send, session, current: null, next: null, earlyStops: new Set(), restoreAbandoned: false, announced: false, loading: null };
+  return {
+    send, session, current: null, next: null, earlyStops: new Set(), restoreAbandoned: false, announced: false, loading: null,
+    tasks: new Map(), // request id -> {n, stopped}: its long call going on in slices
+  };
 }
 
 function broadcast(message) {
@@ -278,11 +281,41 @@ async function loadModel(client, message) {
   }));
 }
 
+// A call that takes seconds (a beam search on the real model, say) answers "pending" after its
+// first slice of work (decodelab.core.slices); it goes on a slice per job, each queued behind
+// what other pages asked meanwhile, so the worker answers its heartbeat and a "stop" with the
+// call's id between two slices. The page hears one reply: the endpoint's own answer, or, after
+// a stop, {ok: false, stopped: true} with a sentence.
+const SLICE_MS = 40;
+const STOPPED = "Stopped before it finished: nothing of it was kept.";
+
+function follow(client, message, reply) {
+  const { id } = message;
+  if (!(reply && reply.ok && reply.pending)) {
+    client.tasks.delete(id);
+    client.send({ type: "reply", id, result: reply });
+    return;
+  }
+  const task = client.tasks.get(id) || { n: reply.task, stopped: client.earlyStops.delete(id) };
+  task.n = reply.task;
+  client.tasks.set(id, task);
+  enqueue(client, message, () => {
+    if (task.stopped) {
+      client.tasks.delete(id);
+      call(client.session, "abandon", { task: task.n });
+      const errors = [{ field: "request", label: "Request", message: STOPPED }];
+      client.send({ type: "reply", id, result: { ok: false, stopped: true, errors } });
+      return;
+    }
+    follow(client, message, call(client.session, "resume", { task: task.n, budget_ms: SLICE_MS }));
+  });
+}
+
 // What a page can ask, besides the heartbeat and "stop": one call into Python (any endpoint of
 // decodelab.entry.webapi), the two requests that run over many jobs, and the memory the worker holds
 // (WebAssembly memory, Python objects), for the soak test.
 const HANDLERS = {
-  call: (client, m) => client.send({ type: "reply", id: m.id, result: call(client.session, String(m.endpoint), m.request ?? {}) }),
+  call: (client, m) => follow(client, m, call(client.session, String(m.endpoint), m.request ?? {})),
   generate,
   restore,
   "memory-report": (client, m) => client.send({ type: "reply", id: m.id, result: memoryReport(python.pyodide) }),
@@ -300,6 +333,10 @@ function receive(client, message) {
   if (message.type === "stop" && client.loading && message.id === client.loading.id) {
     client.loading.stopped = true;
     client.loading.abort.abort();
+    return;
+  }
+  if (message.type === "stop" && message.id !== undefined && client.tasks.has(message.id)) {
+    client.tasks.get(message.id).stopped = true; // a long call: given up before its next slice
     return;
   }
   if (message.type === "stop") {

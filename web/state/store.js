@@ -356,6 +356,9 @@ export function createStore() {
       run.held = batch.held || [];
       run.checking = Boolean(batch.checking); // the text has ended; the live check is catching up
       if (run.checking) run.text = batch.text; // final: the check changes no token
+      // the time of the text itself, before the check's catching up: what the run's line says
+      if (run.checking && run.textElapsed == null) run.textElapsed = performance.now() - run.startedAt;
+      run.reading = batch.reading || null; // a long prompt, read a chunk per batch: {done, total}
       if (batch.cache_bytes != null) run.cacheBytes = batch.cache_bytes; // what its cache holds allocated now
       if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
       emit({ type: "steps", run, steps, flow: batch.flow || [], held: run.held });

@@ -107,12 +107,14 @@ export function createTextView(store) {
   }
 
   function stepsCame(run, { flow, held }) {
+    if (run.reading) dom.finishText.textContent = `Reading the prompt: ${run.reading.done.toLocaleString("en")} of ${run.reading.total.toLocaleString("en")} tokens…`;
     if (run.checking) dom.finishText.textContent = "Written; the cache check is making its full pass over the text…";
     stream.update(run, held.length ? held[0][0] : run.steps.length);
     for (const [step, text] of flow) {
       if (text == null) addPart(step, run.steps[step]);
       else for (const ch of text) appendChar(step, ch);
     }
+    if (run.checking) stream.flush(); // the text is whole: on screen now, not at the next frame
     showUnshown(run);
     if (run.follow) selected(run, false);
   }
@@ -193,9 +195,13 @@ export function createTextView(store) {
     dom.finishCode.textContent = finishCode(f.finish_reason, f.stop_reason); // as the trace says it
     dom.finishCodes.hidden = false;
     showVerdict(f.json);
-    // the rate this page measured, the reading of the prompt and the live check included
-    const rate = run.elapsed > 0 && run.steps.length > 1 ? ` · ${Math.round((1000 * run.steps.length) / run.elapsed).toLocaleString("en")} steps a second` : "";
-    dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(run.elapsed)}${rate}`;
+    // the rate this page measured for the text (the reading of the prompt included); the live
+    // check's catching up after the text, said apart
+    const ms = run.textElapsed ?? run.elapsed;
+    const perSecond = Math.round((1000 * run.steps.length) / ms);
+    const rate = ms > 0 && run.steps.length > 1 ? ` · ${perSecond.toLocaleString("en")} ${perSecond === 1 ? "step" : "steps"} a second` : "";
+    const check = run.textElapsed != null ? ` · then the cache check, ${seconds(run.elapsed - run.textElapsed)}` : "";
+    dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(ms)}${rate}${check}`;
     const last = run.steps.length - 1;
     if (last >= 0) {
       const eos = run.steps[last].token_text === "<eos>";

@@ -35,6 +35,7 @@ import numpy as np
 
 from decodelab.core.inference import BatchSession, generation_dtype
 from decodelab.core.sampling import likeliest
+from decodelab.core.slices import drain
 
 BLOCKED = -1.0e9  # a score that cannot win: a slot to skip (as transformers marks them)
 EARLY_STOPPING = (True, False, "never")
@@ -72,7 +73,14 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
 
 def beam_search(model, prompt_ids, rules: BeamRules, eos=None, check: bool = False,
                 eos_blocked=None, ends=None) -> dict:
-    """One search from one prompt. Returns {"beams": [{"ids", "score", "finish_reason",
+    """One search (`beam_search_steps`, every piece at once)."""
+    return drain(beam_search_steps(model, prompt_ids, rules, eos, check, eos_blocked, ends))
+
+
+def beam_search_steps(model, prompt_ids, rules: BeamRules, eos=None, check: bool = False,
+                      eos_blocked=None, ends=None):
+    """One search, sliced (`slices`: a piece per chunk of the prompt, per step and per beam's
+    check) from one prompt. Returns {"beams": [{"ids", "score", "finish_reason",
     "stop_reason"}], "steps": [one record per step: the candidates, the beams kept with the beam
     each grew from, the bank after it], "stopped": why the search ended}.
 
@@ -94,7 +102,8 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos=None, check: bool = Fal
     # one cache, a row per beam, in the model's own dtype (float64 for the models trained
     # here; float32 for the real one, whose float64 copy would be another gigabyte)
     session = BatchSession(model, N, generation_dtype(model))
-    logits = session.prefill([prompt[len(start):]] * N)  # (N, V): every row the same prompt
+    logits = yield from session.prefill_steps([prompt[len(start):]] * N)  # (N, V): every
+    # row the same prompt
     seqs = [list(prompt) for _ in range(N)]  # running beams, prompt included
     running = np.full(N, BLOCKED)
     running[0] = 0.0
@@ -177,8 +186,10 @@ def beam_search(model, prompt_ids, rules: BeamRules, eos=None, check: bool = Fal
             break
         session.reorder(parents)  # the cache's rows follow the beams
         logits = session.decode([s[-1] for s in seqs])
+        yield None
         if check:
-            diff = float(np.abs(session.logits - session.recompute_logits()).max())
+            expected = yield from session.recompute_steps()  # (N, V)
+            diff = float(np.abs(session.logits - expected).max())
             steps[-1]["cache_diff"] = diff  # read by the next step: recorded with this one
     n = rules.num_return_sequences
     return {"beams": [{"ids": s[P:], "score": float(x), "finish_reason": r[0],

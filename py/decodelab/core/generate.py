@@ -46,6 +46,7 @@ from decodelab.core import grammar, healing, jsonshape, records, sampling, searc
 from decodelab.core.inference import EMPTY_PROMPT
 from decodelab.core.livecheck import CHECK_EVERY, LiveCheck
 from decodelab.core.settings import Settings, validate
+from decodelab.core.slices import Slices
 from decodelab.core.textout import TextOut
 from decodelab.core.toolcalls import MAX_TOOL_CALLS, ToolCalls  # noqa: F401 (the cap, for callers)
 from decodelab.errors import FieldError, FieldErrors
@@ -91,6 +92,8 @@ class Generation:
         self.checks = None  # the live cache check, behind the text (`livecheck.LiveCheck`)
         self.session = None  # the model's session, once the first step has made it
         self.check_every = CHECK_EVERY  # unchecked steps it lets pass before it catches up
+        self._prompt = None  # the prompt's reading (`read_prompt`), once begun
+        self._catching = None  # the live check's catching up (`check_until`), once begun
         self._steps = self._run()
 
     def __iter__(self):
@@ -111,9 +114,12 @@ class Generation:
     def tool_calls(self) -> list:
         return self.tools.calls
 
-    def cancel(self) -> str:
-        """Stop between steps. Returns the held-back text that this releases (if any)."""
-        self.finish_checks()
+    def cancel(self, check: bool = True) -> str:
+        """Stop between steps (or while the prompt is read). Returns the held-back text that
+        this releases (if any). check: the live check catches up on the steps made now; else
+        it is left pending (`check_until` catches it up in slices; the trace catches it up)."""
+        if check:
+            self.finish_checks()
         if self.finish_reason is not None:
             return ""
         self._steps.close()
@@ -142,9 +148,9 @@ class Generation:
         return self.prefix.session.fork()
 
     def _from_prefix(self):
-        """(session, logits) from the prefix: its session forked, and the prompt's tokens after
-        it appended (a conversation's next turn: only its new tokens go through the model); or
-        None when the prefix is not the prompt's beginning."""
+        """(session, logits) from the prefix, sliced (`slices`): its session forked, and the
+        prompt's tokens after it appended (a conversation's next turn: only its new tokens go
+        through the model); or None when the prefix is not the prompt's beginning."""
         p, ids = self.prefix, list(self.prompt_ids)
         if p is None or p.shift != self.settings.context_shift or not p.ids \
                 or ids[:len(p.ids)] != p.ids or (len(ids) == len(p.ids) and p.logits is None):
@@ -152,11 +158,63 @@ class Generation:
         session = self.session = self.fork_prefix()
         self.reused = len(p.ids)
         rest = ids[len(p.ids):]
-        return session, (session.append(rest) if rest else p.logits)
+        return session, ((yield from session.append_steps(rest)) if rest else p.logits)
+
+    def _prefill_steps(self):
+        """The prompt read into the model's session, sliced (`slices`): (session, logits)."""
+        reused = yield from self._from_prefix()
+        if reused is not None:  # prefilled once, shared by many runs or turns
+            return reused
+        session = self.session = self.new_session()
+        sliced = getattr(session, "prefill_steps", None)  # a transformer's (the bigram's and
+        # a session without a cache read a prompt in one quick call)
+        ids = self.prompt_ids
+        logits = (yield from sliced(ids)) if sliced else session.prefill(ids)
+        return session, logits  # (V,)
+
+    def read_prompt(self, seconds: float) -> bool:
+        """Read the prompt for about `seconds` (at least one piece: PREFILL_CHUNK positions):
+        True once it is read, and the first step is a sampling step. The page's worker reads a
+        long prompt this way, a batch at a time, so it answers its heartbeat and a Stop while
+        it reads; iterating the run reads what is left in one go."""
+        if self._prompt is None:
+            self._prompt = Slices(self._prefill_steps())
+        return self._prompt.run(seconds)
+
+    @property
+    def prompt_read(self) -> dict:
+        """How much of the prompt is read: {"done", "total"} positions (with the prefix's)."""
+        total = len(self.tokenizer.start_ids) + len(self.prompt_ids)
+        session = self.session
+        return {"done": total if self._prompt is not None and self._prompt.done
+                else (session.length if session is not None else 0), "total": total}
+
+    def check_until(self, seconds: float) -> bool:
+        """Catch the live check up for about `seconds` (at least one piece): True once no step
+        is pending. (finish_checks does it in one go.)"""
+        if self.checks is None or not self.checks.pending:
+            return True
+        if self._catching is None or self._catching.done:
+            self._catching = Slices(self.checks.catch_up_steps())
+        self._catching.run(seconds)
+        return not self.checks.pending
 
     def run(self) -> "Generation":
         for _ in self:
             pass
+        return self
+
+    def run_steps(self):
+        """run, sliced (`slices`): a piece per chunk of the prompt, per step and per chunk of
+        the live check's passes."""
+        while not self.read_prompt(0.0):
+            yield None
+        for _ in self:
+            yield None
+            if self.done:  # (iterating on would catch the check up in one go)
+                break
+        while not self.check_until(0.0):
+            yield None
         return self
 
     def _finish(self, finish_reason, stop_reason, step: int) -> str:
@@ -256,12 +314,9 @@ class Generation:
 
     def _run(self):
         s = self.settings
-        reused = self._from_prefix()
-        if reused is not None:  # prefilled once, shared by many runs or turns
-            session, logits = reused
-        else:
-            session = self.session = self.new_session()
-            logits = session.prefill(self.prompt_ids)  # (V,)
+        if self._prompt is None:
+            self._prompt = Slices(self._prefill_steps())
+        session, logits = self._prompt.finish()
         self.feeds.append(("prefill", list(self.prompt_ids)))
         seen = self.seen_at(0)  # kept up to date below: the penalty's mask
         cached = getattr(session, "has_cache", False)  # a KV cache: its length, and the live check

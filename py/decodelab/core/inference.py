@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from decodelab.core import sampling
+from decodelab.core import sampling, slices
 from decodelab.core.kvcache import NEG, KVCache, kv_cache_bytes
 from decodelab.core.layers import (
     causal_bias,
@@ -42,6 +42,7 @@ from decodelab.core.layers import (
     swiglu_forward,
     window_start,
 )
+from decodelab.core.slices import chunks, drain
 from decodelab.errors import FieldError
 from decodelab.fields import SHIFTS
 
@@ -231,6 +232,8 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
         x = x + times(h, w_proj)  # (B, n, C)
     cache.length += n
     if rows is not None:
+        if len(rows) == 0:  # (a piece of a chunked pass with no row asked for: no head)
+            return np.empty((B, 0, w.w_head.shape[1]), x.dtype)
         return times(w.unit(x[:, rows], w.g_f), w.w_head)  # (B, R, C) -> (B, R, V)
     if every_row:
         return times(w.unit(x, w.g_f), w.w_head)  # (B, n, C) -> (B, n, V)
@@ -296,12 +299,16 @@ class Session:
     # --- prefill and decode ------------------------------------------------------------------
 
     def prefill(self, ids) -> np.ndarray:
+        return drain(self.prefill_steps(ids))
+
+    def prefill_steps(self, ids):
+        """prefill, sliced (`slices`): the prompt read PREFILL_CHUNK positions a piece."""
         tokens = self.start + [int(i) for i in ids]
         if not tokens:  # (a FieldError: every panel that reads a prompt says it by name)
             raise FieldError("prompt", EMPTY_PROMPT)
         start = window_start(len(tokens), self.cache.max_len)  # a long prompt: shifted already
         self.shifts, self.shifted = start // context_drop(self.cache.max_len), start > 0
-        self.logits = self._fill(tokens[start:])
+        self.logits = yield from self._fill_steps(tokens[start:])
         self.prefilled = self.cache.length
         return self.logits
 
@@ -326,6 +333,10 @@ class Session:
         through the model, at the positions after the cache's; nothing earlier is recomputed.
         The logits of the last one. When they do not fit, the context shifts by the same rule
         as decode, token by token from the start (`window_start` over every token seen)."""
+        return drain(self.append_steps(ids))
+
+    def append_steps(self, ids):
+        """append, sliced (`slices`): PREFILL_CHUNK positions a piece."""
         ids = [int(i) for i in ids]
         T, drop = self.cache.max_len, context_drop(self.cache.max_len)
         if self.cache.length + len(ids) > T:
@@ -333,13 +344,16 @@ class Session:
             start = window_start(seen, T)
             window = (self.tokens + ids)[start - self.shifts * drop:]
             self.shifts, self.shifted = start // drop, True
-            self.logits = self._fill(window)
+            self.logits = yield from self._fill_steps(window)
             return self.logits
         self.shifted = False
-        self.tokens += ids
-        idx = np.array([ids], np.int64)  # (1, n)
-        self.logits = cached_forward(self.weights_now(), self.cache, idx,
-                                     self.positions(len(ids)))[0]  # (V,)
+        for a, b in chunks(len(ids)):
+            self.tokens += ids[a:b]
+            idx = np.array([ids[a:b]], np.int64)  # (1, n)
+            self.logits = cached_forward(self.weights_now(), self.cache, idx,
+                                         self.positions(b - a))[0]  # (V,)
+            if b < len(ids):
+                yield None
         return self.logits
 
     def score(self, ids) -> np.ndarray:
@@ -373,10 +387,22 @@ class Session:
         self.prefilled = max(self.prefilled - drop, 0)
 
     def _fill(self, tokens) -> np.ndarray:
+        return drain(self._fill_steps(tokens))
+
+    def _fill_steps(self, tokens):
+        """An empty cache filled with this window, PREFILL_CHUNK positions a piece (a chunked
+        prefill: each piece attends to the pieces before it in the cache). The logits after
+        its last token."""
         self.cache.reset()
         self.tokens = list(tokens)
         idx = np.array([self.tokens], np.int64)  # (1, n)
-        return cached_forward(self.weights_now(), self.cache, idx, np.arange(len(tokens))[None])[0]
+        logits = None
+        for a, b in chunks(len(tokens)):
+            logits = cached_forward(self.weights_now(), self.cache, idx[:, a:b],
+                                    np.arange(a, b)[None])[0]
+            if b < len(tokens):
+                yield None
+        return logits
 
     def fork(self) -> "Session":
         """A new session that starts where this one is: the same tokens, and a copy of the
@@ -401,9 +427,22 @@ class Session:
         """The same window through the full forward without the cache."""
         return self.model.full_logits(self.tokens, self.dtype)
 
+    def recompute_steps(self):
+        """recompute_logits, sliced (`slices`): a chunk of the window a piece where the model
+        reads a window in chunks (`logits_at_steps`: the real one), else in one piece."""
+        at = getattr(self.model, "logits_at_steps", None)
+        if at is None:
+            return self.recompute_logits()
+        return (yield from at(self.tokens, [len(self.tokens) - 1], self.dtype))[0]  # (V,)
+
     def check(self) -> float:
         """Max |cached - recomputed| of the last logits handed out."""
-        return float(np.abs(self.logits - self.recompute_logits()).max())
+        return drain(self.check_steps())
+
+    def check_steps(self):
+        """check, sliced (`slices`)."""
+        expected = yield from self.recompute_steps()
+        return float(np.abs(self.logits - expected).max())
 
 
 def left_pad(rows: list, pad_id: int = 0):
@@ -452,17 +491,25 @@ class BatchSession:
         return ~self.valid[:, :self.cache.length]
 
     def prefill(self, prompts) -> np.ndarray:
+        return drain(self.prefill_steps(prompts))
+
+    def prefill_steps(self, prompts):
+        """prefill, sliced (`slices`): PREFILL_CHUNK positions of every row a piece."""
         start = list(self.model.tokenizer.start_ids)
         ids, valid, pos = left_pad([start + [int(i) for i in p] for p in prompts])  # (B, n) x3
         if ids.shape[1] > self.cache.max_len:
             raise ValueError(f"the longest prompt needs {ids.shape[1]} positions; the context "
                              f"holds {self.cache.max_len}")
         self.cache.reset()
-        self.cache.set_padding(valid)
         n = ids.shape[1]
         self.ids[:, :n], self.valid[:, :n] = ids, valid
         self.next_pos[:, 0] = pos[:, -1] + 1
-        self.logits = cached_forward(self.weights, self.cache, ids, pos)  # (B, V)
+        for a, b in chunks(n, max(1, slices.PREFILL_CHUNK // len(prompts))):  # a chunk's work
+            self.cache.set_padding(valid[:, a:b])
+            self.logits = cached_forward(self.weights, self.cache, ids[:, a:b],
+                                         pos[:, a:b])  # (B, V)
+            if b < n:
+                yield None
         return self.logits
 
     def decode(self, token_ids) -> np.ndarray:
@@ -482,6 +529,19 @@ class BatchSession:
         self.ids[:] = self.ids[rows]
         self.valid[:] = self.valid[rows]
         self.next_pos[:] = self.next_pos[rows]
+
+    def recompute_steps(self):
+        """recompute_logits, sliced (`slices`). A model that makes the rows it is asked for
+        (`logits_at_steps`: the real one, whose training forward would keep every block's arrays)
+        reads each row's own tokens, pads left out, a chunk a piece."""
+        at = getattr(self.model, "logits_at_steps", None)
+        if at is None:
+            return self.recompute_logits()
+        S, out = self.cache.length, np.empty_like(self.logits)
+        for b in range(out.shape[0]):
+            window = self.ids[b, :S][self.valid[b, :S]]
+            out[b] = (yield from at(window, [len(window) - 1], self.dtype))[0]
+        return out  # (B, V)
 
     def recompute_logits(self) -> np.ndarray:
         """Every row's padded window through the full forward (pads masked): (B, V)."""
@@ -503,16 +563,24 @@ def cache_check(model, prompt_ids, steps: int, seed: int = 0, dtype=np.float32,
     through context shifts), one uniform draw per step from default_rng(seed), first token whose cumulative
     probability exceeds it. `session`: a ready session to check instead of a new correct one.
     """
+    return drain(cache_check_steps(model, prompt_ids, steps, seed, dtype, session))
+
+
+def cache_check_steps(model, prompt_ids, steps: int, seed: int = 0, dtype=np.float32,
+                      session=None):
+    """cache_check, sliced (`slices`): a piece per chunk of the prompt, per step and per chunk
+    of each step's full pass."""
     rng = np.random.default_rng(seed)
     session = session if session is not None else model.session(dtype=dtype)
-    logits, diffs = session.prefill(prompt_ids), []
+    logits, diffs = (yield from session.prefill_steps(prompt_ids)), []
     for step in range(steps):
-        diffs.append(session.check())
+        diffs.append((yield from session.check_steps()))
         if step == steps - 1:
             break
         z = logits.astype(np.float64)  # (V,)
         z[model.tokenizer.eos_id] = -np.inf  # EOS blocked, as with ignore_eos
         logits = session.decode(sampling.pick(sampling.softmax(z), rng.random()))
+        yield None
     worst = max(diffs, default=0.0)
     return {"max_abs_diff": worst, "steps": steps, "tolerance": session.tolerance,
             "ok": worst <= session.tolerance, "dtype": session.dtype.name,

@@ -25,16 +25,25 @@ Left out: batches (`inference.BatchSession` is checked per step by the batch pan
 
 import numpy as np
 
+from decodelab.core.slices import drain
+
 CHECK_EVERY = 512  # a run's live check waits for the end of the text, or this many steps at most
 
 
 def reference_rows(model, tokens, rows, dtype) -> np.ndarray:
-    """The full pass's logits after the given positions (len(rows), V). A model that can make
-    only those rows says so with `logits_at` (SmolLM2: a row is 49,152 logits, and its pass, a
-    prefill of the window into an empty cache, keeps nothing); the others' pass (the training
-    code's forward) makes every row and the check reads its own."""
-    at = getattr(model, "logits_at", None)
-    return at(tokens, rows, dtype) if at else model.all_logits(tokens, dtype)[rows]
+    """The full pass's logits after the given positions (len(rows), V)."""
+    return drain(reference_rows_steps(model, tokens, rows, dtype))
+
+
+def reference_rows_steps(model, tokens, rows, dtype):
+    """reference_rows, sliced (`slices`). A model that can make only those rows says so with
+    `logits_at_steps` (SmolLM2: a row is 49,152 logits, and its pass, a prefill of the window
+    into an empty cache a chunk at a time, keeps nothing); the others' pass (the training
+    code's forward, small and quick) makes every row and the check reads its own."""
+    at = getattr(model, "logits_at_steps", None)
+    if at is None:
+        return model.all_logits(tokens, dtype)[rows]
+    return (yield from at(tokens, rows, dtype))
 
 
 class LiveCheck:
@@ -55,21 +64,27 @@ class LiveCheck:
 
     def catch_up(self) -> None:
         """Check every pending step: one full pass per window."""
-        s, pending = self.session, self.pending
-        self.pending = []
-        i = 0
-        while i < len(pending):
-            window, j = pending[i][1], i
-            while j < len(pending) and pending[j][1] is window:
+        drain(self.catch_up_steps())
+
+    def catch_up_steps(self):
+        """catch_up, sliced (`slices`): a window's steps leave `pending` once their pass is
+        made, so a catch-up given up half way leaves the rest pending."""
+        s = self.session
+        while self.pending:
+            window, j = self.pending[0][1], 0
+            while j < len(self.pending) and self.pending[j][1] is window:
                 j += 1
-            rows = [n - 1 for _, _, n, _ in pending[i:j]]  # the row after each step's window
-            ref = reference_rows(s.model, window[:max(rows) + 1], rows, s.dtype)  # (j - i, V)
-            for (record, _, n, logits), expected in zip(pending[i:j], ref):
+            group = self.pending[:j]
+            rows = [n - 1 for _, _, n, _ in group]  # the row after each step's window
+            ref = yield from reference_rows_steps(s.model, window[:max(rows) + 1], rows,
+                                                  s.dtype)  # (j, V)
+            del self.pending[:j]
+            for (record, _, n, logits), expected in zip(group, ref):
                 diff = float(np.abs(logits - expected).max())
                 ok = diff <= s.tolerance
                 record.update(cache_diff=diff, cache_ok=ok)
                 self.verdicts.append([record["step"], diff, ok])
-            i = j
+            yield None
 
     def take(self) -> list:
         """The verdicts reached since the last call: [[step, diff, ok], ...]."""

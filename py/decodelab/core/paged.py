@@ -299,20 +299,21 @@ class PagedSession(Session):
         takes blocks as it fills, so the model's reserve has nothing to do here)."""
         return PagedCache(self.pool, max_len, self.tree.take if self.tree else None)
 
-    def prefill(self, ids) -> np.ndarray:
-        """Session.prefill, reusing the prefix tree's blocks for the longest cached prefix of
-        the window (the last token is always computed: its logits are the answer); `reused`
-        says how many positions were not computed."""
+    def prefill_steps(self, ids):
+        """Session.prefill_steps, reusing the prefix tree's blocks for the longest cached prefix
+        of the window (the last token is always computed: its logits are the answer);
+        `reused` says how many positions were not computed."""
         window = self.start + [int(i) for i in ids]
         self.reused = 0
         if self.tree is None or len(window) > self.cache.max_len:
-            return super().prefill(ids)  # a window that shifts at once shares nothing
+            return (yield from super().prefill_steps(ids))  # a window that shifts at once
+            # shares nothing
         self.cache.reset()
         self.cache.adopt(self.tree.match(window[:-1]))
         n = self.cache.length
         self.tokens = window[:n]
         self.shifts, self.shifted, self.reused = 0, False, n
-        self.logits = self.append(window[n:])
+        self.logits = yield from self.append_steps(window[n:])
         self.prefilled = self.cache.length
         return self.logits
 

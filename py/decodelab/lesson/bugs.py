@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from decodelab.core.inference import BatchSession, Session, cache_check, generation_dtype
+from decodelab.core.inference import BatchSession, Session, cache_check_steps, generation_dtype
 from decodelab.core.kvcache import KVCache
+from decodelab.core.slices import drain
 from decodelab.errors import FieldError
 from decodelab.lesson.batch import batch_run
 
@@ -176,19 +177,31 @@ def answer(model, session, prompt_ids, steps: int) -> str:
     """What `session` makes the model write after the prompt: greedy, `steps` tokens at most,
     ending at end-of-sequence. The same for a correct session and a broken one, so the two
     texts differ only by the bug."""
+    return drain(answer_steps(model, session, prompt_ids, steps))
+
+
+def answer_steps(model, session, prompt_ids, steps: int):
+    """answer, sliced (`core.slices`): a piece per chunk of the prompt and per step."""
     eos, out = model.tokenizer.eos_id, []
-    logits = session.prefill(prompt_ids)
+    logits = yield from session.prefill_steps(prompt_ids)
     for _ in range(steps):
         token = int(np.argmax(logits))
         if token == eos:
             break
         out.append(token)
         logits = session.decode(token)
+        yield None
     return model.tokenizer.decode(out)
 
 
 def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompts=None,
             dtype=None) -> dict:
+    """run_bug_steps, every piece at once."""
+    return drain(run_bug_steps(model, bug, prompt_ids, steps, seed, batch_prompts, dtype))
+
+
+def run_bug_steps(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompts=None,
+                  dtype=None):
     """Run the check that catches `bug` ("none" runs the correct cache through the same check).
 
     Cache bugs: kvcache.cache_check with a buggy session, per-step max |cached - recomputed|,
@@ -217,13 +230,14 @@ def run_bug(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_prompt
     broken = lambda: SESSIONS.get(bug, Session)(model, dtype)  # noqa: E731
     session = broken()
     session.rng = np.random.default_rng(seed)  # dropout draws its masks from the run's seed too
-    result = cache_check(model, prompt_ids, steps, seed, session=session)
-    answers = {"correct": answer(model, model.session(dtype=dtype), prompt_ids, steps),
+    result = yield from cache_check_steps(model, prompt_ids, steps, seed, session=session)
+    answers = {"correct": (yield from answer_steps(model, model.session(dtype=dtype), prompt_ids,
+                                                   steps)),
                "broken": None}
     if spec is not None:  # a second broken session, with the same draws (dropout's masks)
         writes = broken()
         writes.rng = np.random.default_rng(seed)
-        answers["broken"] = answer(model, writes, prompt_ids, steps)
+        answers["broken"] = yield from answer_steps(model, writes, prompt_ids, steps)
     out = {"bug": bug, "check": "cache", "label": spec.label if spec else "No bug",
            "what_went_wrong": spec.what_went_wrong if spec else None, "cache": result,
            "course": course(result["per_step"], result["tolerance"]), "answers": answers}

@@ -30,6 +30,7 @@ from decodelab.core import search
 from decodelab.core.beam import BLOCKED, banned_by_ngrams
 from decodelab.core.generate import prepare, start
 from decodelab.core.settings import SAMPLING_ONLY
+from decodelab.core.slices import drain
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import PRETRAINED, read
 from decodelab.lesson.experiment import mean_logprob, repeated_ngram_rate
@@ -38,9 +39,11 @@ from decodelab.lesson.planned import Planned
 BEAM_FIELDS = ("num_beams", "length_penalty", "early_stopping", "no_repeat_ngram_size",
                "num_return_sequences")
 DRAFT_FIELDS = ("draft", "num_draft_tokens")
-SEARCH_MAX_TOKENS = 120  # a search is not cancellable: keep it short
-# the real model's search runs in one call of the page's worker, whose heartbeat gives up after
-# 30 s: about 20 ms a token natively and 50-300 ms in the page (beam rows, draft passes)
+SEARCH_MAX_TOKENS = 120  # a search waits for its whole answer: keep it short
+# the real model's search costs about 20 ms a token natively and tenths of a second in the page
+# (beam rows and their check, draft passes): a beam search runs there in slices (`core.slices`),
+# so the worker answers meanwhile; speculative decoding's rounds (a pass over a few positions
+# each) in one call
 PRETRAINED_SEARCH_MAX_TOKENS = 32
 MAX_RUNS = 400  # runs per acceptance experiment: gammas x temperatures x samples
 # What the page's acceptance experiment starts with: greedy and two temperatures (the table's
@@ -65,9 +68,9 @@ def _short(settings) -> None:
                                            f"{SEARCH_MAX_TOKENS}; got {settings.max_new_tokens}.")
     if settings.model in PRETRAINED and settings.max_new_tokens > PRETRAINED_SEARCH_MAX_TOKENS:
         raise FieldError("max_new_tokens", f"Max new tokens: a search on SmolLM2 here takes at "
-                                           f"most {PRETRAINED_SEARCH_MAX_TOKENS} (it runs in one "
-                                           f"go, and each of its tokens costs the real model "
-                                           f"tenths of a second in the page); got "
+                                           f"most {PRETRAINED_SEARCH_MAX_TOKENS} (each of its tokens "
+                                           f"costs the real model tenths of a second in the "
+                                           f"page); got "
                                            f"{settings.max_new_tokens}.")
 
 
@@ -124,6 +127,12 @@ def beam_lesson(library, req: dict) -> dict:
     """{"settings": the workbench's, "beam": {the beam fields}} -> the search's trace, its tree,
     and beam, greedy and sampled side by side (on the real model too, when it is the
     workbench's)."""
+    return drain(beam_lesson_steps(library, req))
+
+
+def beam_lesson_steps(library, req: dict):
+    """beam_lesson, sliced (`core.slices`): a piece per step of the search and of each run
+    beside it, and per chunk of a full pass (the page's worker runs it a slice at a time)."""
     raw = _settings(req, pretrained=True)
     own = req.get("beam", {})
     if not isinstance(own, dict) or set(own) - set(BEAM_FIELDS):
@@ -133,14 +142,16 @@ def beam_lesson(library, req: dict) -> dict:
     beam_raw.update(own, strategy="beam")
     settings, model, prompt = prepare(library, beam_raw)
     _short(settings)
-    run = search.start(library, settings, model, prompt[0]).run()
+    run = search.start(library, settings, model, prompt[0])
+    yield from run.run_steps()
     trace = run.trace()
     eos = model.tokenizer.eos_id
     side = [_measured("beam", b["text"], b["ids"], b["logprob_per_token"], eos)
             for b in trace["beams"][:1]]
     ids = [trace["beams"][0]["ids"]]
     for name, extra in (("greedy", {"greedy": True}), ("sampled", {})):
-        other = start(library, dict(sampled_raw, **extra)).run()
+        other = start(library, dict(sampled_raw, **extra))
+        yield from other.run_steps()
         side.append(_measured(name, other.text, other.output_ids, mean_logprob(other.records),
                               eos))
         side[-1].update(finish_reason=other.finish_reason, stop_reason=other.stop_reason)

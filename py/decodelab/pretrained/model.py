@@ -23,6 +23,7 @@ import numpy as np
 from decodelab.core.inference import cached_forward, weights_of
 from decodelab.core.kvcache import KVCache
 from decodelab.core.layers import Config, matmul_layout
+from decodelab.core.slices import chunks, drain
 from decodelab.core.transformer import TransformerModel
 from decodelab.pretrained.chat import ChatTemplate
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError
@@ -88,11 +89,24 @@ class PretrainedModel(TransformerModel):
         in the page, the check of a chat's second turn, 98 tokens, took 9.2 s that way and 3.5 s
         this way), and it keeps every block's arrays for a backward pass (320 MB more at 200
         tokens). A row of logits is 49,152 numbers: a window's worth would be 400 MB."""
+        return drain(self.logits_at_steps(tokens, rows, dtype))
+
+    def logits_at_steps(self, tokens, rows=None, dtype=np.float32):
+        """logits_at, sliced (`slices`): the window read PREFILL_CHUNK positions a piece, each
+        piece's rows asked for taken as it passes."""
         cfg, n = self.cfg, len(tokens)
         cache = KVCache(cfg.n_layer, 1, cfg.n_kv_head, n, cfg.head_dim, dtype)  # just the window
-        idx, pos = np.asarray(tokens, np.int64)[None], np.arange(n)[None]  # (1, n) each
+        idx = np.asarray(tokens, np.int64)[None]  # (1, n)
         rows = np.arange(n) if rows is None else np.asarray(rows, np.int64)
-        return cached_forward(weights_of(self, dtype), cache, idx, pos, rows=rows)[0]  # (R, V)
+        w, out = weights_of(self, dtype), np.empty((len(rows), cfg.vocab_size), dtype)
+        for a, b in chunks(n):
+            here = (rows >= a) & (rows < b)
+            got = cached_forward(w, cache, idx[:, a:b], np.arange(a, b)[None],
+                                 rows=rows[here] - a)[0]  # (r, V)
+            out[here] = got
+            if b < n:
+                yield None
+        return out  # (R, V)
 
     def all_logits(self, tokens, dtype=np.float32) -> np.ndarray:
         return self.logits_at(tokens, None, dtype)  # (T, V)

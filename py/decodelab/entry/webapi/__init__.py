@@ -29,14 +29,21 @@ panel's script in web/ is:
     pretrained  the real model, read from its file a part at a time
 
 Generation is driven from JavaScript in short time-budgeted batches (`advance`), so the worker
-reads a Stop message between batches. One run at a time per session.
+reads a Stop message between batches. One run at a time per session. Any other endpoint that can
+take seconds (a beam search on the real model, say) is a generator (`core.slices`): called with
+sliced (as the worker calls every endpoint), it makes a first slice and answers {"ok": true,
+"pending": true, "task": n, "progress"}, and the worker calls `resume` ({"task": n,
+"budget_ms"}) until the answer is the endpoint's own, or `abandon` ({"task": n}) when the page
+stops it; the page sees one request either way.
 
 The CLI does not use this package; both go through `core.generate`.
 """
 
+import inspect
 import json
 
 from decodelab.core.library import Library
+from decodelab.core.slices import drain
 from decodelab.entry.webapi import (  # noqa: F401
     accuracy,
     batch,
@@ -68,8 +75,10 @@ def _errors(e) -> dict:
     return {"ok": False, "errors": [error_json(x) for x in errs]}
 
 
-def call(name: str, request_json: str = "{}", session: str = "page") -> str:
-    """Run endpoint `name` on the request (a JSON object) for the page `session`."""
+def call(name: str, request_json: str = "{}", session: str = "page", sliced: bool = False) -> str:
+    """Run endpoint `name` on the request (a JSON object) for the page `session`. sliced: an
+    endpoint that can take seconds answers after its first slice (the page's worker); else it
+    runs to its end (the tests, a script)."""
     try:
         try:
             req = json.loads(request_json) if isinstance(request_json, str) else None
@@ -89,6 +98,8 @@ def call(name: str, request_json: str = "{}", session: str = "page") -> str:
         elif session not in SESSIONS:
             raise FieldError("request", "Python is not set up for this page yet.")
         out = ENDPOINTS[name](SESSIONS[session], req)
+        if inspect.isgenerator(out):  # a long computation, in slices (`core.slices`)
+            out = SESSIONS[session].begin(name, out) if sliced else drain(out)
     except (FieldError, FieldErrors) as e:
         return json.dumps(_errors(e))
     return json.dumps({"ok": True, **out})

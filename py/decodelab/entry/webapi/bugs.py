@@ -11,13 +11,13 @@ from decodelab.fields import encode, read
 from decodelab.lesson import batch
 
 
-# the real model's check runs in one call of the page's worker (its heartbeat gives up after
-# 30 s), and each step's full pass takes about a second there
+# each step of the real model's check is a full pass over the text, about a second in the page
+# (run in slices, `core.slices`, so the worker answers meanwhile): the wait stays short
 PRETRAINED_CHECK_STEPS = 10
 
 
 @endpoint
-def _break_it(session: Session, req: dict) -> dict:
+def _break_it(session: Session, req: dict):
     """{"bug", "dataset", "model", "test_prompt", "check_steps", "seed", "prompts"} -> the
     check that catches the bug, run with it injected (bugs.run_bug), what the model writes with
     it and without it, and the sentence on what went wrong. "model": "smollm2" runs the real
@@ -32,7 +32,7 @@ def _break_it(session: Session, req: dict) -> dict:
         raise FieldError("check_steps", f"Check steps: with SmolLM2 at most "
                                         f"{PRETRAINED_CHECK_STEPS} here: each step's check is a "
                                         f"full pass over the text, about a second each in the "
-                                        f"page, and the check runs in one go; got {steps}.")
+                                        f"page; got {steps}.")
     if not ids and not model.tokenizer.start_ids:
         raise FieldError("test_prompt", "Test prompt: this model starts a sequence with no token "
                                         "of its own, so it needs a prompt; type something.")
@@ -47,7 +47,8 @@ def _break_it(session: Session, req: dict) -> dict:
     else:
         fits(model, "check_steps", f"Check steps: the test prompt and {steps} steps",
               len(ids) + 1 + steps)
-    out = bugs.run_bug(model, bug, ids, steps, values["seed"], batch_prompts=batch_ids)
+    out = yield from bugs.run_bug_steps(model, bug, ids, steps, values["seed"],
+                                        batch_prompts=batch_ids)
     if out["check"] == "batch":
         out["batch"] = batch.describe(model, texts, out["batch"])
     return {"dataset": dataset, "test_prompt": values["test_prompt"], **out}

@@ -8,10 +8,12 @@ made again) lives in a `Session`, one per page; `setup` opens one. Endpoints are
 import time
 
 from decodelab.core.library import Library
+from decodelab.core.slices import Slices
 from decodelab.errors import FieldError
 from decodelab.fields import check
 
 MAX_BUDGET_MS = 500  # the longest batch a page may ask for
+SLICE_MS = 40  # the first slice of a long call, made by the call itself
 
 SESSIONS = {}  # session id -> Session
 ENDPOINTS = {}  # name -> handler(session, request) -> dict
@@ -29,6 +31,30 @@ class Session:
         self.replay = None  # core.replay.Replay of the latest run, for the lesson
         self.planned = {}  # experiment name -> the one in progress (see `experiment`)
         self.prompt_logits = None  # (key, logits): the preview's last prefill
+        self.tasks = {}  # n -> (endpoint, core.slices.Slices): long calls made in slices
+        self.task_count = 0
+
+    def begin(self, name: str, work) -> dict:
+        """An endpoint's sliced computation (a generator): its first slice, then what
+        `proceed` answers."""
+        self.task_count += 1
+        self.tasks[self.task_count] = (name, Slices(work))
+        return self.proceed(self.task_count, SLICE_MS / 1000.0)
+
+    def proceed(self, n: int, seconds: float) -> dict:
+        """Task n's next slice (about `seconds`, at least one piece) -> {"pending": true,
+        "task": n, "progress"} while it has work left, else the endpoint's own answer. A task
+        that fails is gone (its error is the call's)."""
+        name, work = self.tasks[n]
+        try:
+            work.run(seconds)
+        except BaseException:
+            del self.tasks[n]
+            raise
+        if not work.done:
+            return {"pending": True, "task": n, "endpoint": name, "progress": work.progress}
+        del self.tasks[n]
+        return work.result
 
     def datasets(self) -> dict:
         """{dataset: its tokenizers}: what settings are checked against."""
@@ -57,6 +83,30 @@ def endpoint(fn):
         raise ValueError(f"the endpoint {name!r} is registered twice ({fn.__module__})")
     ENDPOINTS[name] = fn
     return fn
+
+
+@endpoint
+def _resume(session: Session, req: dict) -> dict:
+    """{"task": n, "budget_ms"} -> the next slice of a long call (`Session.proceed`)."""
+    n = _task(session, req)
+    return session.proceed(n, deadline(req) - time.perf_counter())
+
+
+@endpoint
+def _abandon(session: Session, req: dict) -> dict:
+    """{"task": n} -> a long call given up between two slices (the page's Stop): nothing of it
+    is kept."""
+    n = _task(session, req)
+    session.tasks.pop(n)[1].close()
+    return {"abandoned": n}
+
+
+def _task(session: Session, req: dict) -> int:
+    n = req.get("task")
+    if isinstance(n, bool) or not isinstance(n, int) or n not in session.tasks:
+        raise FieldError("request", f"task must be the number of a long call in progress; "
+                                    f"got {n!r}.")
+    return n
 
 
 def deadline(req: dict) -> float:

@@ -17,6 +17,7 @@ from decodelab.core.generate import Generation, prepare
 from decodelab.core.generate import start as start_generation
 from decodelab.core.inference import cache_shape, check_tolerance
 from decodelab.core.settings import NAMES, Settings, check_each
+from decodelab.core.slices import drain
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
 from decodelab.errors import FieldError, FieldErrors
@@ -213,37 +214,55 @@ def _status(run, steps, checking: bool = False) -> dict:
 @endpoint
 def _advance(session: Session, req: dict) -> dict:
     """{"budget_ms", "catch_up"} -> the step records made in about that time (at least one
-    step). The live check of their cache follows behind (`core.livecheck`); with catch_up (slow
-    motion, where a pause follows each step anyway) it catches up before the batch returns.
-    The batch that ends the text goes out at once, and the check's catching up (for the real
-    model a full pass over the whole window: seconds) is the next batch's work, so the page
-    shows the whole answer and says that the check is running."""
+    step). A long prompt is read first, a chunk at a time (`Generation.read_prompt`): its
+    batches have no steps and say how much is read ("reading"). The live check of the steps
+    follows behind (`core.livecheck`); with catch_up (slow motion, where a pause follows each
+    step anyway) it catches up before the batch returns. The batch that ends the text goes out
+    at once, and the check's catching up (for the real model a full pass over the whole
+    window: seconds) is the next batches' work, a chunk of the pass at a time, so the page
+    shows the whole answer, says that the check is running, and is answered meanwhile."""
     end, run, steps = deadline(req), session.run, []
+
+    def left() -> float:
+        return max(end - time.perf_counter(), 0.0)
+
+    if run is not None and not run.done and not run.read_prompt(left()):
+        return dict(_status(run, [], checking=False), reading=run.prompt_read)
     for record in run or ():
         steps.append(record)
         if run.done or time.perf_counter() >= end:
             break
     if run is not None and req.get("catch_up"):
         run.finish_checks()
+    elif run is not None and run.done and not steps:
+        run.check_until(left())
     if run is not None and run.done:
         session.last = run
-    return _status(run, steps, checking=bool(steps) and run.checking)
+    return _status(run, steps, checking=run is not None and run.checking)
 
 
 @endpoint
 def _cancel(session: Session, req: dict) -> dict:
+    """{"budget_ms"} -> the run stopped between two steps (or while it reads its prompt), and
+    the live check of the steps it made caught up for about that long: while it has more to
+    do the batch says checking, and the page asks again."""
     run = session.run
     if run is not None:
-        run.cancel()  # text held back for a stop string is shown after all (in the flow)
+        run.cancel(check=False)  # text held back for a stop string is shown (in the flow)
+        run.check_until(max(deadline(req) - time.perf_counter(), 0.0))
         session.last = run
-    return _status(run, [])
+    return _status(run, [], checking=run is not None and run.checking)
 
 
 @endpoint
-def _trace(session: Session, req: dict) -> dict:
+def _trace(session: Session, req: dict):
+    """The last finished run's trace; its live check caught up first, a chunk of a pass a
+    slice (`core.slices`: for the real model, seconds)."""
     last = session.last
     if last is None:
         return {"trace": None}
+    while not last.check_until(0.0):
+        yield None
     chat = getattr(last, "chat", None)  # a chat turn's trace is `chat`'s (a search has none)
     return {"trace": last.model.template.trace(last.trace(), chat) if chat else last.trace()}
 
@@ -274,6 +293,8 @@ def _restore_advance(session: Session, req: dict) -> dict:
     end = deadline(req)
     run, steps = session.restoring
     while len(run.records) < steps and not run.done:
+        if not run.read_prompt(max(end - time.perf_counter(), 0.0)):
+            break  # a long prompt: read a chunk at a time
         next(run, None)
         if time.perf_counter() >= end:
             break
@@ -309,6 +330,6 @@ def _warm_up(session: Session, req: dict) -> dict:
             out = _advance(scratch, {"budget_ms": MAX_BUDGET_MS})
             json.dumps(out)
             steps, done = steps + len(out["steps"]), out["done"]
-        json.dumps(_trace(scratch, {}))
+        json.dumps(drain(_trace(scratch, {})))
         models.append(settings["model"])
     return {"steps": steps, "models": models, "ms": round((time.perf_counter() - t0) * 1000)}

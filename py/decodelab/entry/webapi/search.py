@@ -3,14 +3,15 @@ decoding round by round, and the acceptance experiment (planned by acceptance_st
 time-boxed batches by acceptance_advance)."""
 
 from decodelab.entry.webapi.registry import Session, endpoint, experiment
-from decodelab.lesson.search import AcceptanceExperiment, beam_lesson, speculative_lesson
+from decodelab.lesson.search import AcceptanceExperiment, beam_lesson_steps, speculative_lesson
 
 
 @endpoint
-def _beam(session: Session, req: dict) -> dict:
+def _beam(session: Session, req: dict):
     """{"settings": the workbench's, "beam": the beam fields} -> the search, its tree, and
-    beam, greedy and sampled side by side."""
-    return beam_lesson(session.library, req)
+    beam, greedy and sampled side by side; in slices (on the real model a search takes tens of
+    seconds in the page)."""
+    return beam_lesson_steps(session.library, req)
 
 
 @endpoint

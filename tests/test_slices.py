@@ -1,0 +1,177 @@
+"""Long work in slices (`core.slices`): a long prompt, the live check's passes and a beam search
+are each one computation that runs whole natively and a piece at a time in the page's worker,
+with the same result either way; the worker's protocol for a long call (pending, resume,
+abandon) and a run whose prompt is read over several batches."""
+
+import numpy as np
+import pytest
+from decodelab.core import slices
+from decodelab.core.generate import Generation
+from decodelab.core.inference import cached_forward
+from decodelab.core.kvcache import KVCache
+from decodelab.core.settings import validate
+from decodelab.entry.webapi import registry
+from decodelab.lesson.search import beam_lesson
+
+from tests.conftest import api, run_to_end
+from tests.test_kvcache import make_model
+
+LONG = "abcdefghij" * 7  # 70 characters: five chunks of the prompt
+
+
+@pytest.fixture(autouse=True)
+def page_chunks(monkeypatch):
+    """The page's chunk of a prefill (natively a chunk is 256 positions: BLAS)."""
+    monkeypatch.setattr(slices, "PREFILL_CHUNK", 16)
+
+
+def pieces(work) -> tuple:
+    """(result, how many pieces it took) of a sliced computation run a piece at a time."""
+    n = 0
+    while True:
+        try:
+            next(work)
+            n += 1
+        except StopIteration as end:
+            return end.value, n + 1
+
+
+def test_drain_and_slices_give_the_result_and_run_at_least_one_piece():
+    def work():
+        for i in range(5):
+            yield {"done": i, "total": 5}
+        return "answer"
+
+    assert slices.drain(work()) == "answer"
+    s = slices.Slices(work())
+    assert not s.run(0.0) and s.progress == {"done": 0, "total": 5}  # one piece, not more
+    assert s.finish() == "answer" and s.done
+    assert slices.chunks(35) == [(0, 16), (16, 32), (32, 35)] and slices.chunks(0) == []
+
+
+def test_a_prompt_read_in_chunks_gives_what_one_pass_gives():
+    """Each chunk attends to the chunks before it in the cache: the same sums as one pass over
+    the window, so the logits agree to rounding, and so do the cached keys."""
+    model = make_model("gqa", context=96, layers=2, seed=3)
+    session = model.session(dtype=np.float64)
+    ids = model.tokenizer.encode(LONG)
+    logits, n = pieces(session.prefill_steps(ids))
+    assert n == len(slices.chunks(len(ids) + len(model.tokenizer.start_ids)))
+    tokens = list(model.tokenizer.start_ids) + ids
+    cfg = model.cfg
+    cache = KVCache(cfg.n_layer, 1, cfg.n_kv_head, cfg.context_size, cfg.head_dim, np.float64)
+    one = cached_forward(session.weights, cache, np.array([tokens]), np.arange(len(tokens))[None])
+    assert np.abs(logits - one[0]).max() < 1e-12
+    assert np.abs(session.cache.k[1][:, :, :len(tokens)] - cache.k[1][:, :, :len(tokens)]).max() < 1e-12
+    assert np.abs(logits - model.full_logits(tokens, np.float64)).max() < 1e-9
+
+
+def test_a_run_reads_its_prompt_a_chunk_per_call_and_is_the_same_run():
+    model = make_model("gqa", context=96, layers=2, seed=3)
+    settings = {"model": "transformer", "prompt": LONG, "max_new_tokens": 12, "seed": 4,
+                "cache_check": True, "ignore_eos": True}
+    whole = Generation(model, validate(settings)).run()
+    run = Generation(model, validate(settings))
+    calls = 1
+    while not run.read_prompt(0.0):
+        assert run.records == [] and 0 < run.prompt_read["done"] < run.prompt_read["total"]
+        calls += 1
+    assert calls == len(slices.chunks(len(run.prompt_ids) + 1)) and run.prompt_read["done"] == 71
+    run.run()
+    assert [r["token_id"] for r in run.records] == [r["token_id"] for r in whole.records]
+    assert run.trace() == whole.trace()
+
+
+def test_the_live_check_catches_up_in_pieces_that_leave_the_rest_pending():
+    model = make_model("gqa", context=32, layers=2, seed=2)
+    run = Generation(model, validate({"model": "transformer", "max_new_tokens": 40, "seed": 1,
+                                      "ignore_eos": True, "cache_check": True}))
+    for _ in run:  # 40 steps over a window of 32: the shift starts a second window
+        if run.done:
+            break  # as the page's batches do: the check is left to catch up
+    assert run.checking
+    windows = 0
+    while not run.check_until(0.0):  # one window's pass a call for a trained model
+        windows += 1
+        assert run.checks.pending and run.take_checks()
+    assert windows >= 1 and not run.checking
+    assert all(r["cache_ok"] for r in run.records)
+
+
+@pytest.fixture
+def page(artifacts):
+    assert api("setup", {"assets": str(artifacts)})["ok"]
+    return artifacts
+
+
+@pytest.fixture
+def one_piece_slices(monkeypatch):
+    """Every slice a single piece: the protocol seen at its finest."""
+    monkeypatch.setattr(registry, "SLICE_MS", 0)
+
+
+BEAM = {"settings": {"model": "transformer", "dataset": "prose", "prompt": "The ", "seed": 3,
+                     "max_new_tokens": 12}, "beam": {"num_beams": 3}}
+
+
+def test_a_long_call_answers_pending_then_its_own_answer(page, one_piece_slices):
+    from decodelab.core.library import Library
+
+    reply, slices_made = api("beam", BEAM, sliced=True), 1
+    assert reply["ok"] and reply["pending"] and reply["endpoint"] == "beam"
+    task = reply["task"]
+    while reply.get("pending"):
+        assert reply["task"] == task
+        reply = api("resume", {"task": task, "budget_ms": 0})
+        slices_made += 1
+    assert slices_made > 12  # a piece per step of the search and of the runs beside it
+    native = beam_lesson(Library(page), BEAM)
+    assert reply == {"ok": True, **native}
+    assert registry.SESSIONS["page"].tasks == {}  # nothing left behind
+    again = api("resume", {"task": task, "budget_ms": 0})  # a finished task is gone
+    assert not again["ok"] and "task must be the number of a long call" in again["errors"][0]["message"]
+
+
+def test_a_long_call_stopped_between_slices_leaves_nothing(page, one_piece_slices):
+    reply = api("beam", BEAM, sliced=True)
+    assert reply["pending"]
+    assert api("abandon", {"task": reply["task"]}) == {"ok": True, "abandoned": reply["task"]}
+    assert registry.SESSIONS["page"].tasks == {}
+    for bad in ({"task": reply["task"]}, {"task": "1"}, {"task": True}, {}):
+        out = api("abandon", bad)
+        assert not out["ok"] and out["errors"][0]["field"] == "request", bad
+
+
+def test_a_long_call_refused_in_its_first_slice_is_an_ordinary_error(page):
+    out = api("beam", {**BEAM, "beam": {"num_beams": 0}}, sliced=True)
+    assert not out["ok"] and out["errors"][0]["field"] == "num_beams"
+    assert registry.SESSIONS["page"].tasks == {}
+
+
+def test_a_long_prompt_is_read_over_batches_without_steps(page):
+    """advance reads the prompt a chunk per batch (budget 0: one chunk), says how far it got,
+    and then the run is the run made in one go (the CLI's)."""
+    settings = {"model": "transformer", "dataset": "prose", "prompt": "The old house " * 6,
+                "seed": 2, "max_new_tokens": 8}
+    assert api("start", settings)["ok"]
+    reading = []
+    while True:
+        out = api("advance", {"budget_ms": 0})
+        if out["steps"]:
+            break
+        assert not out["done"] and out["reading"]["done"] < out["reading"]["total"]
+        reading.append(out["reading"]["done"])
+    assert len(reading) >= 4 and reading == sorted(reading)
+    while not out["done"]:
+        out = api("advance", {"budget_ms": 500})
+    trace = api("trace")["trace"]
+    assert trace == run_to_end(settings)
+
+
+def test_stop_while_the_prompt_is_read_ends_the_run_at_once(page):
+    assert api("start", {"model": "transformer", "dataset": "prose", "seed": 2,
+                         "prompt": "The old house " * 6, "max_new_tokens": 8})["ok"]
+    assert "reading" in api("advance", {"budget_ms": 0})
+    out = api("cancel")
+    assert out["done"] and out["finish_reason"] == "cancelled" and out["steps"] == []
+    assert api("trace")["trace"]["steps"] == []
