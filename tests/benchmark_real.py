@@ -32,6 +32,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "py")]
 # 200, not more: a prefill of 500 tokens takes ~20 s in the page, one call the worker must
 # answer within its heartbeat's 30 s
 CONTEXTS, PREFILLS, STEPS, REPEATS = [50, 200], [50, 200], 20, 3
+LONG_PROMPT_TOKENS = 2000  # a prompt near the window, read in slices in the page
 
 
 def rss_mb(field: str = "VmRSS") -> float:
@@ -64,11 +65,13 @@ def measure(repeats: int = REPEATS) -> dict:
                                                repeats) for c in (50, 120)},
            "tiny_params": tiny.n_params}
     out["peak_rss_mb"] = rss_mb("VmHWM")
+    out["long_prompt"] = smol.tokenizer.decode(filler(smol, text, LONG_PROMPT_TOKENS))
     return out
 
 
-def in_the_page(repeats: int = REPEATS) -> dict:
-    """The page's rows, in headless Chromium on the built site (static/), started cold."""
+def in_the_page(long_prompt: str, repeats: int = REPEATS) -> dict:
+    """The page's rows, in headless Chromium on the built site (static/), started cold;
+    long_prompt: about LONG_PROMPT_TOKENS tokens of prose, for the prompt read in slices."""
     from playwright.sync_api import sync_playwright
 
     from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, STATIC, serve, wait_ready
@@ -112,6 +115,28 @@ def in_the_page(repeats: int = REPEATS) -> dict:
                     rates.append(got[kind][str(n)])
                 return statistics.median(rates)
 
+            # the worker's longest job (one slice of long work: what holds its heartbeat up)
+            # while the real model works for a long time
+            page.evaluate("() => window.decodelab.longestJob(true)")
+            began = time.perf_counter()
+            got = page.evaluate("r => window.decodelab.callEndpoint('beam', r)", {
+                "settings": {"model": "smollm2", "prompt": "The capital of France is",
+                             "seed": 1, "max_new_tokens": 16}, "beam": {"num_beams": 3}})
+            if not got.get("ok"):
+                raise RuntimeError(got)
+            out["beam_s"] = time.perf_counter() - began
+            out["beam_longest"] = page.evaluate("() => window.decodelab.longestJob(true)")
+            page.get_by_label("Prompt", exact=True).fill(long_prompt)
+            page.wait_for_selector("html[data-state=ready]", timeout=120_000)
+            page.evaluate("() => window.decodelab.longestJob(true)")
+            began = time.perf_counter()
+            page.get_by_label("Max new tokens", exact=True).fill("1")
+            page.get_by_role("button", name="Generate", exact=True).click()
+            page.wait_for_function("() => window.decodelab.steps().length > 0", timeout=600_000)
+            out["long_prompt_first_token_s"] = time.perf_counter() - began
+            page.wait_for_selector("html[data-state=ready]", timeout=600_000)
+            out["long_prompt_s"] = time.perf_counter() - began
+            out["long_prompt_longest"] = page.evaluate("() => window.decodelab.longestJob(true)")
             out["prefill"] = {str(n): row("prefill", n) for n in PREFILLS}
             out["decode"] = {str(c): row("decode", c) for c in CONTEXTS}
             out["wasm_mb"] = page.evaluate("() => window.decodelab.memory()")["wasm_bytes"] / 1e6
@@ -150,13 +175,19 @@ def table(r: dict, page: dict | None) -> str:
             f"{pd['200']:.1f} at 200 ({d['50'] / pd['50']:.2f}x and {d['200'] / pd['200']:.2f}x "
             "natively's time)",
             f"  WebAssembly memory                 {page['wasm_mb']:.0f} MB after these runs",
+            f"  3 beams x 16 tokens, with check    {page['beam_s']:.1f} s; the worker's longest "
+            f"job {page['beam_longest']['ms']} ms ({page['beam_longest']['what']})",
+            f"  a {LONG_PROMPT_TOKENS:,}-token prompt, 1 token  {page['long_prompt_first_token_s']:.1f} s "
+            f"to the token, {page['long_prompt_s']:.1f} s with the check; the longest job "
+            f"{page['long_prompt_longest']['ms']} ms ({page['long_prompt_longest']['what']})",
         ]
     return "\n".join(lines)
 
 
 def main(args) -> int:
     result = measure()
-    page = None if "--native-only" in args else in_the_page()
+    long_prompt = result.pop("long_prompt")
+    page = None if "--native-only" in args else in_the_page(long_prompt)
     print(table(result, page))
     if "--json" in args:
         Path(args[args.index("--json") + 1]).write_text(

@@ -175,3 +175,23 @@ def test_stop_while_the_prompt_is_read_ends_the_run_at_once(page):
     out = api("cancel")
     assert out["done"] and out["finish_reason"] == "cancelled" and out["steps"] == []
     assert api("trace")["trace"]["steps"] == []
+
+
+def test_the_check_after_the_text_is_caught_up_a_window_per_batch(page):
+    """A run through two context shifts has three windows to check. The batch that ends the
+    text says checking; each later batch (budget 0: one piece) checks one window's steps, so
+    no batch of the page's worker makes every full pass at once."""
+    assert api("start", {"model": "transformer", "dataset": "names", "prompt": "an", "seed": 3,
+                         "max_new_tokens": 150, "ignore_eos": True, "cache_check": True})["ok"]
+    out = api("advance", {"budget_ms": 500})
+    while not out["checking"]:
+        assert not out["done"]
+        out = api("advance", {"budget_ms": 500})
+    verdicts = [len(out["checks"])]
+    while not out["done"]:
+        out = api("advance", {"budget_ms": 0})
+        assert out["steps"] == []
+        verdicts.append(len(out["checks"]))
+    assert len(verdicts) >= 3 and verdicts[0] == 0 and all(n > 0 for n in verdicts[1:])
+    trace = api("trace")["trace"]
+    assert sum(verdicts) == len(trace["steps"]) and all(s["cache_ok"] for s in trace["steps"])

@@ -428,36 +428,46 @@ def busy_neighbours():
         proc.wait()
 
 
+@pytest.fixture
+def watched(chromium, base_url, busy_neighbours):
+    """A page whose watchdog gives up after 4 s (30 s normally), SmolLM2 loaded, beside two
+    busy neighbours."""
+    page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
+    try:
+        use_the_real_model(page)
+        yield page
+    finally:
+        page.context.close()
+
+
+def went_on(page):
+    """Nothing was interrupted or restarted, the model is still loaded, and no error showed."""
+    health = page.evaluate("() => window.decodelab.health")
+    assert health["restarts"] == 0 and health["interrupts"] == 0, health
+    assert page.evaluate("() => window.decodelab.pretrained.loaded")
+    assert page.errors == []
+
+
 @pytest.mark.alone
-def test_a_long_search_on_the_real_model_answers_the_watchdog_beside_busy_neighbours(
-        chromium, base_url, busy_neighbours):
+def test_a_long_search_on_the_real_model_answers_the_watchdog_beside_busy_neighbours(watched):
     """A 3-beam search with its cache check takes tens of seconds on SmolLM2 in the page. It
     runs in slices (decodelab.core.slices), so the worker answers its heartbeat between two: with
     a watchdog of 4 s (30 s normally) and both cores busy, nothing is interrupted or restarted,
     the search answers, and the model is still loaded. (As one call it was taken for a hang.)"""
     from tests.e2e.test_search_page import search
 
-    page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
-    try:
-        use_the_real_model(page)
-        reset(page, Model="smollm2", Prompt="The capital of France is", Seed=1, Max_new_tokens=8)
-        reply = search(page, **{"#beam-beams": 3})
-        assert reply["ok"], reply
-        assert all(step["cache_ok"] for step in reply["trace"]["steps"][:-1])  # its own limit
-        health = page.evaluate("() => window.decodelab.health")
-        assert health["restarts"] == 0 and health["interrupts"] == 0, health
-        assert page.evaluate("() => window.decodelab.pretrained.loaded")
-        assert page.errors == []
-    finally:
-        page.context.close()
+    reset(watched, Model="smollm2", Prompt="The capital of France is", Seed=1, Max_new_tokens=8)
+    reply = search(watched, **{"#beam-beams": 3})
+    assert reply["ok"], reply
+    assert all(step["cache_ok"] for step in reply["trace"]["steps"][:-1])  # its own limit
+    went_on(watched)
 
 
 LONG_PROMPT = "The river ran past the old mill and under the stone bridge to the sea. " * 24
 
 
 @pytest.mark.alone
-def test_a_long_prompt_on_the_real_model_is_read_in_slices_and_stops_when_asked(
-        chromium, base_url, busy_neighbours):
+def test_a_long_prompt_on_the_real_model_is_read_in_slices_and_stops_when_asked(watched):
     """About 400 tokens of prompt on SmolLM2: its prefill (and after the text, the live check's
     pass over the same window) took tens of seconds in one call of the page's worker. Read a
     chunk per batch, with a watchdog of 4 s and both cores busy: the page says how far the
@@ -465,36 +475,29 @@ def test_a_long_prompt_on_the_real_model_is_read_in_slices_and_stops_when_asked(
     while the prompt is read ends the run there, with no step."""
     from tests.e2e.test_page import finish_text, settle
 
-    page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
-    try:
-        use_the_real_model(page)
-        reset(page, Model="smollm2", Prompt=LONG_PROMPT, Seed=7, Greedy=True, Max_new_tokens=3)
-        page.evaluate("""() => { window.__reading = []; const f = document.getElementById(
-            'finish-text'); new MutationObserver(() => { if (f.textContent.startsWith('Reading'))
-            window.__reading.push(f.textContent); }).observe(f, {childList: true, subtree: true,
-            characterData: true}); }""")
-        generate(page)
-        trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
-        reading = page.evaluate("() => window.__reading")
-        assert len(reading) >= 3 and reading[0].startswith("Reading the prompt: "), reading
-        expected = cli_trace(model="smollm2", prompt=LONG_PROMPT, seed=7, greedy=True,
-                             max_new_tokens=3)
-        assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
-        assert all(s["cache_ok"] for s in trace["steps"])  # the live check, in slices too
-        # Stop while the prompt is being read
-        page.get_by_role("button", name="Generate", exact=True).click()
-        page.wait_for_function("() => document.getElementById('finish-text').textContent"
-                               ".startsWith('Reading the prompt')")
-        page.get_by_role("button", name="Stop", exact=True).click()
-        settle(page)
-        assert "Stopped by you" in finish_text(page)
-        assert page.evaluate("() => window.decodelab.steps().length") == 0
-        health = page.evaluate("() => window.decodelab.health")
-        assert health["restarts"] == 0 and health["interrupts"] == 0, health
-        assert page.evaluate("() => window.decodelab.pretrained.loaded")
-        assert page.errors == []
-    finally:
-        page.context.close()
+    page = watched
+    reset(page, Model="smollm2", Prompt=LONG_PROMPT, Seed=7, Greedy=True, Max_new_tokens=3)
+    page.evaluate("""() => { window.__reading = []; const f = document.getElementById(
+        'finish-text'); new MutationObserver(() => { if (f.textContent.startsWith('Reading'))
+        window.__reading.push(f.textContent); }).observe(f, {childList: true, subtree: true,
+        characterData: true}); }""")
+    generate(page)
+    trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
+    reading = page.evaluate("() => window.__reading")
+    assert len(reading) >= 3 and reading[0].startswith("Reading the prompt: "), reading
+    expected = cli_trace(model="smollm2", prompt=LONG_PROMPT, seed=7, greedy=True,
+                         max_new_tokens=3)
+    assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
+    assert all(s["cache_ok"] for s in trace["steps"])  # the live check, in slices too
+    # Stop while the prompt is being read
+    page.get_by_role("button", name="Generate", exact=True).click()
+    page.wait_for_function("() => document.getElementById('finish-text').textContent"
+                           ".startsWith('Reading the prompt')")
+    page.get_by_role("button", name="Stop", exact=True).click()
+    settle(page)
+    assert "Stopped by you" in finish_text(page)
+    assert page.evaluate("() => window.decodelab.steps().length") == 0
+    went_on(page)
 
 
 def test_speculative_decoding_runs_on_the_real_model_with_the_ngram_draft(app):

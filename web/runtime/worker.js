@@ -114,6 +114,10 @@ async function pump() {
   pumping = false;
 }
 
+// The longest job since the last "job-report" that reset it: what keeps the worker from its
+// heartbeat (measured for the benchmark; a job is one slice of any long work).
+const longest = { ms: 0, what: null };
+
 async function runJob({ client, message, work, run }) {
   const post = client.send;
   if (!python.ready) {
@@ -122,7 +126,10 @@ async function runJob({ client, message, work, run }) {
   }
   try {
     clearInterrupt(); // an interrupt meant for a call that has ended must not hit this one
+    const began = performance.now();
     await work();
+    const ms = performance.now() - began;
+    if (ms > longest.ms) Object.assign(longest, { ms: Math.round(ms), what: [message.type, message.endpoint].filter(Boolean).join(" ") });
   } catch (err) {
     if (run && client.current === run) finishRun(client); // only a batch's failure ends its run
     if (isFatal(err)) { // Python cannot be used again: every page starts a worker of its own
@@ -319,6 +326,10 @@ const HANDLERS = {
   generate,
   restore,
   "memory-report": (client, m) => client.send({ type: "reply", id: m.id, result: memoryReport(python.pyodide) }),
+  "job-report": (client, m) => {
+    client.send({ type: "reply", id: m.id, result: { ...longest } });
+    if (m.reset) Object.assign(longest, { ms: 0, what: null });
+  },
 };
 // Requests that are not jobs themselves (they queue their own): loading the real model, whose
 // download runs beside the queue; forgetting its kept copy.

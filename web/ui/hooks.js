@@ -33,6 +33,8 @@ export function createHooks({ store, runs, client, text, ready }) {
     benchSpeculative: (req) => call("bench_speculative", req || {}),
     benchPaged: (req) => call("bench_paged", req || {}),
     benchReal: (req) => call("bench_real", req || {}),
+    // any endpoint of decodelab.entry.webapi, as a panel asks it (a long one runs in slices)
+    callEndpoint: (endpoint, req) => call(endpoint, req || {}),
     // Resolves once Python's check of the form as it is now is back, and every view has been
     // told (a check waiting for a pause in typing runs now).
     settled: () => store.settled().then(() => true),
@@ -44,6 +46,8 @@ export function createHooks({ store, runs, client, text, ready }) {
     timings: null, // boot phases in ms, from the worker, once ready
     // Memory the worker holds (WebAssembly memory, live Python objects) and its restarts.
     memory: () => client.request({ type: "memory-report" }).then((m) => m.result),
+    // The worker's longest job (one slice of long work) since the last reset: {ms, what}.
+    longestJob: (reset = false) => client.request({ type: "job-report", reset }).then((m) => m.result),
     get health() {
       const w = client.worker;
       return { ...w.stats, recovering: w.recovering, interruptible: w.interruptible, shared: w.shared, sealedText: text.sealedCount };

@@ -46,7 +46,7 @@ from decodelab.core import grammar, healing, jsonshape, records, sampling, searc
 from decodelab.core.inference import EMPTY_PROMPT
 from decodelab.core.livecheck import CHECK_EVERY, LiveCheck
 from decodelab.core.settings import Settings, validate
-from decodelab.core.slices import Slices
+from decodelab.core.slices import Slices, read_prompt_steps
 from decodelab.core.textout import TextOut
 from decodelab.core.toolcalls import MAX_TOOL_CALLS, ToolCalls  # noqa: F401 (the cap, for callers)
 from decodelab.errors import FieldError, FieldErrors
@@ -166,11 +166,7 @@ class Generation:
         if reused is not None:  # prefilled once, shared by many runs or turns
             return reused
         session = self.session = self.new_session()
-        sliced = getattr(session, "prefill_steps", None)  # a transformer's (the bigram's and
-        # a session without a cache read a prompt in one quick call)
-        ids = self.prompt_ids
-        logits = (yield from sliced(ids)) if sliced else session.prefill(ids)
-        return session, logits  # (V,)
+        return session, (yield from read_prompt_steps(session, self.prompt_ids))  # (V,)
 
     def read_prompt(self, seconds: float) -> bool:
         """Read the prompt for about `seconds` (at least one piece: PREFILL_CHUNK positions):

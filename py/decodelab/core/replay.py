@@ -12,6 +12,8 @@ Dimension legend: V vocabulary size.
 
 import numpy as np
 
+from decodelab.core.slices import drain, read_prompt_steps
+
 
 class Replay:
     def __init__(self, run, reuse_last: bool = True):
@@ -23,9 +25,17 @@ class Replay:
 
     def logits_at(self, step: int):
         """The logits step `step` decided from (None for a token a tool appended)."""
+        if self._kept(step):
+            return self.run.last[1].logits
+        drain(self.reach_steps(step))
+        return self.logits[step]
+
+    def reach_steps(self, step: int):
+        """The calls up to `step` made again, sliced (`slices`: the prompt's prefill a chunk a
+        piece, then a piece per call): logits_at(step) is then at hand."""
         run = self.run
         if self._kept(step):
-            return run.last[1].logits
+            return
         while len(self.logits) <= step:
             feed = run.feeds[len(self.logits)]
             z = None
@@ -33,13 +43,13 @@ class Replay:
                 kind, ids = feed
                 if kind == "prefill":
                     self.session = run.new_session()
-                    z = self.session.prefill(ids)
+                    z = yield from read_prompt_steps(self.session, ids)
                 elif kind == "decode":
                     z = self.session.decode(ids[0])
                 else:  # the call's closing token and the tool's tokens, in one pass
                     z = self.session.append(ids)
             self.logits.append(None if z is None else np.array(z, dtype=np.float64))
-        return self.logits[step]
+            yield None
 
     def decision(self, step: int):
         """The rules applied at `step` exactly as the run applied them."""

@@ -48,6 +48,14 @@ def chunks(n: int, size: int = 0):
     return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
+def read_prompt_steps(session, ids):
+    """session.prefill(ids), sliced where the session reads a prompt in chunks (a
+    transformer's `prefill_steps`); the bigram's and a session without a cache read it in one
+    quick call."""
+    sliced = getattr(session, "prefill_steps", None)
+    return (yield from sliced(ids)) if sliced else session.prefill(ids)
+
+
 class Slices:
     """A sliced computation run a time budget at a time: run(seconds) makes pieces until the
     budget is spent (at least one), then returns; `done`, `result` and `progress` say where it

@@ -3,6 +3,7 @@ the run on screen (its logits and its tokens so far), or at the end of the promp
 
 from decodelab.core.generate import Generation, prepare
 from decodelab.core.settings import validate
+from decodelab.core.slices import Slices, read_prompt_steps
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
 from decodelab.fields import check
@@ -10,7 +11,7 @@ from decodelab.lesson.pipeline import explain
 
 
 @endpoint
-def _preview(session: Session, req: dict) -> dict:
+def _preview(session: Session, req: dict):
     """{"settings", "step"} -> the next token's distribution under these settings, before any
     run: at `step` of the run on screen, or, without a step, at the end of the prompt (a run
     of these settings, not started: its first step). What the page redraws while the learner
@@ -23,6 +24,7 @@ def _preview(session: Session, req: dict) -> dict:
             raise FieldError("step", f"Step {step + 1} was appended by the tool, not chosen: no "
                                      f"rule applies to it. Select one of the model's steps.")
         replay = session.replay_of(run)
+        yield from replay.reach_steps(step)  # (a long prompt's prefill made again: sliced)
         if settings.rules == run.rules and settings.eos_blocked(run.made_before[step]) == \
                 run.settings.eos_blocked(run.made_before[step]):
             d = replay.decision(step)  # the rules the run applied: its own decision
@@ -36,6 +38,14 @@ def _preview(session: Session, req: dict) -> dict:
     key = (settings.model, settings.dataset, settings.tokenizer, settings.prompt,
            settings.token_healing)
     if session.prompt_logits is None or session.prompt_logits[0] != key:
-        session.prompt_logits = (key, model.session().prefill(ahead.prompt_ids).copy())
+        # the prompt read a chunk a slice (`core.slices`: for the real model a long prompt
+        # takes seconds); previews asked meanwhile of the same prompt share the one reading
+        if session.prompt_reading is None or session.prompt_reading[0] != key:
+            reading = Slices(read_prompt_steps(model.session(), ahead.prompt_ids))
+            session.prompt_reading = (key, reading)
+        reading = session.prompt_reading[1]
+        while not reading.run(0.0):
+            yield None
+        session.prompt_logits = (key, reading.result.copy())
     d = ahead.decide(0, session.prompt_logits[1])
     return {"step": 0, **explain(d, model.tokenizer.label)}

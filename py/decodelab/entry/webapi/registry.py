@@ -31,6 +31,7 @@ class Session:
         self.replay = None  # core.replay.Replay of the latest run, for the lesson
         self.planned = {}  # experiment name -> the one in progress (see `experiment`)
         self.prompt_logits = None  # (key, logits): the preview's last prefill
+        self.prompt_reading = None  # (key, core.slices.Slices): the preview's prefill under way
         self.tasks = {}  # n -> (endpoint, core.slices.Slices): long calls made in slices
         self.task_count = 0
 

@@ -228,7 +228,8 @@ def _advance(session: Session, req: dict) -> dict:
 
     if run is not None and not run.done and not run.read_prompt(left()):
         return dict(_status(run, [], checking=False), reading=run.prompt_read)
-    for record in run or ():
+    for record in run if run is not None and not run.done else ():  # (a finished run's
+        # generator is not resumed: its end would catch the live check up in one go)
         steps.append(record)
         if run.done or time.perf_counter() >= end:
             break
