@@ -415,7 +415,7 @@ def test_beam_search_runs_on_the_real_model(app):
     assert app.errors == []
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def busy_neighbours():
     """Two CPU-bound processes, one per core: a learner's busy laptop."""
     import subprocess
@@ -428,10 +428,10 @@ def busy_neighbours():
         proc.wait()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def watched(chromium, base_url, busy_neighbours):
     """A page whose watchdog gives up after 4 s (30 s normally), SmolLM2 loaded, beside two
-    busy neighbours."""
+    busy neighbours (loaded once for the tests that use it)."""
     page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
     try:
         use_the_real_model(page)
@@ -463,13 +463,13 @@ def test_a_long_search_on_the_real_model_answers_the_watchdog_beside_busy_neighb
     went_on(watched)
 
 
-LONG_PROMPT = "The river ran past the old mill and under the stone bridge to the sea. " * 24
+LONG_PROMPT = "The river ran past the old mill and under the stone bridge to the sea. " * 12
 
 
 @pytest.mark.alone
 def test_a_long_prompt_on_the_real_model_is_read_in_slices_and_stops_when_asked(watched):
-    """About 400 tokens of prompt on SmolLM2: its prefill (and after the text, the live check's
-    pass over the same window) took tens of seconds in one call of the page's worker. Read a
+    """About 200 tokens of prompt on SmolLM2: its prefill (and after the text, the live check's
+    pass over the same window) took 7 s and more in one call of the page's worker. Read a
     chunk per batch, with a watchdog of 4 s and both cores busy: the page says how far the
     reading is, nothing is interrupted or restarted, and the run equals the CLI's. Stop pressed
     while the prompt is read ends the run there, with no step."""

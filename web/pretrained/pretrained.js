@@ -266,7 +266,8 @@ export function createPretrained(store, client, runs) {
       store.chatSaid([...asked, { role: "assistant", content: text }]);
     };
     const unheard = store.subscribe((change) => {
-      if (change.type !== "steps" || !change.run.checking || !change.run.chat) return;
+      // (the check catches up over several batches: the first one says it)
+      if (change.type !== "steps" || !change.run.checking || !change.run.chat || answered) return;
       answer(change.run.text);
       dom.chatStatus.textContent = "Answered. The cache check is now comparing the turn with one full pass over the whole conversation, which takes longer as the chat grows (switch Cache check off to skip it).";
     });

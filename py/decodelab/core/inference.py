@@ -352,8 +352,7 @@ class Session:
             idx = np.array([ids[a:b]], np.int64)  # (1, n)
             self.logits = cached_forward(self.weights_now(), self.cache, idx,
                                          self.positions(b - a))[0]  # (V,)
-            if b < len(ids):
-                yield None
+            yield None  # (after the last chunk too: a piece is one chunk)
         return self.logits
 
     def score(self, ids) -> np.ndarray:
@@ -400,8 +399,7 @@ class Session:
         for a, b in chunks(len(tokens)):
             logits = cached_forward(self.weights_now(), self.cache, idx[:, a:b],
                                     np.arange(a, b)[None])[0]
-            if b < len(tokens):
-                yield None
+            yield None  # (after the last chunk too: a piece is one chunk)
         return logits
 
     def fork(self) -> "Session":
@@ -508,8 +506,7 @@ class BatchSession:
             self.cache.set_padding(valid[:, a:b])
             self.logits = cached_forward(self.weights, self.cache, ids[:, a:b],
                                          pos[:, a:b])  # (B, V)
-            if b < n:
-                yield None
+            yield None  # (after the last chunk too: a piece is one chunk)
         return self.logits
 
     def decode(self, token_ids) -> np.ndarray:

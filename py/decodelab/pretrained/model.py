@@ -104,8 +104,7 @@ class PretrainedModel(TransformerModel):
             got = cached_forward(w, cache, idx[:, a:b], np.arange(a, b)[None],
                                  rows=rows[here] - a)[0]  # (r, V)
             out[here] = got
-            if b < n:
-                yield None
+            yield None  # (after the last chunk too: a piece is one chunk)
         return out  # (R, V)
 
     def all_logits(self, tokens, dtype=np.float32) -> np.ndarray:
