@@ -500,6 +500,33 @@ def test_a_long_prompt_on_the_real_model_is_read_in_slices_and_stops_when_asked(
     went_on(page)
 
 
+@pytest.mark.alone
+def test_a_lost_worker_reads_the_model_back_and_the_conversation_goes_on(watched):
+    """A worker lost for real (a crash, injected; after the tests above, which must not have
+    lost it): the page reads SmolLM2 back by itself from the copy this browser keeps, says so
+    in one sentence, and the next turn goes on from the conversation on screen."""
+    page = watched
+    reset(page, Model="smollm2", Seed=5, Greedy=True, Max_new_tokens=12)
+    page.get_by_label("Your message", exact=True).fill("What is the capital of Japan?")
+    page.evaluate("() => window.decodelab.pretrained.send()")
+    restarts = page.evaluate("() => window.decodelab.health.restarts")
+    page.evaluate("() => window.decodelab.injectFault('crash')")
+    page.wait_for_function("n => window.decodelab.health.restarts > n", arg=restarts,
+                           timeout=60_000)
+    said = wait_status(page, "Python was restarted, so the model was read again")
+    assert said.startswith("Python was restarted, so the model was read again from the copy "
+                           "kept in this browser in "), said
+    assert said.endswith("; your settings and the conversation go on."), said
+    wait_ready(page)
+    assert page.evaluate("() => window.decodelab.pretrained.loaded")
+    page.get_by_label("Your message", exact=True).fill("And of France?")
+    page.evaluate("() => window.decodelab.pretrained.send()")
+    trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
+    asked = [m["content"] for m in trace["messages"] if m["role"] == "user"]
+    assert asked == ["What is the capital of Japan?", "And of France?"], trace["messages"]
+    assert "Paris" in trace["text"]
+
+
 def test_speculative_decoding_runs_on_the_real_model_with_the_ngram_draft(app):
     """Chapter 6's speculative decoding with Model SmolLM2 and the n-gram draft: greedy, the text
     is the CLI's greedy text; on a text that copies its prompt most guesses are kept."""

@@ -82,6 +82,8 @@ export function createPretrained(store, client, runs) {
   let loading = null; // {id} while a load is under way
   let kept = false; // this browser keeps a copy of the file (the last load said so)
   let then = null; // a run that waits for the load (a link's first sample with this model)
+  let from = null; // where the loaded model came from: "site", "kept" or "disk" (the last load)
+  let again = false; // the load under way reads the model back after Python was restarted
 
   // Panels that ask for the real model in a form of their own (right answers against
   // temperature, serving) carry a Load of their own, [data-load-real]: a button and a line that
@@ -169,7 +171,15 @@ export function createPretrained(store, client, runs) {
     const ms = result.ms || {};
     const after = then;
     then = null;
+    from = result.from;
     if (after) queueMicrotask(after); // the link's run, once the model is there
+    if (again) {
+      const where = result.from === "kept" ? "from the copy kept in this browser" : "from the site";
+      say(`Python was restarted, so the model was read again ${where} in ${seconds(ms.total)}; your settings and the conversation go on.`);
+      kept = Boolean(result.kept) || result.from === "kept";
+      store.pretrainedLoaded(result.info);
+      return;
+    }
     if (result.from === "disk") {
       say(`Loaded ${result.info.name || "the model"} from your file ${result.name} (${mb(result.bytes)} MB) in ${seconds(ms.total)}. It is not kept in this browser. Press Generate to run it.`);
       store.pretrainedLoaded(result.info);
@@ -205,6 +215,7 @@ export function createPretrained(store, client, runs) {
     if (result.ok) loaded({ ...result, name: file && file.name });
     else if (file && !result.stopped) say(`Your file ${file.name} was not loaded: ${result.message}${store.state.pretrained.loaded ? " The model loaded before stays." : ""}`, { failed: true });
     else say(result.message, { failed: !result.stopped });
+    again = false;
     draw();
     if (!result.ok && !result.stopped && !file) dom.load.textContent = "Try again";
   }
@@ -306,11 +317,18 @@ export function createPretrained(store, client, runs) {
     dom.chatStatus.textContent = "A new conversation: the next message starts it.";
   });
 
-  // The worker that held the model was replaced: the model went with it.
+  // The worker that held the model was replaced: the model went with it. The site's model is
+  // read back at once (from the copy this browser keeps: a second or two, no download); a file
+  // of the learner's own is theirs to open again.
   client.listen("restarted", () => {
     if (!store.state.pretrained.loaded) return;
     store.pretrainedLoaded(null);
-    say("Python was restarted, and the model went with it; load it again (the kept copy makes it quick).");
+    if (from === "disk") {
+      say("Python was restarted, and your model went with it; open your file again to go on.");
+      return;
+    }
+    again = true;
+    load();
   });
 
   store.subscribe((change) => {
