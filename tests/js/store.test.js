@@ -216,6 +216,25 @@ test("the live check's verdicts arrive behind the steps and fill them in", async
   assert.equal(run.steps.length, 3);
 });
 
+test("a long prompt's reading and the check after the text: the text's own time is kept", async () => {
+  const { store } = await started();
+  const run = { id: 1, steps: [], shown: [], held: [], selected: null, follow: true, done: false, startedAt: performance.now() - 50 };
+  store.runStarted(run);
+  // batches that read the prompt a chunk at a time: no step, how far the reading is
+  store.runSteps(run, { steps: [], flow: [], held: [], reading: { done: 16, total: 40 } });
+  assert.deepEqual(run.reading, { done: 16, total: 40 });
+  assert.equal(run.textElapsed, undefined);
+  store.runSteps(run, { steps: [{ step: 0 }], flow: [[0, "a"]], held: [] });
+  assert.equal(run.reading, null);
+  // the batch that ends the text: its time is the text's, whatever the check takes after it
+  store.runSteps(run, { steps: [{ step: 1 }], flow: [[1, "b"]], held: [], checking: true, text: "ab" });
+  const textElapsed = run.textElapsed;
+  assert.ok(textElapsed >= 50);
+  store.runSteps(run, { steps: [], flow: [], held: [], checking: true, text: "ab", checks: [[0, 0, true]] });
+  assert.equal(run.textElapsed, textElapsed); // a later batch of the check does not move it
+  assert.equal(run.text, "ab");
+});
+
 test("More rules counts the settings that are not at their defaults", async () => {
   const { store } = await started();
   assert.equal(store.changed(["temperature", "greedy", "stop"]), 0);
