@@ -207,6 +207,12 @@ def test_beam_search_on_the_real_model(smol):
     assert beam["logprob_per_token"] == pytest.approx(logp[np.arange(len(new)), new].mean(),
                                                       abs=1e-3)
     assert beam["logprob_per_token"] > greedy["logprob_per_token"] and out["why"]["likelier"]
+    # every beam's cache checked at each step, against the model's own limit (float32's: its
+    # differences, about 1e-4, failed against float64's 1e-9 before)
+    checked = [st for st in out["trace"]["steps"] if "cache_diff" in st]
+    assert checked and out["trace"]["cache_tolerance"] == 1e-3
+    assert all(st["cache_ok"] for st in checked)
+    assert max(st["cache_diff"] for st in checked) > 1e-9
 
 
 COPY_PROMPT = ("Copy the list.\nList: apple, banana, cherry, grape, lemon, mango, orange, peach, "

@@ -136,7 +136,7 @@ export function createBeam(app) {
       const worst = Math.max(...diffs.map((s) => s.cache_diff));
       const ok = diffs.every((s) => s.cache_ok);
       verdict(dom.check, ok, ok ? "Cache check passed" : "Cache check failed",
-        `At each of ${plural(diffs.length, "step", "steps")} after a reordering, every beam’s logits from its cache row were compared with a full recomputation of its text: largest difference ${sci(worst)}.`);
+        `At each of ${plural(diffs.length, "step", "steps")} after a reordering, every beam’s logits from its cache row were compared with a full recomputation of its text: largest difference ${sci(worst)}. The limit for this model, what rounding alone can make, is ${sci(trace.cache_tolerance)}.`);
     }
     dom.out.hidden = false;
   }

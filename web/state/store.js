@@ -359,6 +359,9 @@ export function createStore() {
       // the time of the text itself, before the check's catching up: what the run's line says
       if (run.checking && run.textElapsed == null) run.textElapsed = performance.now() - run.startedAt;
       run.reading = batch.reading || null; // a long prompt, read a chunk per batch: {done, total}
+      if (run.reading) run.readPrompt = true;
+      // the time to the first step: with a long prompt, the time its reading took
+      if (run.firstElapsed == null && steps.length) run.firstElapsed = performance.now() - run.startedAt;
       if (batch.cache_bytes != null) run.cacheBytes = batch.cache_bytes; // what its cache holds allocated now
       if (run.follow && run.steps.length) run.selected = run.steps.length - 1;
       emit({ type: "steps", run, steps, flow: batch.flow || [], held: run.held });

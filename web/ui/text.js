@@ -198,10 +198,14 @@ export function createTextView(store) {
     // the rate this page measured for the text (the reading of the prompt included); the live
     // check's catching up after the text, said apart
     const ms = run.textElapsed ?? run.elapsed;
-    const perSecond = Math.round((1000 * run.steps.length) / ms);
-    const rate = ms > 0 && run.steps.length > 1 ? ` · ${perSecond.toLocaleString("en")} ${perSecond === 1 ? "step" : "steps"} a second` : "";
+    // a long prompt, read over several batches: its reading said apart, the rate after it
+    const read = run.readPrompt && run.firstElapsed != null ? run.firstElapsed : 0;
+    const made = read ? run.steps.length - 1 : run.steps.length;
+    const perSecond = Math.round((1000 * made) / (ms - read));
+    const rate = ms - read > 0 && made > (read ? 0 : 1) ? ` · ${perSecond.toLocaleString("en")} ${perSecond === 1 ? "step" : "steps"} a second${read ? " after it" : ""}` : "";
+    const first = read ? ` · the prompt read and the first step made in ${seconds(read)}` : "";
     const check = run.textElapsed != null ? ` · then the cache check, ${seconds(run.elapsed - run.textElapsed)}` : "";
-    dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(ms)}${rate}${check}`;
+    dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(ms)}${first}${rate}${check}`;
     const last = run.steps.length - 1;
     if (last >= 0) {
       const eos = run.steps[last].token_text === "<eos>";

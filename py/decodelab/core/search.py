@@ -169,7 +169,10 @@ class BeamRun:
                    finish_reason=best["finish_reason"] if best else None,
                    stop_reason=best["stop_reason"] if best else None,
                    cut=best["cut"] if best else "", beams=beams,
-                   stopped=self.result["stopped"], steps=self.steps())
+                   stopped=self.result["stopped"], steps=self.steps(),
+                   # the cache check's limit for this model's logits (its rounding's)
+                   cache_tolerance=check_tolerance(self.model) if self.settings.cache_check
+                   else None)
         return out
 
 
