@@ -175,6 +175,8 @@ def test_a_chat_turn_over_the_window_says_what_it_dropped(fresh):
     assert chat["prompt_tokens"] > model.cfg.context_size == chat["window"]
     assert chat["dropped"] == window_start(chat["prompt_tokens"], chat["window"]) == 1024  # half
     assert chat["reused"] == 0  # read anew: the kept cache's positions do not survive a shift
+    # said before any work: the start reads nothing (the batches read the window a chunk each)
+    assert webapi.SESSIONS["page"].run.session is None
     while not api("advance", {"budget_ms": 500})["done"]:
         pass
     steps = api("trace")["trace"]["steps"]

@@ -7,7 +7,7 @@ import { test } from "node:test";
 
 import { runTolerance } from "../../web/kv/cache.js";
 import { shapeOf } from "../../web/kv/costs.js";
-import { facts, ownFile, turnWords } from "../../web/pretrained/pretrained.js";
+import { droppingWords, facts, ownFile, turnWords } from "../../web/pretrained/pretrained.js";
 
 test("a chat turn says what it read of its prompt", () => {
   assert.equal(turnWords({ prompt_tokens: 59, reused: 0, dropped: 0, window: 2048 }),
@@ -18,6 +18,12 @@ test("a chat turn says what it read of its prompt", () => {
   const over = turnWords({ prompt_tokens: 2100, reused: 0, dropped: 1024, window: 2048 });
   assert.match(over, /^The conversation is 2,100 tokens, more than the 2,048 positions the model keeps: its oldest 1,024 tokens/);
   assert.match(over, /answered from the last 1,076 alone\./);
+});
+
+test("a turn over the window says what it drops before the model reads it", () => {
+  const said = droppingWords({ prompt_tokens: 2100, reused: 0, dropped: 1024, window: 2048 });
+  assert.match(said, /^The conversation is 2,100 tokens, more than the 2,048 positions the model keeps: its oldest 1,024 tokens/);
+  assert.match(said, /the model reads the last 1,076, a part at a time \(Stop ends it there\)\.$/);
 });
 
 test("a file of one's own: the reader's limits in words", () => {

@@ -53,6 +53,12 @@ export function turnWords(chat) {
     : `This turn read its whole prompt, ${n} tokens.`;
 }
 
+/** What a chat turn over the window will drop, said as it starts, before the model reads it. */
+export function droppingWords(chat) {
+  const fmt = (x) => x.toLocaleString("en");
+  return `The conversation is ${fmt(chat.prompt_tokens)} tokens, more than the ${fmt(chat.window)} positions the model keeps: its oldest ${fmt(chat.dropped)} tokens, from the start of the conversation, are dropped (the context shift’s rule), and the model reads the last ${fmt(chat.prompt_tokens - chat.dropped)}, a part at a time (Stop ends it there).`;
+}
+
 const WHO = { system: "System", user: "You", assistant: "SmolLM2" };
 
 export function createPretrained(store, client, runs) {
@@ -277,6 +283,10 @@ export function createPretrained(store, client, runs) {
       store.chatSaid([...asked, { role: "assistant", content: text }]);
     };
     const unheard = store.subscribe((change) => {
+      if (change.type === "run-start" && change.run.chat && change.run.chat.dropped) {
+        dom.chatStatus.textContent = droppingWords(change.run.chat); // before any reading
+        return;
+      }
       // (the check catches up over several batches: the first one says it)
       if (change.type !== "steps" || !change.run.checking || !change.run.chat || answered) return;
       answer(change.run.text);
