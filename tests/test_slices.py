@@ -196,3 +196,23 @@ def test_the_check_after_the_text_is_caught_up_a_window_per_batch(page):
     assert len(verdicts) >= 3 and verdicts[0] == 0 and all(n > 0 for n in verdicts[1:])
     trace = api("trace")["trace"]
     assert sum(verdicts) == len(trace["steps"]) and all(s["cache_ok"] for s in trace["steps"])
+
+
+def test_a_check_given_up_for_the_next_run_says_how_many_steps_it_left(page):
+    """The next run asked for (or Stop) while the check catches up after the text: cancel with
+    skip_check gives the pending steps up at once, unchecked, and the last batch says how many;
+    the trace keeps them with no verdict."""
+    assert api("start", {"model": "transformer", "dataset": "names", "prompt": "an", "seed": 3,
+                         "max_new_tokens": 150, "ignore_eos": True, "cache_check": True})["ok"]
+    out = api("advance", {"budget_ms": 500})
+    while not out["checking"]:
+        out = api("advance", {"budget_ms": 500})
+    out = api("advance", {"budget_ms": 0})  # one window's steps checked
+    checked = len(out["checks"])
+    assert out["checking"] and 0 < checked < 150
+    out = api("cancel", {"skip_check": True})
+    assert out["done"] and not out["checking"] and out["check_skipped"] == 150 - checked
+    assert out["finish_reason"] == "length"  # the text had ended: its own end stands
+    steps = api("trace")["trace"]["steps"]
+    assert sum(s["cache_ok"] is None for s in steps) == 150 - checked
+    assert all(s["cache_ok"] for s in steps if s["cache_ok"] is not None)

@@ -415,6 +415,37 @@ def test_beam_search_runs_on_the_real_model(app):
     assert app.errors == []
 
 
+def test_the_next_message_never_waits_for_the_last_turn_s_check(app):
+    """Sent while the last turn's cache check catches up after its text (Send is enabled then),
+    a message starts at once: the check is given up, the chat says so, and the new turn is the
+    CLI's turn after the same conversation."""
+    use_the_real_model(app)
+    reset(app, Seed=5, Greedy=True, Max_new_tokens=12)
+    app.get_by_role("button", name="New conversation", exact=True).click()
+    question = "What is the capital of Japan?"
+    app.get_by_label("Your message", exact=True).fill(question)
+    app.get_by_role("button", name="Send", exact=True).click()
+    app.wait_for_function("() => document.getElementById('chat-status').textContent"
+                          ".startsWith('Answered. The cache check')")
+    answer = app.locator("#chat-log li").last.inner_text()
+    app.get_by_label("Your message", exact=True).fill("And of France?")
+    send = app.get_by_role("button", name="Send", exact=True)
+    assert send.is_enabled()
+    send.click()
+    assert app.locator("#chat-status").inner_text().startswith(
+        "The model is answering… (the cache check of the turn before was given up")
+    app.wait_for_function("() => document.getElementById('chat-status').textContent"
+                          ".startsWith('This turn read')", timeout=120_000)
+    wait_ready(app)
+    trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
+    history = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    assert trace["messages"][:2] == history
+    expected = cli_chat(history, "And of France?", seed=5, greedy=True, max_new_tokens=12)
+    assert_same_trace(trace, expected, tol=1e-4)
+    assert app.locator("#chat-log li").count() == 4
+    assert app.errors == []
+
+
 @pytest.fixture(scope="module")
 def busy_neighbours():
     """Two CPU-bound processes, one per core: a learner's busy laptop."""

@@ -162,10 +162,14 @@ export function createLiveCheck(app) {
     const tolerance = runTolerance(run, app.info());
     const bad = checked.findIndex((s) => !s.cache_ok);
     const worst = Math.max(0, ...diffs);
+    const skipped = run.finish ? run.finish.check_skipped || 0 : 0;
     if (run.done) {
       if (bad >= 0) {
         verdict(dom.verdict, false, `The cache check failed at step ${bad + 1}.`,
           `The cached logits differ from a full recomputation by ${sci(checked[bad].cache_diff)}, above the tolerance ${sci(tolerance)}.`);
+      } else if (skipped) { // given up for the next run (or Stop) while it caught up
+        dom.verdict.className = "kv-verdict";
+        dom.verdict.textContent = `The cache check was given up: the next run was asked for (or Stop pressed) while it caught up, so ${plural(skipped, "step was", "steps were")} not checked${diffs.length ? `; the ${plural(diffs.length, "step", "steps")} checked before agreed up to rounding (largest difference ${sci(worst)})` : ""}.`;
       } else {
         // a run cut off by a failure (run.finish unset) says so: it did not run to its end
         const cut = run.finish ? "" : " The run itself was cut off there.";

@@ -138,7 +138,7 @@ export function createPretrained(store, client, runs) {
     const reads = state.info && state.info.pretrained && state.info.pretrained.reads;
     if (reads) dom.ownAbout.textContent = ownFile(reads);
     dom.chat.hidden = !loaded;
-    dom.send.disabled = state.phase !== "ready";
+    dom.send.disabled = !canSend(state);
     dom.system.disabled = state.chat.length > 0; // the system message opens a conversation
     dom.log.replaceChildren(...state.chat.map((m) => {
       const item = document.createElement("li");
@@ -254,6 +254,14 @@ export function createPretrained(store, client, runs) {
     draw();
   });
 
+  // A turn can be sent when the page is ready, or while the last turn's cache check catches up
+  // after its text: the check is then given up for the new turn (worker.js), which never waits.
+  const canSend = (state) => state.phase === "ready"
+    || (state.phase === "generating" && Boolean(state.run && state.run.chat && state.run.checking && !state.run.done));
+  store.subscribe((change, state) => {
+    if (change.type === "steps" || change.type === "run-end") dom.send.disabled = !canSend(state);
+  });
+
   // A chat turn: the conversation so far and the new message, run as the workbench runs.
   async function send() {
     const text = dom.message.value;
@@ -272,7 +280,11 @@ export function createPretrained(store, client, runs) {
       ? [{ role: "system", content: dom.system.value }] : [];
     const asked = [...opening, { role: "user", content: text }];
     const messages = [...store.state.chat, ...asked];
-    dom.chatStatus.textContent = "The model is answering…";
+    // a turn never waits for the last one's cache check: the check is given up (worker.js)
+    const before = store.state.run;
+    dom.chatStatus.textContent = before && before.checking && !before.done
+      ? "The model is answering… (the cache check of the turn before was given up, so this turn need not wait for it)"
+      : "The model is answering…";
     // the answer joins the conversation once its text has ended: with the check on, before the
     // live check's full pass over the whole conversation (the check changes no token), and the
     // status says what that wait is (longer as the chat grows)
@@ -282,17 +294,24 @@ export function createPretrained(store, client, runs) {
       answered = true;
       store.chatSaid([...asked, { role: "assistant", content: text }]);
     };
+    let mine = null; // this turn's run, from its start
     const unheard = store.subscribe((change) => {
-      if (change.type === "run-start" && change.run.chat && change.run.chat.dropped) {
-        dom.chatStatus.textContent = droppingWords(change.run.chat); // before any reading
+      if (change.type === "run-start" && !mine) mine = change.run;
+      if (change.run !== mine || !mine) return;
+      if (change.type === "run-start" && mine.chat && mine.chat.dropped) {
+        dom.chatStatus.textContent = droppingWords(mine.chat); // before any reading
         return;
       }
       // (the check catches up over several batches: the first one says it)
-      if (change.type !== "steps" || !change.run.checking || !change.run.chat || answered) return;
-      answer(change.run.text);
-      dom.chatStatus.textContent = "Answered. The cache check is now comparing the turn with one full pass over the whole conversation, which takes longer as the chat grows (switch Cache check off to skip it).";
+      if (change.type !== "steps" || !mine.checking || !mine.chat || answered) return;
+      answer(mine.text);
+      dom.chatStatus.textContent = "Answered. The cache check is now comparing the turn with one full pass over the whole conversation, which takes longer as the chat grows (send the next message to give it up, or switch Cache check off to skip it).";
     });
     const result = await runs.start({ ...settings, messages }).finally(unheard);
+    if (mine && store.state.run !== mine) { // a newer turn was sent during this one's check
+      answer(result.text);
+      return; // (that turn's status is the one shown)
+    }
     if (result.status !== "done") {
       const said = (result.errors || []).map((e) => e.message).join(" ") || result.message || "The turn did not run.";
       dom.chatStatus.textContent = said;

@@ -162,6 +162,9 @@ function finishRun(client) {
 // one step), then a pause, so the page can show each step as it happens.
 function generate(client, message) {
   if (client.current) { // this page's previous run goes first (its Stop is already on its way)
+    // a run whose text has ended and whose live check is catching up: the check is given up,
+    // so the new run never waits for it (the old run's last batch says how many steps)
+    if (client.current.checking) client.current.skipCheck = true;
     client.next = message;
     return;
   }
@@ -179,7 +182,12 @@ function generate(client, message) {
   for (const old of client.earlyStops) if (old < id) client.earlyStops.delete(old); // stops that came too late
   const batch = () => {
     if (client.current !== run) return; // replaced or failed meanwhile
-    const out = run.stopRequested ? call(client.session, "cancel") : call(client.session, "advance", paceMs > 0 ? { budget_ms: 0, catch_up: true } : { budget_ms: BATCH_MS });
+    // Stop, or a new run asked for, while the check catches up after the text: it is given up
+    const skip = run.skipCheck || (run.stopRequested && run.checking);
+    const out = run.stopRequested || skip
+      ? call(client.session, "cancel", skip ? { skip_check: true } : {})
+      : call(client.session, "advance", paceMs > 0 ? { budget_ms: 0, catch_up: true } : { budget_ms: BATCH_MS });
+    run.checking = Boolean(out.checking);
     // the batch whole: its steps and what the page draws next (flow, held); the last one
     // ("done") also says how the run ended
     post(replies.batch(id, out));

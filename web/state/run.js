@@ -88,7 +88,9 @@ export function createRuns(store, client) {
       status: "done", id: run.id, ...run.finish, cut: run.finish.cut.map(([, text]) => text).join(""),
       steps: run.steps.length, settings: run.settings,
     };
-    store.setPhase("ready");
+    // (a chat turn asked for while this run's check caught up is already on its way: the check
+    // was given up for it, and the page stays busy with the new run)
+    if (!pending) store.setPhase("ready");
     store.runEnded(run, result);
     run.resolve(result);
   });

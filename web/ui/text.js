@@ -204,7 +204,8 @@ export function createTextView(store) {
     const perSecond = Math.round((1000 * made) / (ms - read));
     const rate = ms - read > 0 && made > (read ? 0 : 1) ? ` · ${perSecond.toLocaleString("en")} ${perSecond === 1 ? "step" : "steps"} a second${read ? " after it" : ""}` : "";
     const first = read ? ` · the prompt read and the first step made in ${seconds(read)}` : "";
-    const check = run.textElapsed != null ? ` · then the cache check, ${seconds(run.elapsed - run.textElapsed)}` : "";
+    const skipped = run.finish.check_skipped ? ", given up (Stop, or the next run)" : "";
+    const check = run.textElapsed != null ? ` · then the cache check, ${seconds(run.elapsed - run.textElapsed)}${skipped}` : "";
     dom.runMeta.textContent = `${plural(run.steps.length, "step", "steps")} · ${seconds(ms)}${first}${rate}${check}`;
     const last = run.steps.length - 1;
     if (last >= 0) {

@@ -94,6 +94,7 @@ class Generation:
         self.check_every = CHECK_EVERY  # unchecked steps it lets pass before it catches up
         self._prompt = None  # the prompt's reading (`read_prompt`), once begun
         self._catching = None  # the live check's catching up (`check_until`), once begun
+        self.checks_skipped = 0  # steps whose check was given up (`skip_checks`)
         self._steps = self._run()
 
     def __iter__(self):
@@ -134,6 +135,15 @@ class Generation:
         """Bring the live check up to the last step (it runs behind the text)."""
         if self.checks is not None:
             self.checks.catch_up()
+
+    def skip_checks(self) -> int:
+        """The live check's pending steps given up unchecked (a new run is asked for while this
+        one's check catches up): how many."""
+        if self._catching is not None:
+            self._catching.close()
+        self._catching = None
+        self.checks_skipped = self.checks.skip() if self.checks is not None else 0
+        return self.checks_skipped
 
     def take_checks(self) -> list:
         """The live check's verdicts reached since the last call: [[step, diff, ok], ...]."""

@@ -86,6 +86,12 @@ class LiveCheck:
                 self.verdicts.append([record["step"], diff, ok])
             yield None
 
+    def skip(self) -> int:
+        """Give up the pending steps unchecked (their records keep cache_diff None): how many
+        there were."""
+        n, self.pending = len(self.pending), []
+        return n
+
     def take(self) -> list:
         """The verdicts reached since the last call: [[step, diff, ok], ...]."""
         out, self.verdicts = self.verdicts, []

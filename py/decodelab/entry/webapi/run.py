@@ -208,7 +208,9 @@ def _status(run, steps, checking: bool = False) -> dict:
             "held": run.out.held() if run and not ended else [],
             "cut": run.out.cut() if run and done else [],
             # an answer meant to be JSON, classified once the run is over
-            "json": run.json_report() if run and done else None}
+            "json": run.json_report() if run and done else None,
+            # steps whose live check was given up: a new run was asked for meanwhile
+            "check_skipped": run.checks_skipped if run and done else 0}
 
 
 @endpoint
@@ -244,13 +246,19 @@ def _advance(session: Session, req: dict) -> dict:
 
 @endpoint
 def _cancel(session: Session, req: dict) -> dict:
-    """{"budget_ms"} -> the run stopped between two steps (or while it reads its prompt), and
-    the live check of the steps it made caught up for about that long: while it has more to
-    do the batch says checking, and the page asks again."""
+    """{"budget_ms", "skip_check"} -> the run stopped between two steps (or while it reads its
+    prompt), and the live check of the steps it made caught up for about that long: while it
+    has more to do the batch says checking, and the page asks again. skip_check: the check's
+    pending steps are given up instead (the learner asked for the next run while the check
+    caught up: a new run never waits for the last one's check); the batch says how many
+    ("check_skipped")."""
     run = session.run
     if run is not None:
         run.cancel(check=False)  # text held back for a stop string is shown (in the flow)
-        run.check_until(max(deadline(req) - time.perf_counter(), 0.0))
+        if req.get("skip_check") is True:
+            run.skip_checks()
+        else:
+            run.check_until(max(deadline(req) - time.perf_counter(), 0.0))
         session.last = run
     return _status(run, [], checking=run is not None and run.checking)
 
