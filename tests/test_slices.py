@@ -55,8 +55,8 @@ def test_a_prompt_read_in_chunks_gives_what_one_pass_gives():
     model = make_model("gqa", context=96, layers=2, seed=3)
     session = model.session(dtype=np.float64)
     ids = model.tokenizer.encode(LONG)
-    logits, n = pieces(session.prefill_steps(ids))  # a piece a chunk, then the return
-    assert n == len(slices.chunks(len(ids) + len(model.tokenizer.start_ids))) + 1
+    logits, n = pieces(session.prefill_steps(ids))  # a piece a chunk (the last one returns)
+    assert n == len(slices.chunks(len(ids) + len(model.tokenizer.start_ids)))
     tokens = list(model.tokenizer.start_ids) + ids
     cfg = model.cfg
     cache = KVCache(cfg.n_layer, 1, cfg.n_kv_head, cfg.context_size, cfg.head_dim, np.float64)
@@ -76,8 +76,8 @@ def test_a_run_reads_its_prompt_a_chunk_per_call_and_is_the_same_run():
     while not run.read_prompt(0.0):
         assert run.records == [] and 0 < run.prompt_read["done"] <= run.prompt_read["total"]
         calls += 1
-    assert calls == len(slices.chunks(len(run.prompt_ids) + 1)) + 1  # a chunk a call, and the
-    assert run.prompt_read["done"] == 71  # call that finds it done
+    assert calls == len(slices.chunks(len(run.prompt_ids) + 1))  # a chunk a call
+    assert run.prompt_read["done"] == 71
     run.run()
     assert [r["token_id"] for r in run.records] == [r["token_id"] for r in whole.records]
     assert run.trace() == whole.trace()
@@ -216,3 +216,12 @@ def test_a_check_given_up_for_the_next_run_says_how_many_steps_it_left(page):
     steps = api("trace")["trace"]["steps"]
     assert sum(s["cache_ok"] is None for s in steps) == 150 - checked
     assert all(s["cache_ok"] for s in steps if s["cache_ok"] is not None)
+
+
+def test_a_short_prompt_is_read_and_its_first_step_made_in_one_batch(page):
+    """A prompt of one chunk: the first batch (budget 0) already has the first step, so a short
+    run never shows the reading of its prompt."""
+    assert api("start", {"model": "transformer", "dataset": "prose", "prompt": "The old house",
+                         "seed": 2, "max_new_tokens": 5})["ok"]
+    out = api("advance", {"budget_ms": 0})
+    assert "reading" not in out and len(out["steps"]) == 1

@@ -352,7 +352,8 @@ class Session:
             idx = np.array([ids[a:b]], np.int64)  # (1, n)
             self.logits = cached_forward(self.weights_now(), self.cache, idx,
                                          self.positions(b - a))[0]  # (V,)
-            yield None  # (after the last chunk too: a piece is one chunk)
+            if b < len(ids):  # (the last chunk and what follows it are one piece: a short
+                yield None  # prompt is read and its first step made in one batch)
         return self.logits
 
     def score(self, ids) -> np.ndarray:
@@ -399,7 +400,8 @@ class Session:
         for a, b in chunks(len(tokens)):
             logits = cached_forward(self.weights_now(), self.cache, idx[:, a:b],
                                     np.arange(a, b)[None])[0]
-            yield None  # (after the last chunk too: a piece is one chunk)
+            if b < len(tokens):  # (the last chunk and what follows it: one piece)
+                yield None
         return logits
 
     def fork(self) -> "Session":
@@ -506,7 +508,8 @@ class BatchSession:
             self.cache.set_padding(valid[:, a:b])
             self.logits = cached_forward(self.weights, self.cache, ids[:, a:b],
                                          pos[:, a:b])  # (B, V)
-            yield None  # (after the last chunk too: a piece is one chunk)
+            if b < n:  # (the last chunk and what follows it: one piece)
+                yield None
         return self.logits
 
     def decode(self, token_ids) -> np.ndarray:
