@@ -327,8 +327,9 @@ function follow(client, message, reply) {
 }
 
 // What a page can ask, besides the heartbeat and "stop": one call into Python (any endpoint of
-// decodelab.entry.webapi), the two requests that run over many jobs, and the memory the worker holds
-// (WebAssembly memory, Python objects), for the soak test.
+// decodelab.entry.webapi; a long one goes on over many jobs, `follow`), the two requests that
+// run over many jobs, the memory the worker holds (WebAssembly memory, Python objects), for the
+// soak test, and its longest job, for the benchmark.
 const HANDLERS = {
   call: (client, m) => follow(client, m, call(client.session, String(m.endpoint), m.request ?? {})),
   generate,

@@ -9,8 +9,8 @@ a beam search) is written once, as such a generator, and run two ways from it:
     Slices(work).run(s)    the page: pieces until about s seconds have gone (at least one),
                            then back to the worker; again until `done`, then `result`
 
-so there is one computation, not a sliced copy of it. A piece yields None, or a progress dict
-({"done", "total", "what"}) that the page may show.
+so there is one computation, not a sliced copy of it. A piece yields None, or a dict of its
+progress, which `Slices` keeps for the page (a long call's "pending" answer carries it).
 
 Dimension legend: none (no arrays here).
 """
@@ -33,12 +33,6 @@ def drain(work):
             next(work)
         except StopIteration as end:
             return end.value
-
-
-def done_now(value):
-    """A sliced computation with no piece left: its result at once (for an early return)."""
-    return value
-    yield  # pragma: no cover (makes this a generator)
 
 
 def chunks(n: int, size: int = 0):

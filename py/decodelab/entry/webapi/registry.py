@@ -95,8 +95,8 @@ def _resume(session: Session, req: dict) -> dict:
 
 @endpoint
 def _abandon(session: Session, req: dict) -> dict:
-    """{"task": n} -> a long call given up between two slices (the page's Stop): nothing of it
-    is kept."""
+    """{"task": n} -> a long call given up between two slices (the worker does it when a
+    "stop" names the call's id): nothing of it is kept."""
     n = _task(session, req)
     session.tasks.pop(n)[1].close()
     return {"abandoned": n}
