@@ -15,10 +15,9 @@ from decodelab.pretrained.gguf import GGUF, GGUFError  # noqa: E402
 Q = gguf.GGMLQuantizationType
 
 
-def write(tmp_path, tensors=(), metadata=(), name="m.gguf") -> bytes:
-    """A GGUF file written by the gguf package: tensors (name, float32 array, type)."""
-    path = tmp_path / name
-    w = gguf.GGUFWriter(str(path), "llama")
+def add_metadata(w, metadata) -> None:
+    """(key, value) pairs into a gguf.GGUFWriter, each as its Python type says: text, true or
+    false, a float32, a uint32, or an array (a numpy array as its list)."""
     for key, value in metadata:
         if isinstance(value, str):
             w.add_string(key, value)
@@ -29,7 +28,22 @@ def write(tmp_path, tensors=(), metadata=(), name="m.gguf") -> bytes:
         elif isinstance(value, int):
             w.add_uint32(key, value)
         else:
-            w.add_array(key, value)
+            w.add_array(key, value.tolist() if isinstance(value, np.ndarray) else value)
+
+
+def close(w) -> None:
+    """Write the header, the metadata and the tensors, and close the file."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write(tmp_path, tensors=(), metadata=(), name="m.gguf") -> bytes:
+    """A GGUF file written by the gguf package: tensors (name, float32 array, type)."""
+    path = tmp_path / name
+    w = gguf.GGUFWriter(str(path), "llama")
+    add_metadata(w, metadata)
     for tname, values, qtype in tensors:
         if qtype in (Q.F32, Q.F16):
             w.add_tensor(tname, values.astype(np.float32 if qtype == Q.F32 else np.float16))
@@ -37,10 +51,7 @@ def write(tmp_path, tensors=(), metadata=(), name="m.gguf") -> bytes:
             w.add_tensor(tname, values, raw_dtype=qtype)
         else:
             w.add_tensor(tname, gguf.quantize(values, qtype), raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    close(w)
     return path.read_bytes()
 
 

@@ -327,6 +327,22 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
     assert app.evaluate("() => window.decodelab.pretrained.loaded") is True
     assert app.locator("html[data-state=ready]").count() == 1
 
+    # hostile metadata (tests/test_hostile_gguf.py has every kind): a block count of four
+    # billion once made the reader list that many parts, and the page's Python hung
+    from tests.test_hostile_gguf import tiny
+
+    vocab = {k: v for k, v in GGUF(find_smollm2()).metadata.items() if k.startswith("tokenizer.")}
+    for name, meta, words in (
+            ("blocks.gguf", {"llama.block_count": 4_000_000_000},
+             "llama.block_count is 4,000,000,000; the file has the tensors of 2 blocks"),
+            ("heads.gguf", {"llama.attention.head_count": 3},
+             "head_count is 3, which does not divide the width")):
+        chooser.set_input_files(tiny(tmp_path, vocab, meta, name=name))
+        said = wait_status(app, f"{name} was not loaded")
+        assert words in said and said.endswith("The model loaded before stays."), said
+    assert app.evaluate("() => window.decodelab.pretrained.loaded") is True
+    assert app.evaluate("() => window.decodelab.health.restarts") == 0
+
     path = find_smollm2()
     name = GGUF(path).get("general.name")  # the file's own name for the model
     chooser.set_input_files(path)

@@ -182,6 +182,12 @@ class GGUF:
         c.at = 4
         self.version = c.unpack("<I", "the version")
         if self.version not in VERSIONS:
+            swapped = struct.unpack_from(">I", buf, 4)[0]
+            if swapped in VERSIONS:  # (GGUF 3 allows either byte order; the file says which
+                # only by its numbers)
+                raise GGUFError(f"a big-endian GGUF file (version {swapped}, its numbers stored "
+                                "most significant byte first); decodelab reads little-endian "
+                                "files, as llama.cpp writes them")
             raise GGUFError(f"GGUF version {self.version}; decodelab reads versions "
                             f"{', '.join(map(str, VERSIONS))}")
         n_tensors = c.unpack("<Q", "the tensor count")
@@ -194,14 +200,19 @@ class GGUF:
         self.metadata = {}
         for i in range(n_kv):
             key = c.string(f"metadata key {i}")
+            if key in self.metadata:  # (which one would count? gguf-py refuses it too)
+                raise GGUFError(f"the metadata key {key} appears twice")
             kind = c.unpack("<I", f"the type of {key}")
             self.metadata[key] = c.value(kind, f"metadata {key}")
-        self.alignment = int(self.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
-        if self.alignment <= 0 or self.alignment & (self.alignment - 1):
+        self.alignment = self.integer("general.alignment", DEFAULT_ALIGNMENT, least=1)
+        if self.alignment & (self.alignment - 1):
             raise GGUFError(f"general.alignment is {self.alignment}; it must be a power of two")
-        infos = []
+        infos, names = [], set()
         for i in range(n_tensors):
             name = c.string(f"the name of tensor {i}")
+            if name in names:
+                raise GGUFError(f"the tensor name {name} appears twice")
+            names.add(name)
             n_dims = c.unpack("<I", f"the dimensions of {name}")
             if not 1 <= n_dims <= MAX_DIMS:
                 raise GGUFError(f"tensor {name} has {n_dims} dimensions; GGUF allows 1 to "
@@ -244,6 +255,31 @@ class GGUF:
             raise GGUFError(f"the file's metadata has no {key}")
         return self.metadata[key]
 
+    def integer(self, key: str, default=None, least: int = 0) -> int:
+        """A metadata value that must be a whole number of at least `least` (a string, a
+        fraction, true/false or a list is refused by name); `default` when the key is absent
+        (required when None)."""
+        if key not in self.metadata and default is not None:
+            return default
+        value = self.require(key)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise GGUFError(f"metadata {key} is {described(value)}; it must be a whole number")
+        if value < least:
+            raise GGUFError(f"metadata {key} is {value}; it must be at least {least}")
+        return int(value)
+
+    def number(self, key: str, default: float) -> float:
+        """A metadata value that must be a finite number above 0; `default` when absent."""
+        if key not in self.metadata:
+            return default
+        value = self.metadata[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                              np.floating)):
+            raise GGUFError(f"metadata {key} is {described(value)}; it must be a number")
+        if not np.isfinite(value) or value <= 0:
+            raise GGUFError(f"metadata {key} is {value}; it must be a number above 0")
+        return float(value)
+
     def raw(self, name: str) -> np.ndarray:
         """A tensor's stored bytes (a view of the bytes given, or read from the file)."""
         info = self.tensor_info(name)
@@ -274,6 +310,17 @@ class GGUF:
             raise ValueError("out must be a C-contiguous float32 array")
         dequantize(self.raw(name), info.type, out.reshape(-1))
         return out
+
+
+def described(value) -> str:
+    """A metadata value's kind, for a message: "text ('abc')", "a list of 3", "true"."""
+    if isinstance(value, str):
+        return f"text ({value[:40]!r})"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, np.ndarray)):
+        return f"a list of {len(value)}"
+    return f"the number {value}"
 
 
 def dequantize(raw: np.ndarray, type_name: str, out=None) -> np.ndarray:

@@ -26,7 +26,7 @@ from decodelab.core.layers import Config, matmul_layout
 from decodelab.core.slices import chunks, drain
 from decodelab.core.transformer import TransformerModel
 from decodelab.pretrained.chat import ChatTemplate
-from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError
+from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError, described
 from decodelab.pretrained.limits import ARCHITECTURES
 from decodelab.pretrained.tokenizer import GGUFTokenizer
 
@@ -121,33 +121,103 @@ class PretrainedModel(TransformerModel):
 
 
 def config_of(gguf: GGUF, window: int) -> Config:
+    """The model's shape from the file's metadata, each number checked for its type and against
+    the others and the tensors present, and anything decodelab does not implement refused by
+    name (it would otherwise run, wrongly), before anything is allocated from it."""
     arch = gguf.get("general.architecture")
     if arch not in ARCHITECTURES:
         raise GGUFError(f"the file holds a {arch!r} model; decodelab runs the architecture "
                         f"{', '.join(ARCHITECTURES)} (Llama's: RMSNorm, rotary positions, "
                         "grouped-query attention, SwiGLU)")
     p = arch + "."
-    n_embd = int(gguf.require(p + "embedding_length"))
-    n_head = int(gguf.require(p + "attention.head_count"))
-    rope_dims = gguf.get(p + "rope.dimension_count", n_embd // n_head)
-    if rope_dims != n_embd // n_head:
-        raise GGUFError(f"the file rotates {rope_dims} of each head's {n_embd // n_head} "
+    unsupported(gguf, p)
+    n_embd = gguf.integer(p + "embedding_length", least=1)
+    n_head = gguf.integer(p + "attention.head_count", least=1)
+    n_kv_head = gguf.integer(p + "attention.head_count_kv", n_head, least=1)
+    n_layer = gguf.integer(p + "block_count", least=1)
+    if n_embd % n_head:
+        raise GGUFError(f"{p}attention.head_count is {n_head}, which does not divide the width "
+                        f"({p}embedding_length, {n_embd})")
+    if n_head % n_kv_head:
+        raise GGUFError(f"{p}attention.head_count_kv is {n_kv_head}, which does not divide the "
+                        f"{n_head} query heads (each KV head serves a whole group of them)")
+    head_dim = n_embd // n_head
+    if head_dim % 2:
+        raise GGUFError(f"each head is {head_dim} channels wide, an odd number; rotary positions "
+                        "turn channels in pairs")
+    rope_dims = gguf.integer(p + "rope.dimension_count", head_dim)
+    if rope_dims != head_dim:
+        raise GGUFError(f"the file rotates {rope_dims} of each head's {head_dim} "
                         "channels; decodelab rotates all of them")
-    trained = int(gguf.get(p + "context_length", window))
-    return Config(vocab_size=len(gguf.require("tokenizer.ggml.tokens")),
-                  context_size=min(window, trained), n_layer=int(gguf.require(p + "block_count")),
-                  n_embd=n_embd, n_head=n_head,
-                  n_kv_head=int(gguf.get(p + "attention.head_count_kv", n_head)),
-                  mlp_hidden=int(gguf.require(p + "feed_forward_length")),
-                  rope_theta=float(gguf.get(p + "rope.freq_base", 10000.0)),
-                  norm_eps=float(gguf.get(p + "attention.layer_norm_rms_epsilon", 1e-5)))
+    blocks = {int(name.split(".")[1]) for name in gguf.tensors
+              if name.startswith("blk.") and name.split(".")[1].isdigit()}
+    if n_layer > len(blocks) or any(i not in blocks for i in range(n_layer)):
+        raise GGUFError(f"{p}block_count is {n_layer:,}; the file has the tensors of "
+                        f"{len(blocks):,} blocks")
+    tokens = gguf.require("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list) or not tokens:
+        raise GGUFError(f"metadata tokenizer.ggml.tokens is {described(tokens)}; it must be a "
+                        "list of the tokens' texts")
+    if gguf.integer(p + "vocab_size", len(tokens)) != len(tokens):
+        raise GGUFError(f"{p}vocab_size is {gguf.metadata[p + 'vocab_size']}; the tokenizer "
+                        f"has {len(tokens)} tokens")
+    trained = gguf.integer(p + "context_length", window, least=1)
+    return Config(vocab_size=len(tokens), context_size=min(window, trained), n_layer=n_layer,
+                  n_embd=n_embd, n_head=n_head, n_kv_head=n_kv_head,
+                  mlp_hidden=gguf.integer(p + "feed_forward_length", least=1),
+                  rope_theta=gguf.number(p + "rope.freq_base", 10000.0),
+                  norm_eps=gguf.number(p + "attention.layer_norm_rms_epsilon", 1e-5))
+
+
+def unsupported(gguf: GGUF, p: str) -> None:
+    """What the file asks for that decodelab's Llama does not do: refused by name."""
+    for key, value in gguf.metadata.items():
+        if key.startswith(p + "rope.scaling.") and not (
+                key == p + "rope.scaling.type" and value == "none"):
+            raise GGUFError(f"the file asks for rope scaling ({key} = {value!r}); decodelab "
+                            "turns rotary positions unscaled")
+    if "rope_freqs.weight" in gguf.tensors:
+        raise GGUFError("the file has rope_freqs.weight (rotary frequencies of its own per "
+                        "channel, as Llama 3.1's); decodelab turns channels at the base "
+                        "frequency's powers alone")
+    if gguf.metadata.get(p + "expert_count", 0):
+        raise GGUFError(f"the file holds a mixture of experts ({p}expert_count = "
+                        f"{gguf.metadata[p + 'expert_count']}); decodelab runs dense blocks")
+
+
+def expected_shapes(gguf: GGUF, cfg: Config) -> dict:
+    """Every tensor decodelab reads, with the (numpy-order) shape the metadata implies."""
+    C, F, D, V = cfg.n_embd, cfg.mlp_hidden, cfg.head_dim, cfg.vocab_size
+    H, Hkv = cfg.n_head, cfg.n_kv_head
+    out = {"token_embd.weight": (V, C), "output_norm.weight": (C,)}
+    if "output.weight" in gguf.tensors:
+        out["output.weight"] = (V, C)
+    for i in range(cfg.n_layer):
+        b = f"blk.{i}."
+        out.update({b + "attn_norm.weight": (C,), b + "attn_q.weight": (H * D, C),
+                    b + "attn_k.weight": (Hkv * D, C), b + "attn_v.weight": (Hkv * D, C),
+                    b + "attn_output.weight": (C, H * D), b + "ffn_norm.weight": (C,),
+                    b + "ffn_gate.weight": (F, C), b + "ffn_up.weight": (F, C),
+                    b + "ffn_down.weight": (C, F)})
+    return out
+
+
+def check_shapes(gguf: GGUF, cfg: Config) -> None:
+    """Each tensor there, of a type decodelab reads and of the shape the metadata implies:
+    checked before a byte is dequantized or an array allocated from the metadata."""
+    for name, shape in expected_shapes(gguf, cfg).items():
+        info = gguf.tensor_info(name)  # (missing, or of a type decodelab cannot read: said)
+        if tuple(info.shape) != shape:
+            raise GGUFError(f"tensor {name} has shape {tuple(info.shape)}; the metadata implies "
+                            f"{shape}")
 
 
 def _tensor(gguf: GGUF, name: str, shape: tuple) -> np.ndarray:
-    got = gguf.array(name)
-    if got.shape != shape:
-        raise GGUFError(f"tensor {name} has shape {got.shape}; the metadata implies {shape}")
-    return got  # (its own memory, never a view of the file: the file's bytes can go)
+    info = gguf.tensor_info(name)
+    if tuple(info.shape) != shape:  # (before its values are made)
+        raise GGUFError(f"tensor {name} has shape {tuple(info.shape)}; the metadata implies "
+                        f"{shape}")
+    return gguf.array(name)  # (its own memory, never a view of the file: the file's bytes can go)
 
 
 def head_params(gguf: GGUF, cfg: Config) -> dict:
@@ -204,6 +274,7 @@ class Reader:
         limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
         self.gguf = GGUF(data, limit)  # a path: read a tensor at a time
         self.cfg = config_of(self.gguf, window)
+        check_shapes(self.gguf, self.cfg)  # every tensor, before any is read
         self.tokenizer = None
         self.params = {}
         self.parts = ["tokenizer", *(f"block {i}" for i in range(self.cfg.n_layer)), "embedding"]

@@ -146,11 +146,22 @@ class GGUFTokenizer:
         if pre != "smollm":
             raise GGUFError(f"the file's pre-tokenizer is {pre!r}; decodelab splits text as "
                             "'smollm' does (each number character alone, then GPT-2's pattern)")
-        return cls(gguf.require("tokenizer.ggml.tokens"), gguf.require("tokenizer.ggml.token_type"),
-                   gguf.require("tokenizer.ggml.merges"), gguf.require("tokenizer.ggml.eos_token_id"),
-                   gguf.get("tokenizer.ggml.bos_token_id"),
+        tokens = gguf.require("tokenizer.ggml.tokens")
+
+        def token_id(key, required=False):  # a whole number naming one of the tokens
+            if key not in gguf.metadata and not required:
+                return None
+            i = gguf.integer(key)
+            if i >= len(tokens):
+                raise GGUFError(f"metadata {key} is {i}; the vocabulary has {len(tokens)} tokens")
+            return i
+
+        return cls(tokens, gguf.require("tokenizer.ggml.token_type"),
+                   gguf.require("tokenizer.ggml.merges"),
+                   token_id("tokenizer.ggml.eos_token_id", required=True),
+                   token_id("tokenizer.ggml.bos_token_id"),
                    bool(gguf.get("tokenizer.ggml.add_bos_token", False)),
-                   gguf.get("general.name", "gguf"), gguf.get("tokenizer.ggml.padding_token_id"))
+                   gguf.get("general.name", "gguf"), token_id("tokenizer.ggml.padding_token_id"))
 
     def describe(self) -> str:
         return (f"any text (byte-level BPE, {self.vocab_size} tokens, "
