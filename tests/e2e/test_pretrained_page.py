@@ -450,8 +450,11 @@ def test_the_next_message_never_waits_for_the_last_turn_s_check(app):
     send.click()
     assert app.locator("#chat-status").inner_text().startswith(
         "The model is answering… (the cache check of the turn before was given up")
+    assert send.is_disabled()  # until the new turn has started
     app.wait_for_function("() => document.getElementById('chat-status').textContent"
                           ".startsWith('This turn read')", timeout=120_000)
+    # the new turn's words (it reads only its new tokens), never the turn before's
+    assert "in the cache of the turn before" in app.locator("#chat-status").inner_text()
     wait_ready(app)
     trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
     history = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]

@@ -256,8 +256,11 @@ export function createPretrained(store, client, runs) {
 
   // A turn can be sent when the page is ready, or while the last turn's cache check catches up
   // after its text: the check is then given up for the new turn (worker.js), which never waits.
-  const canSend = (state) => state.phase === "ready"
-    || (state.phase === "generating" && Boolean(state.run && state.run.chat && state.run.checking && !state.run.done));
+  // A turn sent and not started yet holds Send (its run is on its way).
+  let latest = 0; // the last turn sent
+  let starting = false;
+  const canSend = (state) => !starting && (state.phase === "ready"
+    || (state.phase === "generating" && Boolean(state.run && state.run.chat && state.run.checking && !state.run.done)));
   store.subscribe((change, state) => {
     if (change.type === "steps" || change.type === "run-end") dom.send.disabled = !canSend(state);
   });
@@ -269,6 +272,18 @@ export function createPretrained(store, client, runs) {
       dom.chatStatus.textContent = "Type a message first.";
       return;
     }
+    const me = ++latest;
+    starting = true;
+    dom.send.disabled = true;
+    try {
+      await turn(me, text);
+    } finally {
+      if (me === latest) starting = false;
+      dom.send.disabled = !canSend(store.state);
+    }
+  }
+
+  async function turn(me, text) {
     // a chat turn runs with the workbench's rules; its prompt is the conversation, not the box's
     const checked = await store.collect();
     if (Object.keys(checked.errors || {}).some((name) => name !== "prompt")) {
@@ -296,7 +311,10 @@ export function createPretrained(store, client, runs) {
     };
     let mine = null; // this turn's run, from its start
     const unheard = store.subscribe((change) => {
-      if (change.type === "run-start" && !mine) mine = change.run;
+      if (change.type === "run-start" && !mine) {
+        mine = change.run;
+        starting = false; // its run has started: Send follows the run's state again
+      }
       if (change.run !== mine || !mine) return;
       if (change.type === "run-start" && mine.chat && mine.chat.dropped) {
         dom.chatStatus.textContent = droppingWords(mine.chat); // before any reading
@@ -308,7 +326,7 @@ export function createPretrained(store, client, runs) {
       dom.chatStatus.textContent = "Answered. The cache check is now comparing the turn with one full pass over the whole conversation, which takes longer as the chat grows (send the next message to give it up, or switch Cache check off to skip it).";
     });
     const result = await runs.start({ ...settings, messages }).finally(unheard);
-    if (mine && store.state.run !== mine) { // a newer turn was sent during this one's check
+    if (me !== latest) { // a newer turn was sent during this one's check: its words stand
       answer(result.text);
       return; // (that turn's status is the one shown)
     }
