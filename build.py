@@ -22,7 +22,8 @@ from tools.cache import UserCache
 from tools.common import (ARTIFACTS_DIR, PACKAGE_DIR, PY_DIR, ROOT, BuildError, human,
                           module_from_file, rel, run,
                           say, sha256_file)
-from tools.keys import Artifact, Stamps, module_files, restore, source_digests, store, syntax_digests
+from tools.keys import Artifact, Stamps, module_files, restore, source_digests, store
+from tools.keys import code_digests as content_digests
 
 WEB_DIR = ROOT / "web"
 STATIC_DIR = ROOT / "static"
@@ -136,10 +137,16 @@ def corpus_artifact(name: str) -> Artifact:
 
 
 def code_digests(modules, leave_out: Path | None = None) -> dict:
-    """The syntax digests (tools/keys.py) of the package's files that importing `modules` loads:
+    """The syntax digests (tools/keys.py), pathless, of the files that importing `modules` loads:
     the code part of the key of whatever the build makes by running the package."""
     files = [p for p in module_files(PACKAGE_DIR, modules) if p != leave_out]
-    return syntax_digests(files, PACKAGE_DIR.parents[1])
+    return content_digests(files, PACKAGE_DIR.name)
+
+
+def command_key(args) -> list:
+    """A build step's command as its key holds it: the module it runs by its own name, not its
+    place in the package (moving it trains nothing again, as for its code above)."""
+    return [a.rpartition(".")[2] if a.startswith(PACKAGE_DIR.name + ".") else a for a in args]
 
 
 # Corpora the package generates itself (from a seed, no download): name -> (module, the
@@ -150,10 +157,12 @@ GENERATED = {"tasks": ("decodelab.core.tasks", "names")}
 
 def generated_artifact(name: str) -> Artifact:
     module, source = GENERATED[name]
+    command = ["-m", module, "corpus"]
     return Artifact(f"corpus {name}", [DATA_DIR / f"{name}.txt", DATA_DIR / f"{name}.json"],
-                    {"recipe": "generated corpus", "args": ["-m", module, "corpus"],
+                    {"recipe": "generated corpus", "args": command_key(command),
                      "names": sha256_file(DATA_DIR / f"{source}.txt"),
-                     "code": code_digests((module, "decodelab.core.corpus", "decodelab.core.records"))})
+                     "code": code_digests((module, "decodelab.core.corpus", "decodelab.core.records"))},
+                    command=command)
 
 
 def package_env() -> dict:
@@ -180,7 +189,7 @@ def build_corpora(cache: UserCache, stamps: Stamps) -> dict[str, Path]:
         how = restore(artifact, stamps, cache)
         if how is None:
             with tempfile.TemporaryDirectory() as tmp:
-                cmd = [sys.executable, *artifact.inputs["args"], "--names", str(made[source]),
+                cmd = [sys.executable, *artifact.command, "--names", str(made[source]),
                        "--out", tmp]
                 if subprocess.run(cmd, cwd=ROOT, env=package_env()).returncode != 0:
                     raise BuildError(f"generating the {artifact.name} failed (see above)")
@@ -232,10 +241,11 @@ def numpy_version() -> str:
 def model_artifact(kind: str, dataset: str, tokenizer: str, data: Path) -> Artifact:
     """A trained model: the key covers what decides its weights and nothing else: the training
     command, the data (and tokenizer), the model's recipe, the numpy version, and the syntax of
-    the code the training runs (tools/keys.py, syntax_digests: a comment, a docstring or an
+    the code the training runs (tools/keys.py, code_digests: a comment, a docstring or an
     error message edited there trains nothing)."""
     modules = TRAIN_MODULES[kind] + (() if tokenizer == "chars" else ("decodelab.core.bpe",))
-    inputs = {"recipe": "model", "args": train_args(kind, dataset), "numpy": numpy_version(),
+    inputs = {"recipe": "model", "args": command_key(train_args(kind, dataset)),
+              "numpy": numpy_version(),
               "data": sha256_file(data), "code": code_digests(modules, leave_out=RECIPES)}
     if kind == "transformer":
         inputs["settings"] = training_recipe(dataset, tokenizer)
@@ -300,15 +310,15 @@ def tokenizer_artifact(dataset: str, data: Path) -> Artifact:
     base = TOKENIZERS[dataset]
     if base is None:
         code = code_digests(TOKENIZER_MODULES)
-        inputs = {"recipe": "tokenizer", "args": ["-m", "decodelab.core.bpe", "--dataset", dataset],
-                  "data": sha256_file(data)}
+        command = ["-m", "decodelab.core.bpe", "--dataset", dataset]
+        inputs = {"recipe": "tokenizer", "data": sha256_file(data)}
     else:
         code = code_digests(("decodelab.core.tasks", "decodelab.core.bpe"))
+        command = ["-m", "decodelab.core.tasks", "tokenizer"]
         inputs = {"recipe": "tokenizer with special tokens",
-                  "args": ["-m", "decodelab.core.tasks", "tokenizer"],
                   "base": sha256_file(MODELS_DIR / f"bpe-{base}.npz")}
     return Artifact(f"tokenizer bpe-{dataset}", [MODELS_DIR / f"bpe-{dataset}.npz"],
-                    {**inputs, "code": code})
+                    {**inputs, "args": command_key(command), "code": code}, command=command)
 
 
 def train_tokenizers(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps) -> list[Path]:
@@ -322,7 +332,7 @@ def train_tokenizers(corpus_files: dict[str, Path], cache: UserCache, stamps: St
                 out = Path(tmp) / artifact.outputs[0].name
                 source = ["--data", str(corpus_files[dataset])] if base is None else \
                     ["--merges", str(MODELS_DIR / f"bpe-{base}.npz")]
-                cmd = [sys.executable, *artifact.inputs["args"], *source, "--out", str(out)]
+                cmd = [sys.executable, *artifact.command, *source, "--out", str(out)]
                 if subprocess.run(cmd, cwd=ROOT, env=package_env()).returncode != 0:
                     raise BuildError(f"learning the {artifact.name} failed (see the output above)")
                 store(artifact, Path(tmp), stamps, cache)

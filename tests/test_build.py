@@ -2,6 +2,7 @@
 
 import base64
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -517,10 +518,25 @@ def test_only_what_training_reads_changes_a_models_key(tmp_path, monkeypatch):
     assert len(set(before.values())) == len(build.MODELS)
     tasks_tokenizer = build.tokenizer_artifact("tasks", data["tasks"]).key
 
-    def edit(path, old, new):
-        text = (package / path).read_text()
+    def edit(path, old, new, moved={}):
+        path = package / moved.get(path, path)
+        text = path.read_text()
         assert old in text, (path, old)
-        (package / path).write_text(text.replace(old, new, 1))
+        path.write_text(text.replace(old, new, 1))
+
+    # a training module moved to a room of its own, every import of it following
+    room = package / "core" / "elsewhere"
+    room.mkdir()
+    (room / "__init__.py").write_text('"""A room of words alone."""\n')
+    (package / "core" / "layers.py").rename(room / "layers.py")
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        path.write_text(text.replace("decodelab.core.layers", "decodelab.core.elsewhere.layers")
+                        .replace("from decodelab.core import layers",
+                                 "from decodelab.core.elsewhere import layers"))
+    assert model_keys(data) == before
+    assert build.tokenizer_artifact("tasks", data["tasks"]).key == tasks_tokenizer
+    edit = functools.partial(edit, moved={"core/layers.py": "core/elsewhere/layers.py"})
 
     edit("fields.py", '"Temperature"', '"How hot"')  # a label and its help
     edit("core/sampling.py", "\n\n", "\n\n# a comment of no consequence\n")
@@ -549,9 +565,12 @@ def test_model_key_changes_with_data_code_and_command(tmp_path, monkeypatch):
     first = build.model_artifact("transformer", "names", "chars", data)
     assert first.outputs == [build.MODELS_DIR / "transformer-names.npz"]
     assert first.key == build.model_artifact("transformer", "names", "chars", data).key
-    assert "py/decodelab/core/train.py" in first.inputs["code"]
-    assert "py/decodelab/entry/cli.py" not in first.inputs["code"]  # not part of training
-    assert "py/decodelab/core/recipes.py" not in first.inputs["code"]  # its settings are, below
+    def code_of(module):  # its digest, as a key holds it
+        return keys.code_digests([build.PACKAGE_DIR / module])[0]
+
+    assert code_of("core/train.py") in first.inputs["code"]
+    assert code_of("entry/cli.py") not in first.inputs["code"]  # not part of training
+    assert code_of("core/recipes.py") not in first.inputs["code"]  # its settings are, below
     assert first.inputs["settings"]["train"]["steps"] == 1500
     assert build.model_artifact("bigram", "names", "chars", data).key != first.key
     data.write_text("bob\n")
@@ -565,7 +584,7 @@ def test_a_bpe_model_key_covers_its_tokenizer_and_the_bpe_code(tmp_path, monkeyp
     (tmp_path / "bpe-prose.npz").write_bytes(b"merges one")
     first = build.model_artifact("transformer", "prose", "bpe", data)
     assert first.outputs == [tmp_path / "transformer-prose-bpe.npz"]
-    assert "py/decodelab/core/bpe.py" in first.inputs["code"]
+    assert keys.code_digests([build.PACKAGE_DIR / "core" / "bpe.py"])[0] in first.inputs["code"]
     assert first.key != build.model_artifact("transformer", "prose", "chars", data).key
     (tmp_path / "bpe-prose.npz").write_bytes(b"merges two")  # new merges: a new model
     assert build.model_artifact("transformer", "prose", "bpe", data).key != first.key

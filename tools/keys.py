@@ -50,22 +50,33 @@ def source_digests(paths, base: Path = ROOT) -> dict:
     return {Path(p).relative_to(base).as_posix(): sha256_file(p) for p in sorted(paths)}
 
 
-def syntax_digests(paths, base: Path = ROOT) -> dict:
+def syntax_digests(paths, base: Path = ROOT, package: str = "decodelab") -> dict:
     """{path relative to base: sha256 of the module's syntax tree} for Python source files, with
     what cannot change a result left out: comments and layout (the tree has none), docstrings,
-    and the message of a `raise` or an `assert`. A trained model's key holds these, so a
-    sentence edited in its code trains nothing again, while any change to a statement does."""
-    return {Path(p).relative_to(base).as_posix(): _syntax_digest(Path(p).read_bytes())
+    the message of a `raise` or an `assert`, and where in `package` an import comes from (a
+    module moved to another folder, its imports following it, says the same). A trained model's
+    key holds these, so a sentence edited in its code trains nothing again, while any change to
+    a statement does."""
+    return {Path(p).relative_to(base).as_posix(): _syntax_digest(Path(p).read_bytes(), package)
             for p in sorted(paths)}
 
 
+def code_digests(paths, package: str = "decodelab") -> list:
+    """The syntax digests of some code, sorted, without the files' paths: the code part of a key
+    follows what the code says, not where its files lie, so moving a module trains nothing
+    again. A package's __init__.py that holds words alone says nothing and is left out."""
+    return sorted(d for d in syntax_digests(paths, Path("/"), package).values()
+                  if d != _EMPTY)
+
+
 @functools.lru_cache(maxsize=None)  # a build keys eight models on mostly the same files
-def _syntax_digest(source: bytes) -> str:
-    tree = _without_words(ast.parse(source.decode("utf-8")))
+def _syntax_digest(source: bytes, package: str = "decodelab") -> str:
+    tree = _without_words(ast.parse(source.decode("utf-8")), package)
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
-def _without_words(tree: ast.AST) -> ast.AST:
+def _without_words(tree: ast.AST, package: str = "decodelab") -> ast.AST:
+    inside = lambda name: name == package or name.startswith(package + ".")  # noqa: E731
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
@@ -76,7 +87,16 @@ def _without_words(tree: ast.AST) -> ast.AST:
             node.exc.args, node.exc.keywords = [], []
         elif isinstance(node, ast.Assert):
             node.msg = None
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and inside(node.module or ""):
+            node.module = package  # from decodelab.core.layers import x: from decodelab import x
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if inside(alias.name):  # import decodelab.core.layers: decodelab.layers
+                    alias.name = f"{package}.{alias.name.rpartition('.')[2]}"
     return tree
+
+
+_EMPTY = hashlib.sha256(ast.dump(ast.Module(body=[ast.Pass()], type_ignores=[])).encode()).hexdigest()
 
 
 def module_files(package_dir: Path, entries) -> list[Path]:
@@ -184,6 +204,7 @@ class Artifact:
     outputs: list
     inputs: dict
     cached: bool = True  # worth keeping in the per-user cache (slow to make, or downloaded)
+    command: list = field(default_factory=list)  # what makes it (its key holds it as it sees fit)
     key: str = field(init=False)
 
     def __post_init__(self):
