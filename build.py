@@ -152,7 +152,7 @@ def command_key(args) -> list:
 # Corpora the package generates itself (from a seed, no download): name -> (module, the
 # downloaded corpus it draws from). Running `python -m <module> corpus --names FILE --out
 # FOLDER` writes <name>.txt and <name>.json there.
-GENERATED = {"tasks": ("decodelab.core.tasks", "names")}
+GENERATED = {"tasks": ("decodelab.core.tasks.data", "names")}
 
 
 def generated_artifact(name: str) -> Artifact:
@@ -161,7 +161,7 @@ def generated_artifact(name: str) -> Artifact:
     return Artifact(f"corpus {name}", [DATA_DIR / f"{name}.txt", DATA_DIR / f"{name}.json"],
                     {"recipe": "generated corpus", "args": command_key(command),
                      "names": sha256_file(DATA_DIR / f"{source}.txt"),
-                     "code": code_digests((module, "decodelab.core.corpus", "decodelab.core.records"))},
+                     "code": code_digests((module, "decodelab.core.tokens.corpus", "decodelab.core.tasks.records"))},
                     command=command)
 
 
@@ -200,15 +200,15 @@ def build_corpora(cache: UserCache, stamps: Stamps) -> dict[str, Path]:
     return made
 
 
-# The modules a training loads: decodelab.core.train (its main() reads the corpus, and imports the
+# The modules a training loads: decodelab.core.models.train (its main() reads the corpus, and imports the
 # bigram model when asked for one) and what they import at import time (tools/keys.py,
 # module_files; inference, sampling and fields load only when a model generates, so they are not
 # here). The recipes are data: a model's key holds its own recipe, not the file.
 TRAIN_MODULES = {
-    "bigram": ("decodelab.core.train", "decodelab.core.corpus", "decodelab.core.bigram"),
-    "transformer": ("decodelab.core.train", "decodelab.core.corpus"),
+    "bigram": ("decodelab.core.models.train", "decodelab.core.tokens.corpus", "decodelab.core.models.bigram"),
+    "transformer": ("decodelab.core.models.train", "decodelab.core.tokens.corpus"),
 }
-RECIPES = PACKAGE_DIR / "core" / "recipes.py"
+RECIPES = PACKAGE_DIR / "core" / "models" / "recipes.py"
 # (kind, dataset, tokenizer): "chars", or "bpe" for a model on the tokens of TOKENIZERS'
 # merges. Longest first, so two cores finish soonest.
 MODELS = (("transformer", "tasks", "bpe"), ("transformer", "prose", "bpe"),
@@ -222,7 +222,7 @@ def model_name(kind: str, dataset: str, tokenizer: str) -> str:
 
 
 def training_recipe(dataset: str, tokenizer: str) -> dict:
-    """A transformer's recipe (decodelab.core.recipes): its shape and training settings."""
+    """A transformer's recipe (decodelab.core.models.recipes): its shape and training settings."""
     import dataclasses
 
     module = module_from_file(RECIPES)
@@ -243,7 +243,7 @@ def model_artifact(kind: str, dataset: str, tokenizer: str, data: Path) -> Artif
     command, the data (and tokenizer), the model's recipe, the numpy version, and the syntax of
     the code the training runs (tools/keys.py, code_digests: a comment, a docstring or an
     error message edited there trains nothing)."""
-    modules = TRAIN_MODULES[kind] + (() if tokenizer == "chars" else ("decodelab.core.bpe",))
+    modules = TRAIN_MODULES[kind] + (() if tokenizer == "chars" else ("decodelab.core.tokens.bpe",))
     inputs = {"recipe": "model", "args": command_key(train_args(kind, dataset)),
               "numpy": numpy_version(),
               "data": sha256_file(data), "code": code_digests(modules, leave_out=RECIPES)}
@@ -256,12 +256,12 @@ def model_artifact(kind: str, dataset: str, tokenizer: str, data: Path) -> Artif
 
 
 def train_args(kind: str, dataset: str) -> list[str]:
-    return ["-m", "decodelab.core.train", "--model", kind, "--dataset", dataset]
+    return ["-m", "decodelab.core.models.train", "--model", kind, "--dataset", dataset]
 
 
 def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps) -> list[Path]:
     """The models: each up to date, copied from the per-user cache, or trained by
-    `python -m decodelab.core.train`, one process per model (each on one BLAS thread: on two cores
+    `python -m decodelab.core.models.train`, one process per model (each on one BLAS thread: on two cores
     two processes are faster and steadier than one process with two threads)."""
     todo = []
     for kind, dataset, tokenizer in MODELS:
@@ -301,20 +301,20 @@ def train_models(corpus_files: dict[str, Path], cache: UserCache, stamps: Stamps
 
 # The BPE tokenizers made at build time, in order: dataset -> None for merges learned from the
 # corpus's training split, or the dataset whose merges it reuses with the special tokens of
-# `decodelab.core.tasks` added (the tasks data reads the prose's tokens plus its six markers).
+# `decodelab.core.tasks.data` added (the tasks data reads the prose's tokens plus its six markers).
 TOKENIZERS = {"prose": None, "tasks": "prose"}
-TOKENIZER_MODULES = ("decodelab.core.bpe", "decodelab.core.corpus")
+TOKENIZER_MODULES = ("decodelab.core.tokens.bpe", "decodelab.core.tokens.corpus")
 
 
 def tokenizer_artifact(dataset: str, data: Path) -> Artifact:
     base = TOKENIZERS[dataset]
     if base is None:
         code = code_digests(TOKENIZER_MODULES)
-        command = ["-m", "decodelab.core.bpe", "--dataset", dataset]
+        command = ["-m", "decodelab.core.tokens.bpe", "--dataset", dataset]
         inputs = {"recipe": "tokenizer", "data": sha256_file(data)}
     else:
-        code = code_digests(("decodelab.core.tasks", "decodelab.core.bpe"))
-        command = ["-m", "decodelab.core.tasks", "tokenizer"]
+        code = code_digests(("decodelab.core.tasks.data", "decodelab.core.tokens.bpe"))
+        command = ["-m", "decodelab.core.tasks.data", "tokenizer"]
         inputs = {"recipe": "tokenizer with special tokens",
                   "base": sha256_file(MODELS_DIR / f"bpe-{base}.npz")}
     return Artifact(f"tokenizer bpe-{dataset}", [MODELS_DIR / f"bpe-{dataset}.npz"],

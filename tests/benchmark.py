@@ -106,7 +106,7 @@ def transformer_runs(quick: bool) -> dict:
 def tokenize_request() -> dict:
     """10 KB of the prose's validation text (text the tokenizer did not learn from), for the
     bench_tokenize endpoint."""
-    from decodelab.core.corpus import Corpus, read_corpus
+    from decodelab.core.tokens.corpus import Corpus, read_corpus
 
     corpus = Corpus("prose", read_corpus(ROOT / "artifacts" / "data" / "prose.txt"))
     text = "\n".join(corpus.val)

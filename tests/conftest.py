@@ -26,8 +26,8 @@ NAMES = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "harper
 
 @pytest.fixture(scope="session")
 def small_model():
-    from decodelab.core.bigram import BigramModel
-    from decodelab.core.corpus import Corpus
+    from decodelab.core.models.bigram import BigramModel
+    from decodelab.core.tokens.corpus import Corpus
 
     return BigramModel.fit(Corpus("small", NAMES * 3))
 
@@ -78,7 +78,7 @@ def experiment(library, req) -> dict:
 def decode_distribution(z, **rules):
     """(p_temp, kept, p_final) that the rules make of logits z."""
     import numpy as np
-    from decodelab.core import sampling
+    from decodelab.core.rules import sampling
 
     d = sampling.decide(np.asarray(z, dtype=np.float64), sampling.Rules(**rules))
     return d.p_temp, d.kept, d.p_final
@@ -91,7 +91,7 @@ def float64_steps(monkeypatch):
     (tests/test_hf.py says why; the reference tier's tests use it.)"""
     import numpy as np
     import torch
-    from decodelab.core import layers
+    from decodelab.core.models import layers
     from transformers.models.llama import modeling_llama
 
     def norm(self, x):

@@ -123,7 +123,7 @@ def _json_values():
 
 
 def test_any_json_settings_give_an_answer_never_a_crash(loaded):
-    from decodelab.core.settings import NAMES
+    from decodelab.core.rules.settings import NAMES
     from hypothesis import given, settings
     from hypothesis import strategies as st
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import torch
-from decodelab.core.beam import BeamRules, banned_by_ngrams, beam_search
+from decodelab.core.loops.beam import BeamRules, banned_by_ngrams, beam_search
 from decodelab.core.library import Library
-from decodelab.core.tokenizer import EOS
+from decodelab.core.tokens.tokenizer import EOS
 
 from tests.test_hf import load_hf, random_model, shipped
 

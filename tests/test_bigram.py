@@ -5,8 +5,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from decodelab.core.bigram import BigramModel
-from decodelab.core.corpus import Corpus
+from decodelab.core.models.bigram import BigramModel
+from decodelab.core.tokens.corpus import Corpus
 
 
 def test_counts_and_smoothing_by_hand():

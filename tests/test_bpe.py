@@ -2,8 +2,8 @@
 exact round trips of any text, and the merge table of the prose pinned by its hash."""
 
 import pytest
-from decodelab.core import bpe
-from decodelab.core.bpe import BPE, EOS, FIRST_BYTE, FIRST_MERGE
+from decodelab.core.tokens import bpe
+from decodelab.core.tokens.bpe import BPE, EOS, FIRST_BYTE, FIRST_MERGE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -140,7 +140,7 @@ def test_a_merge_of_a_token_not_yet_made_is_refused():
 
 
 def test_the_prose_merges_are_the_same_every_build(artifacts):
-    from decodelab.core.corpus import Corpus, read_corpus
+    from decodelab.core.tokens.corpus import Corpus, read_corpus
 
     corpus = Corpus("prose", read_corpus(artifacts / "data" / "prose.txt"))
     merges = bpe.train(corpus.train, 1024)
@@ -150,7 +150,7 @@ def test_the_prose_merges_are_the_same_every_build(artifacts):
     val = "\n".join(corpus.val)
     assert tokens.decode(tokens.encode(val)) == val
     assert 2.5 < len(val) / len(tokens.encode(val)) < 3.5  # characters per token, held out
-    # the build's own copy (python -m decodelab.core.bpe) is the same table
+    # the build's own copy (python -m decodelab.core.tokens.bpe) is the same table
     built = BPE.load(artifacts / "models" / "bpe-prose.npz")
     assert bpe.merges_hash(built.merges) == PROSE_1024 and built.vocab_size == bpe.VOCAB_SIZE
 

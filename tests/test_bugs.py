@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from decodelab.core.inference import CHECK_TOLERANCE
-from decodelab.core.kvcache import KVCache
+from decodelab.core.models.inference import CHECK_TOLERANCE
+from decodelab.core.models.kvcache import KVCache
 from decodelab.core.library import Library
 from decodelab.errors import FieldError
 from decodelab.lesson import bugs
@@ -179,7 +179,8 @@ def test_the_normal_path_never_loads_or_builds_a_bug(artifacts):
     code = f"""
 import json, sys
 from decodelab.entry import webapi
-from decodelab.core import generate, inference, kvcache
+from decodelab.core.loops import generate
+from decodelab.core.models import inference, kvcache
 from decodelab.core.library import Library
 call = lambda name, req: json.loads(webapi.call(name, json.dumps(req)))
 call("setup", {{"assets": {str(artifacts)!r}}})
@@ -199,7 +200,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("decodelab"))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     loaded = json.loads(out.stdout)
-    assert "decodelab.core.transformer" in loaded and "decodelab.lesson.bugs" not in loaded
+    assert "decodelab.core.models.transformer" in loaded and "decodelab.lesson.bugs" not in loaded
 
 
 def test_only_the_break_it_entry_point_refers_to_the_bugs_module():
@@ -272,7 +273,7 @@ def test_the_bugs_garble_a_real_answer(artifacts):
     wrong is told in tokens, and the answer the broken cache makes the model write is not the
     correct cache's, which is the model's own greedy answer (a plain run of the same prompt).
     (The last token fed twice may leave the likeliest token unchanged: the check still fails.)"""
-    from decodelab.core.generate import Generation, prepare
+    from decodelab.core.loops.generate import Generation, prepare
     from decodelab.pretrained.files import find_smollm2
     from decodelab.pretrained.model import load
 
@@ -310,7 +311,6 @@ def test_the_bugs_garble_a_real_answer(artifacts):
 def test_the_real_model_s_check_is_kept_short(artifacts):
     """Its check is a full pass per step, about a second each in the page: the steps are capped,
     by name, for SmolLM2 alone."""
-    from decodelab.entry.webapi.bugs import PRETRAINED_CHECK_STEPS
     from decodelab.pretrained.files import find_smollm2
     from decodelab.pretrained.model import load
 
@@ -318,9 +318,10 @@ def test_the_real_model_s_check_is_kept_short(artifacts):
     library = __import__("decodelab.entry.webapi", fromlist=["SESSIONS"]).SESSIONS["page"].library
     if not library.has_pretrained():
         library.keep_pretrained(load(find_smollm2()))
+    smol = library.pretrained()
     out = api("break_it", {"bug": "none", "model": "smollm2", "test_prompt": "Hi",
-                           "check_steps": PRETRAINED_CHECK_STEPS + 1})
+                           "check_steps": smol.limits["check_steps"] + 1})
     assert not out["ok"] and out["errors"][0]["field"] == "check_steps"
-    assert f"with SmolLM2 at most {PRETRAINED_CHECK_STEPS}" in out["errors"][0]["message"]
+    assert f"with SmolLM2 at most {smol.limits['check_steps']}" in out["errors"][0]["message"]
     assert api("break_it", {"bug": "none", "dataset": "names", "test_prompt": "an",
                             "check_steps": 40})["ok"]  # the trained models keep their range

@@ -441,11 +441,11 @@ def test_module_files_follow_import_time_imports_only(tmp_path):
     assert package / "lazy.py" in both and package / "unused.py" not in both
 
 
-# Run the real `python -m decodelab.core.train` main() for a tiny training (the fallback settings
+# Run the real `python -m decodelab.core.models.train` main() for a tiny training (the fallback settings
 # shrunk to two steps) and list the package modules that were loaded by the end.
 LOADED_BY_TRAINING = """
 import json, sys
-from decodelab.core import recipes, train
+from decodelab.core.models import recipes, train
 recipes.FALLBACK = ({"context_size": 16}, recipes.TrainConfig(steps=2, batch_size=2, eval_every=1))
 train.main(sys.argv[1:])
 print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()
@@ -466,10 +466,10 @@ def test_a_models_key_covers_every_module_its_training_loads(kind, tmp_path):
     assert proc.stdout.splitlines()[0].startswith(f"train: {kind} tiny")
     loaded = {Path(p).resolve() for p in json.loads(proc.stdout.splitlines()[-1])}
     covered = set(keys.module_files(build.PACKAGE_DIR, build.TRAIN_MODULES[kind]))
-    assert build.PACKAGE_DIR / "core" / "train.py" in loaded
+    assert build.PACKAGE_DIR / "core" / "models" / "train.py" in loaded
     assert loaded <= covered, f"loaded but not in the key: {sorted(loaded - covered)}"
     # generating is not training: its modules stay out of the process, and so out of the key
-    assert not {build.PACKAGE_DIR / "core" / f"{m}.py" for m in ("inference", "sampling")} & loaded
+    assert not {build.PACKAGE_DIR / "core" / f"{m}.py" for m in ("models/inference", "rules/sampling")} & loaded
     assert build.PACKAGE_DIR / "fields.py" not in loaded
     assert (tmp_path / "m.npz").exists()
 
@@ -507,7 +507,7 @@ def test_only_what_training_reads_changes_a_models_key(tmp_path, monkeypatch):
     shutil.copytree(build.PACKAGE_DIR, package,
                     ignore=shutil.ignore_patterns("__pycache__", "bundled"))
     monkeypatch.setattr(build, "PACKAGE_DIR", package)
-    monkeypatch.setattr(build, "RECIPES", package / "core" / "recipes.py")
+    monkeypatch.setattr(build, "RECIPES", package / "core" / "models" / "recipes.py")
     monkeypatch.setattr(build, "MODELS_DIR", tmp_path)
     data = {}
     for dataset in {m[1] for m in build.MODELS}:
@@ -528,30 +528,30 @@ def test_only_what_training_reads_changes_a_models_key(tmp_path, monkeypatch):
     room = package / "core" / "elsewhere"
     room.mkdir()
     (room / "__init__.py").write_text('"""A room of words alone."""\n')
-    (package / "core" / "layers.py").rename(room / "layers.py")
+    (package / "core" / "models" / "layers.py").rename(room / "layers.py")
     for path in package.rglob("*.py"):
         text = path.read_text()
-        path.write_text(text.replace("decodelab.core.layers", "decodelab.core.elsewhere.layers")
-                        .replace("from decodelab.core import layers",
+        path.write_text(text.replace("decodelab.core.models.layers", "decodelab.core.elsewhere.layers")
+                        .replace("from decodelab.core.models import layers",
                                  "from decodelab.core.elsewhere import layers"))
     assert model_keys(data) == before
     assert build.tokenizer_artifact("tasks", data["tasks"]).key == tasks_tokenizer
-    edit = functools.partial(edit, moved={"core/layers.py": "core/elsewhere/layers.py"})
+    edit = functools.partial(edit, moved={"core/models/layers.py": "core/elsewhere/layers.py"})
 
     edit("fields.py", '"Temperature"', '"How hot"')  # a label and its help
-    edit("core/sampling.py", "\n\n", "\n\n# a comment of no consequence\n")
-    edit("core/train.py", '"""Training the transformer', '"""Training, explained again: the transformer')
-    edit("core/corpus.py", "Training text must be text.", "Please paste text.")  # an error's words
-    edit("core/layers.py", "\n\n", "\n\n# another comment\n")
-    edit("core/inference.py", "\n\n", "\nSOMETHING_NEW = 1\n\n")  # generating, not training
+    edit("core/rules/sampling.py", "\n\n", "\n\n# a comment of no consequence\n")
+    edit("core/models/train.py", '"""Training the transformer', '"""Training, explained again: the transformer')
+    edit("core/tokens/corpus.py", "Training text must be text.", "Please paste text.")  # an error's words
+    edit("core/models/layers.py", "\n\n", "\n\n# another comment\n")
+    edit("core/models/inference.py", "\n\n", "\nSOMETHING_NEW = 1\n\n")  # generating, not training
     assert model_keys(data) == before
     assert build.tokenizer_artifact("tasks", data["tasks"]).key == tasks_tokenizer
 
-    edit("core/recipes.py", "TrainConfig(steps=1500,", "TrainConfig(steps=1400,")  # the names model's
+    edit("core/models/recipes.py", "TrainConfig(steps=1500,", "TrainConfig(steps=1400,")  # the names model's
     after = model_keys(data)
     assert {m for m in before if after[m] != before[m]} == {"transformer-names"}
 
-    edit("core/layers.py", "EPS = 1e-5", "EPS = 1e-6")
+    edit("core/models/layers.py", "EPS = 1e-5", "EPS = 1e-6")
     changed = model_keys(data)
     assert {m for m in after if changed[m] != after[m]} == {build.model_name(*m) for m in build.MODELS}
 
@@ -568,9 +568,9 @@ def test_model_key_changes_with_data_code_and_command(tmp_path, monkeypatch):
     def code_of(module):  # its digest, as a key holds it
         return keys.code_digests([build.PACKAGE_DIR / module])[0]
 
-    assert code_of("core/train.py") in first.inputs["code"]
+    assert code_of("core/models/train.py") in first.inputs["code"]
     assert code_of("entry/cli.py") not in first.inputs["code"]  # not part of training
-    assert code_of("core/recipes.py") not in first.inputs["code"]  # its settings are, below
+    assert code_of("core/models/recipes.py") not in first.inputs["code"]  # its settings are, below
     assert first.inputs["settings"]["train"]["steps"] == 1500
     assert build.model_artifact("bigram", "names", "chars", data).key != first.key
     data.write_text("bob\n")
@@ -584,7 +584,7 @@ def test_a_bpe_model_key_covers_its_tokenizer_and_the_bpe_code(tmp_path, monkeyp
     (tmp_path / "bpe-prose.npz").write_bytes(b"merges one")
     first = build.model_artifact("transformer", "prose", "bpe", data)
     assert first.outputs == [tmp_path / "transformer-prose-bpe.npz"]
-    assert keys.code_digests([build.PACKAGE_DIR / "core" / "bpe.py"])[0] in first.inputs["code"]
+    assert keys.code_digests([build.PACKAGE_DIR / "core" / "tokens" / "bpe.py"])[0] in first.inputs["code"]
     assert first.key != build.model_artifact("transformer", "prose", "chars", data).key
     (tmp_path / "bpe-prose.npz").write_bytes(b"merges two")  # new merges: a new model
     assert build.model_artifact("transformer", "prose", "bpe", data).key != first.key

@@ -131,7 +131,7 @@ def test_eval_in_nats_per_character_and_bits_per_byte_against_a_sum_over_the_tex
     import math
 
     from decodelab.core.library import Library
-    from decodelab.core.tokenizer import EOS
+    from decodelab.core.tokens.tokenizer import EOS
 
     out = prose_eval("bigram")
     lib = Library(artifacts)

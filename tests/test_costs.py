@@ -3,10 +3,10 @@ held to independent arithmetic and to the single-row, cached and CLI paths."""
 
 import numpy as np
 import pytest
-from decodelab.core import inference
-from decodelab.core.generate import Generation
+from decodelab.core.models import inference
+from decodelab.core.loops.generate import Generation
 from decodelab.core.library import Library
-from decodelab.core.settings import Settings
+from decodelab.core.rules.settings import Settings
 from decodelab.entry.webapi import bench
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.lesson import costs
@@ -179,8 +179,8 @@ def test_cost_sweep_and_memory_through_the_page_api(library):
 def test_the_json_mode_timing_describes_the_run_it_timed(library):
     """What the benchmark's JSON mode rows rest on: the run is a real JSON-mode run, every
     number is a time, and the states counted are the parser states that run went through."""
-    from decodelab.core import jsonshape
-    from decodelab.core.settings import validate
+    from decodelab.core.rules import jsonshape
+    from decodelab.core.rules.settings import validate
 
     settings = validate({"model": "transformer", "dataset": "prose", "tokenizer": "bpe",
                          "temperature": 2.0, "seed": 0, "max_new_tokens": 30})

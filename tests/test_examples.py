@@ -10,9 +10,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from decodelab.core.generate import start
+from decodelab.core.loops.generate import start
 from decodelab.core.library import Library
-from decodelab.core.settings import NAMES
+from decodelab.core.rules.settings import NAMES
 from decodelab.fields import FIELD_BY_NAME
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from decodelab.core import sampling
-from decodelab.core.generate import Generation
-from decodelab.core.settings import validate
-from decodelab.core.tokenizer import EOS
+from decodelab.core.rules import sampling
+from decodelab.core.loops.generate import Generation
+from decodelab.core.rules.settings import validate
+from decodelab.core.tokens.tokenizer import EOS
 
 from tests.conftest import decode_distribution
 

@@ -12,7 +12,7 @@ import sys
 import zipfile
 
 import pytest
-from decodelab.core.generate import start
+from decodelab.core.loops.generate import start
 from decodelab.core.library import Library
 from decodelab.errors import FieldError
 from decodelab.lesson.handoff import bundle, plan

@@ -3,10 +3,10 @@ each held to a recomputation that does not share the code under test."""
 
 import numpy as np
 import pytest
-from decodelab.core import healing
-from decodelab.core.generate import start
+from decodelab.core.rules import healing
+from decodelab.core.loops.generate import start
 from decodelab.core.library import Library
-from decodelab.core.replay import Replay
+from decodelab.core.loops.replay import Replay
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.lesson import prefill
 from decodelab.lesson.pipeline import explain_step

@@ -23,13 +23,14 @@ import pytest
 import safetensors.numpy as safetensors_numpy  # the test dependencies (build.py test installs them)
 import torch
 import transformers
-from decodelab.core import hf, layers, safetensors
-from decodelab.core.generate import start
-from decodelab.core.hftokenizer import tokenizer_files
-from decodelab.core.inference import BatchSession
+from decodelab.core.interop import hf, safetensors
+from decodelab.core.models import layers
+from decodelab.core.loops.generate import start
+from decodelab.core.interop.hftokenizer import tokenizer_files
+from decodelab.core.models.inference import BatchSession
 from decodelab.core.library import Library
-from decodelab.core.tokenizer import EOS, CharTokenizer
-from decodelab.core.transformer import TransformerModel
+from decodelab.core.tokens.tokenizer import EOS, CharTokenizer
+from decodelab.core.models.transformer import TransformerModel
 from decodelab.errors import FieldError
 
 pytestmark = pytest.mark.reference  # held to PyTorch and transformers: the reference tier
@@ -258,7 +259,7 @@ def test_bad_exports_and_checkpoints_say_what_is_wrong(tmp_path):
     (tmp_path / "ok" / "model.safetensors").unlink()
     with pytest.raises(FieldError, match="no model.safetensors"):
         hf.read_checkpoint(tmp_path / "ok")
-    from decodelab.core.bigram import BigramModel
+    from decodelab.core.models.bigram import BigramModel
     with pytest.raises(FieldError, match="Only a transformer"):
         hf.export(object.__new__(BigramModel), tmp_path / "bigram")
 
@@ -371,7 +372,7 @@ def test_the_start_token_is_where_the_penalties_differ(tmp_path, float64_steps):
 def test_each_cache_bug_fails_against_transformers_by_the_amount_the_page_shows(tmp_path, bug):
     """The break-it panel measures a bug against decodelab's own recomputation; transformers'
     logits for the same window say the same, to within transformers' float32 steps."""
-    from decodelab.core.inference import cache_check
+    from decodelab.core.models.inference import cache_check
     from decodelab.lesson import bugs
 
     model = shipped("prose", "chars")
@@ -430,7 +431,7 @@ def test_import_hf_generates_as_transformers_does(tmp_path):
 
 @pytest.mark.parametrize("dataset,tokenizer", SHIPPED)
 def test_an_exported_tokenizer_reads_back_as_decodelab_s(tmp_path, dataset, tokenizer):
-    from decodelab.core.hftokenizer import read_tokenizer
+    from decodelab.core.interop.hftokenizer import read_tokenizer
 
     model = shipped(dataset, tokenizer)
     hf.export(model, tmp_path / "m", extra_files=tokenizer_files(model.tokenizer))

@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from decodelab.core.corpus import Corpus, corpus_from_text
-from decodelab.core.settings import GENERATION_FIELDS, Settings, validate
-from decodelab.core.tokenizer import CharTokenizer
+from decodelab.core.tokens.corpus import Corpus, corpus_from_text
+from decodelab.core.rules.settings import GENERATION_FIELDS, Settings, validate
+from decodelab.core.tokens.tokenizer import CharTokenizer
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import encode, error_json
 
@@ -95,7 +95,7 @@ def test_the_rules_are_off_at_the_field_tables_defaults():
     nothing and is not greedy, and each filter's OFF is its field's default."""
     import dataclasses
 
-    from decodelab.core.sampling import OFF, Rules
+    from decodelab.core.rules.sampling import OFF, Rules
     from decodelab.fields import FIELD_BY_NAME
 
     rules = Rules()

@@ -4,11 +4,11 @@ errors for settings it cannot honour."""
 
 import numpy as np
 import pytest
-from decodelab.core import grammar, jsonshape, sampling
-from decodelab.core.generate import start
+from decodelab.core.rules import grammar, jsonshape, sampling
+from decodelab.core.loops.generate import start
 from decodelab.core.library import Library
-from decodelab.core.replay import Replay
-from decodelab.core.tokenizer import EOS
+from decodelab.core.loops.replay import Replay
+from decodelab.core.tokens.tokenizer import EOS
 from decodelab.errors import FieldErrors
 
 from tests.conftest import api

@@ -6,8 +6,8 @@ import json
 import random
 
 import pytest
-from decodelab.core import jsonshape as js
-from decodelab.core.jsonshape import JsonState, classify
+from decodelab.core.rules import jsonshape as js
+from decodelab.core.rules.jsonshape import JsonState, classify
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

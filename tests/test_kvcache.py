@@ -3,12 +3,12 @@ float64; one-pass prefill against token-by-token; batches against single rows; c
 
 import numpy as np
 import pytest
-from decodelab.core import layers as tf
-from decodelab.core.inference import BatchSession, cache_check, left_pad
-from decodelab.core.kvcache import KVCache, kv_cache_bytes
-from decodelab.core.layers import window_start
-from decodelab.core.tokenizer import CharTokenizer
-from decodelab.core.transformer import TransformerModel
+from decodelab.core.models import layers as tf
+from decodelab.core.models.inference import BatchSession, cache_check, left_pad
+from decodelab.core.models.kvcache import KVCache, kv_cache_bytes
+from decodelab.core.models.layers import window_start
+from decodelab.core.tokens.tokenizer import CharTokenizer
+from decodelab.core.models.transformer import TransformerModel
 from decodelab.lesson.batch import batch_run
 
 TOL = {np.float32: 1e-5, np.float64: 1e-10}  # cached vs recomputed last-position logits
@@ -280,7 +280,7 @@ def test_the_k_shift_turns_keys_back_and_is_exact_in_the_first_layer_only():
     layer 0's keys (the token alone, turned by its new position) agree with a re-read to the
     rounding of float32 angles, deeper layers do not (they saw the dropped tokens), and the
     live check says so at the shift and less and less after it."""
-    from decodelab.core.inference import Session
+    from decodelab.core.models.inference import Session
 
     model = make_model("gqa", context=16, layers=3, seed=4)
     reread, kshift = Session(model, np.float64), Session(model, np.float64, shift="kshift")
@@ -372,7 +372,7 @@ def test_without_blas_large_matrices_go_through_einsum_with_the_same_logits(monk
     large matrix go through einsum (inference.times), twice as fast as `@` there. Here, with
     that path switched on (and einsum's calls made small, so a prefill's rows are split), the
     same prefill and decode steps give the same logits, and einsum did the products."""
-    from decodelab.core import inference
+    from decodelab.core.models import inference
 
     tok = CharTokenizer("abcdefghij")
     cfg = tf.Config(vocab_size=tok.vocab_size, context_size=16, n_layer=2, n_embd=384,
@@ -421,7 +421,7 @@ def test_a_large_model_shares_its_matrices_and_gives_the_folded_logits(monkeypat
     """Over FOLD_UP_TO bytes of parameters (SmolLM2), the inference weights are the parameters
     themselves where the dtype is theirs, with the norms' gains and the query scale applied to
     vectors: the same prefill and steps, batched too, give the logits of the folded form."""
-    from decodelab.core import inference
+    from decodelab.core.models import inference
 
     model = make_model("gqa", context=16, layers=2, seed=4)
     # column-major, as a GGUF file's matrices are read (pretrained/model.py: transposed views)

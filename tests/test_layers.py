@@ -1,14 +1,16 @@
 """The package's layers, as docs/architecture.md draws them: core (tokens, models, rules, the
-generation loop) imports neither the lesson's analyses nor the entry points; lesson imports no
-entry point; and no module imports itself back through others, not even inside a function
+generation loop) imports neither the real model's reader (pretrained), nor the lesson's
+analyses, nor the entry points; pretrained builds on core alone; lesson imports no entry point; and no module imports itself back through others, not even inside a function
 (such an import hides a cycle that a refactor later trips over). Read from the source with
 `ast`, so every import counts, wherever it stands."""
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "py"
-LAYERS = ("core", "lesson", "entry")  # each may import only those before it (and the top level)
+LAYERS = ("core", "pretrained", "lesson", "entry")  # each may import only those before it (and
+# the top level)
 
 
 def modules() -> dict:
@@ -79,7 +81,7 @@ def test_the_walk_finds_a_cycle_and_a_clean_graph_has_none():
 def test_the_graph_sees_imports_inside_functions():
     edges = graph()
     assert len(edges) > 40
-    assert "decodelab.core.sampling" in edges["decodelab.core.generate"]
+    assert "decodelab.core.rules.sampling" in edges["decodelab.core.loops.generate"]
     assert "decodelab.errors" in edges["decodelab.fields"]
 
 
@@ -98,3 +100,27 @@ def test_each_layer_imports_only_the_layers_below_it():
             if there is not None and LAYERS.index(there) > LAYERS.index(here):
                 wrong.append(f"{name} imports {target}")
     assert wrong == []
+
+
+def test_the_layering_rule_catches_an_upward_import():
+    assert layer("decodelab.core.library") == "core" and layer("decodelab.pretrained.files") == \
+        "pretrained"
+    assert LAYERS.index("pretrained") > LAYERS.index("core")
+
+
+# A model declares what it is and allows (core/models/base.py); the rest of the package asks it
+# (model.own_data, model.limits, model.has_template, logits_at), never its kind nor by probing.
+ASKED_NOT_PROBED = re.compile(r'kind\s*[!=]=\s*"pretrained"|getattr\((\w+\.)*model\b'
+                              r'|getattr\([^)]*"(logits_at\w*|prefill_steps|has_cache|template|'
+                              r'check_tolerance|cache_reserve|generation_dtype)"')
+
+
+def test_a_model_is_asked_what_it_allows_never_probed_or_named_by_kind():
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in sorted((ROOT / "decodelab").rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if ASKED_NOT_PROBED.search(line)]
+    assert found == []
+    assert ASKED_NOT_PROBED.search('if model.kind == "pretrained":')
+    assert ASKED_NOT_PROBED.search('at = getattr(self.model, "logits_at_steps", None)')
+    assert ASKED_NOT_PROBED.search('getattr(session, "prefill_steps", None)')

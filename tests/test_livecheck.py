@@ -4,10 +4,10 @@
 
 import numpy as np
 import pytest
-from decodelab.core.generate import Generation
-from decodelab.core.inference import Session
-from decodelab.core.livecheck import LiveCheck
-from decodelab.core.settings import validate
+from decodelab.core.loops.generate import Generation
+from decodelab.core.models.inference import Session
+from decodelab.core.loops.livecheck import LiveCheck
+from decodelab.core.rules.settings import validate
 from decodelab.lesson.bugs import FrozenPositionSession
 
 from tests.test_kvcache import make_model

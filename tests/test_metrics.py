@@ -8,10 +8,10 @@ import re
 
 import numpy as np
 import pytest
-from decodelab.core.generate import Generation
+from decodelab.core.loops.generate import Generation
 from decodelab.core.library import Library
-from decodelab.core.settings import validate
-from decodelab.core.tokenizer import EOS
+from decodelab.core.rules.settings import validate
+from decodelab.core.tokens.tokenizer import EOS
 from decodelab.errors import FieldErrors
 from decodelab.lesson import experiment as metrics
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from decodelab.core import library as assets
-from decodelab.core.corpus import Corpus
+from decodelab.core.tokens.corpus import Corpus
 from decodelab.core.library import Library
 from decodelab.errors import FieldError
 

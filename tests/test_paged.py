@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from decodelab.core.library import Library
-from decodelab.core.livecheck import LiveCheck
-from decodelab.core.paged import BlockPool, PagedSession, PoolFull
+from decodelab.core.loops.livecheck import LiveCheck
+from decodelab.core.serving.paged import BlockPool, PagedSession, PoolFull
 
 from tests.test_hf import ROOT, shipped
 
@@ -89,7 +89,7 @@ def test_decodes_in_one_call_equal_each_sequence_decoding_alone(lib, dataset, to
     """decode_together: rows of different lengths, one a fork sharing another's blocks, each
     reading its own blocks through a padded table; every row's logits equal a contiguous
     session decoding the same tokens alone (float64, 1e-12), step after step."""
-    from decodelab.core.paged import decode_together
+    from decodelab.core.serving.paged import decode_together
 
     model = lib.model("transformer", dataset, tokenizer)
     V, T = model.tokenizer.vocab_size, model.cfg.context_size
@@ -155,7 +155,7 @@ def test_the_live_check_runs_unchanged_on_a_paged_session(lib):
 # --- the prefix tree ---------------------------------------------------------------------------
 
 def test_a_request_reuses_the_blocks_of_the_longest_cached_prefix(lib):
-    from decodelab.core.prefixtree import PrefixTree
+    from decodelab.core.serving.prefixtree import PrefixTree
 
     model = lib.model("transformer", "prose", "chars")
     pool = BlockPool.for_model(model, num_blocks=40, block_size=4)
@@ -184,7 +184,7 @@ def test_a_request_reuses_the_blocks_of_the_longest_cached_prefix(lib):
 
 
 def test_eviction_gives_back_least_recently_used_leaves_no_request_holds(lib):
-    from decodelab.core.prefixtree import PrefixTree
+    from decodelab.core.serving.prefixtree import PrefixTree
 
     model = lib.model("transformer", "names", "chars")
     pool = BlockPool.for_model(model, num_blocks=6, block_size=2)
@@ -220,7 +220,7 @@ def workload(n, seed, dataset="names", budgets=(4, 30),
     import random
 
     rng = random.Random(seed)
-    from decodelab.core.scheduler import Request
+    from decodelab.core.serving.scheduler import Request
 
     return [Request(i, {"model": "transformer", "dataset": dataset, "prompt": rng.choice(prompts),
                         "seed": rng.randrange(1000), "temperature": rng.choice([0.7, 1.0, 1.3]),
@@ -230,7 +230,7 @@ def workload(n, seed, dataset="names", budgets=(4, 30),
 
 
 def alone(lib, request):
-    from decodelab.core.generate import start
+    from decodelab.core.loops.generate import start
 
     return start(lib, request.settings).run().output_ids
 
@@ -239,7 +239,7 @@ def alone(lib, request):
     (64, 4, False, True), (12, 4, False, True), (9, 8, False, True), (64, 4, True, True),
     (12, 4, False, False)])  # a step's decodes in one call, and (last) one by one
 def test_every_request_writes_what_it_writes_alone(lib, num_blocks, block_size, static, batched):
-    from decodelab.core.scheduler import Scheduler
+    from decodelab.core.serving.scheduler import Scheduler
 
     requests = workload(14, seed=num_blocks + block_size)
     s = Scheduler(lib, requests, num_blocks=num_blocks, block_size=block_size, max_running=6,
@@ -257,7 +257,7 @@ def test_every_request_writes_what_it_writes_alone(lib, num_blocks, block_size, 
 
 
 def test_continuous_batching_takes_fewer_steps_than_static(lib):
-    from decodelab.core.scheduler import Scheduler
+    from decodelab.core.serving.scheduler import Scheduler
 
     steps = {}
     for static in (False, True):
@@ -268,7 +268,7 @@ def test_continuous_batching_takes_fewer_steps_than_static(lib):
 
 
 def test_a_request_that_cannot_fit_is_named_and_nothing_hangs(lib):
-    from decodelab.core.scheduler import Request, Scheduler
+    from decodelab.core.serving.scheduler import Request, Scheduler
 
     big = Request(0, {"model": "transformer", "dataset": "names", "prompt": "marianne",
                       "seed": 1, "max_new_tokens": 20, "cache_check": False})
@@ -283,7 +283,7 @@ def test_a_request_that_cannot_fit_is_named_and_nothing_hangs(lib):
                                                                 ("prose", "bpe", 16, None)])
 def test_the_served_workload_equals_every_request_run_alone(lib, dataset, tokenizer,
                                                             block_size, blocks):
-    from decodelab.core.generate import start
+    from decodelab.core.loops.generate import start
     from decodelab.lesson.serving import serve
 
     out = serve(lib, {"dataset": dataset, "tokenizer": tokenizer, "requests": 10,
@@ -343,7 +343,7 @@ def test_a_paged_cache_truncates_into_its_blocks_and_refuses_to_reorder_or_shift
 
 
 def test_a_request_that_outgrows_the_pool_ends_with_a_reason(lib):
-    from decodelab.core.scheduler import Request, Scheduler
+    from decodelab.core.serving.scheduler import Request, Scheduler
     from decodelab.errors import FieldError
     from decodelab.lesson.serving import serve
 

@@ -14,12 +14,12 @@ and picks out five kinds of name:
 - repository paths that start with a top folder (`web/ui/form.js`, `tests/e2e/test_offline.py`,
   `tools/keys.py`, `docs/course.md`, `static/sw.js`) or are `build.py`; a glob or a brace list
   (`docs/screenshot-*.png`, `web/lesson/experiment.{js,html,css}`) must match at least one file;
-- paths inside the package or the page that start with one of their folders (`core/beam.py`,
+- paths inside the package or the page that start with one of their folders (`core/loops/beam.py`,
   `webapi/serving.py`, `kv/cache.js`, `state/store.js`), which must exist in py/decodelab/ (or
   its entry/) or in web/;
 - a file named alone (`fields.py`, `sw.js`, `course.md`): some file of the checkout has that
   name;
-- dotted names of the package (`decodelab.core.sampling`, `decodelab.core.generate.Generation`):
+- dotted names of the package (`decodelab.core.rules.sampling`, `decodelab.core.loops.generate.Generation`):
   each must be a module or package under py/decodelab, and a name after the module must be
   defined (or imported) at its top level;
 - in README.md and docs/, each link to a file of the checkout (`[the map](architecture.md)`),
@@ -332,14 +332,14 @@ def test_the_checks_catch_stale_names():
     for gone in ["web/validate.js", "web/kept.js", "tests/e2e/test_nothing.py", "docs/DESIGN.md",
                  "web/lesson/experiment.{js,html,txt}", "docs/screenshot-none-*.png",
                  "core/metrics.py", "kv/kept.js", "webapi/validity.py", "DESIGN.md",
-                 "decodelab.metrics", "decodelab.core.nothing", "decodelab.core.generate.Nothing",
+                 "decodelab.metrics", "decodelab.core.nothing", "decodelab.core.loops.generate.Nothing",
                  "static/nothing.js", "[a link](docs/nothing.md)", "[a link](docs/course.md#nope)"]:
         assert stale_names(f"see {gone}, and more", here), gone
     for there in ["web/runtime/kept.js", "tests/e2e/test_offline.py", "tools/keys.py",
                   "docs/course.md", "build.py", "web/lesson/experiment.{js,html,css}",
-                  "docs/screenshot-*.png", "core/beam.py", "webapi/serving.py", "kv/cache.js",
+                  "docs/screenshot-*.png", "core/loops/beam.py", "webapi/serving.py", "kv/cache.js",
                   "lesson/preview.js", "lesson/handoff.py", "fields.py", "sw.js",
-                  "decodelab.core.sampling", "decodelab.core.generate.Generation",
+                  "decodelab.core.rules.sampling", "decodelab.core.loops.generate.Generation",
                   "static/sw.js", "static/pyodide/integrity.json", "static/",
                   "https://example.org/decodelab/embed.html", "node_modules/pyodide/x.js",
                   "[the map](docs/architecture.md#the-map)", "window.decodelab.lastRun"]:

@@ -5,10 +5,10 @@ import json
 
 import numpy as np
 import pytest
-from decodelab.core import sampling
-from decodelab.core.generate import Generation
-from decodelab.core.replay import Replay
-from decodelab.core.settings import validate
+from decodelab.core.rules import sampling
+from decodelab.core.loops.generate import Generation
+from decodelab.core.loops.replay import Replay
+from decodelab.core.rules.settings import validate
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import check
 from decodelab.lesson import pipeline

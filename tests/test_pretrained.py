@@ -92,7 +92,7 @@ def test_a_message_over_the_window_shifts_and_checks_within_the_model_s_own_limi
     """A message longer than the 2,048 positions kept: its oldest part is dropped (a context
     shift), and the live check judges the cached logits by SmolLM2's float32 limit, which its
     long sums need (they round further than the small models' do)."""
-    from decodelab.core.inference import CHECK_TOLERANCE, check_tolerance
+    from decodelab.core.models.inference import CHECK_TOLERANCE, check_tolerance
 
     assert check_tolerance(smol) == smol.check_tolerance["float32"] == 1e-3
     assert check_tolerance(smol, np.float32) > CHECK_TOLERANCE["float32"]
@@ -140,8 +140,8 @@ def test_the_temperature_experiment_on_the_real_model(smol):
 def test_the_accuracy_experiment_asks_the_real_model_capitals_and_sums(smol):
     """The seed's question on a real model: every run recomputed alone, as a chat of one user
     message, from the model's own ids (no shared prefill), and graded by string match."""
-    from decodelab.core.generate import Generation
-    from decodelab.core.settings import validate
+    from decodelab.core.loops.generate import Generation
+    from decodelab.core.rules.settings import validate
     from decodelab.lesson.accuracy import AccuracyExperiment, wilson
     from decodelab.pretrained.questions import says
 
@@ -340,8 +340,8 @@ def test_paged_serves_chats_of_the_real_model_and_each_request_is_its_run_alone(
     request writes what it writes alone with its own contiguous cache, a chat that comes after
     another has finished reads the blocks of their shared start (the system message) from the
     tree, and the result names the model, the system message and the command."""
-    from decodelab.core.generate import Generation
-    from decodelab.core.settings import validate
+    from decodelab.core.loops.generate import Generation
+    from decodelab.core.rules.settings import validate
     from decodelab.lesson.serving import POOL_BYTES
 
     code, out, err = cli("paged", "--model", "smollm2", "--requests", "3", "--seed", "1",

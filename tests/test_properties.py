@@ -1,7 +1,7 @@
 """Property tests on random logits: what must hold for every input, not just the worked examples."""
 
 import numpy as np
-from decodelab.core import sampling
+from decodelab.core.rules import sampling
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 

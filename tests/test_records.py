@@ -5,9 +5,10 @@ independent recomputation of its runs."""
 import json
 
 import pytest
-from decodelab.core import jsonshape, records, tasks
-from decodelab.core.ask import ask
-from decodelab.core.generate import start
+from decodelab.core.rules import jsonshape
+from decodelab.core.tasks import records, data as tasks
+from decodelab.core.tasks.ask import ask
+from decodelab.core.loops.generate import start
 from decodelab.core.library import Library
 from decodelab.lesson.accuracy import wilson
 from decodelab.lesson.shapes import ValidityExperiment, compare, what_is_wrong

@@ -6,10 +6,10 @@ compares the model's own probabilities and says why). A rule added to the table 
 without a place in one of them fails here."""
 
 import pytest
-from decodelab.core import hf
-from decodelab.core.generate import start
+from decodelab.core.interop import hf
+from decodelab.core.loops.generate import start
 from decodelab.core.library import Library
-from decodelab.core.settings import (
+from decodelab.core.rules.settings import (
     BEAM_IGNORES,
     RULE_NAMES,
     SAMPLING_ONLY,

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from decodelab.core import sampling
+from decodelab.core.rules import sampling
 from decodelab.lesson.playground import probs as probs_from_request
 
 from tests.conftest import decode_distribution

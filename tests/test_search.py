@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from decodelab.core import search
-from decodelab.core.beam import BeamRules, beam_search, log_softmax
-from decodelab.core.generate import Generation, prepare, start
+from decodelab.core.loops import search
+from decodelab.core.loops.beam import BeamRules, beam_search, log_softmax
+from decodelab.core.loops.generate import Generation, prepare, start
 from decodelab.core.library import Library
-from decodelab.core.speculative import speculate
-from decodelab.core import sampling
-from decodelab.core.tokenizer import EOS
+from decodelab.core.loops.speculative import speculate
+from decodelab.core.rules import sampling
+from decodelab.core.tokens.tokenizer import EOS
 from decodelab.errors import FieldErrors
 
 from tests.test_cli import cli, ok

@@ -24,7 +24,7 @@ def lib():
 
 def alone(lib, settings):
     """The request generated on its own, with a contiguous cache."""
-    from decodelab.core.generate import start
+    from decodelab.core.loops.generate import start
 
     return start(lib, settings).run()
 
@@ -508,7 +508,7 @@ def test_the_smallest_pool_is_the_schedulers_largest_first_join(lib, dataset, to
     """One rule for the blocks a request needs to join (the scheduler's): the panel refuses a
     pool one block smaller than the largest request's window and a block to grow into, counted
     here from the prompts the runs read, and the scheduler says the same number."""
-    from decodelab.core.generate import prepare
+    from decodelab.core.loops.generate import prepare
 
     if not lib.has_model("transformer", dataset, tokenizer):
         pytest.skip(f"no transformer of {dataset} read as {tokenizer}")
@@ -607,8 +607,8 @@ def test_a_tree_block_above_a_running_request_s_own_copy_is_not_counted_free(lib
     copies above then hold no request, but `evict` cannot give them back before what is under
     them: the pool's free count leaves them out (counting every block the tree alone holds, a
     step found no block to take)."""
-    from decodelab.core.paged import BlockPool, PagedSession
-    from decodelab.core.prefixtree import PrefixTree
+    from decodelab.core.serving.paged import BlockPool, PagedSession
+    from decodelab.core.serving.prefixtree import PrefixTree
 
     model = lib.model("transformer", "names", "chars")
     pool = BlockPool.for_model(model, num_blocks=12, block_size=2)

@@ -1,15 +1,15 @@
-"""Long work in slices (`core.slices`): a long prompt, the live check's passes and a beam search
+"""Long work in slices (`core.loops.slices`): a long prompt, the live check's passes and a beam search
 are each one computation that runs whole natively and a piece at a time in the page's worker,
 with the same result either way; the worker's protocol for a long call (pending, resume,
 abandon) and a run whose prompt is read over several batches."""
 
 import numpy as np
 import pytest
-from decodelab.core import slices
-from decodelab.core.generate import Generation
-from decodelab.core.inference import cached_forward
-from decodelab.core.kvcache import KVCache
-from decodelab.core.settings import validate
+from decodelab.core.loops import slices
+from decodelab.core.loops.generate import Generation
+from decodelab.core.models.inference import cached_forward
+from decodelab.core.models.kvcache import KVCache
+from decodelab.core.rules.settings import validate
 from decodelab.entry.webapi import registry
 from decodelab.lesson.search import beam_lesson
 

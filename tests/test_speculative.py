@@ -5,11 +5,11 @@ recomputation."""
 
 import numpy as np
 import pytest
-from decodelab.core import sampling
-from decodelab.core.generate import Generation
-from decodelab.core.settings import validate
-from decodelab.core.speculative import final, speculate
-from decodelab.core.tokenizer import EOS
+from decodelab.core.rules import sampling
+from decodelab.core.loops.generate import Generation
+from decodelab.core.rules.settings import validate
+from decodelab.core.loops.speculative import final, speculate
+from decodelab.core.tokens.tokenizer import EOS
 
 from tests.test_hf import shipped
 
@@ -162,7 +162,7 @@ def test_bad_pairs_and_sizes_are_refused(models):
 
 
 def test_the_ngram_draft_looks_up_the_latest_earlier_tail():
-    from decodelab.core.speculative import lookup
+    from decodelab.core.loops.speculative import lookup
 
     text = [5, 6, 7, 8, 1, 5, 6, 9, 2, 5, 6]
     assert lookup(text, 3) == [9, 2, 5]  # "5 6" last came before "9 2", the latest match

@@ -1,7 +1,7 @@
 """Stop strings across token boundaries, the cut, include_stop, and streaming hold-back."""
 
 import pytest
-from decodelab.core.stopping import StopMatcher
+from decodelab.core.rules.stopping import StopMatcher
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

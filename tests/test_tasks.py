@@ -7,9 +7,9 @@ import json
 import re
 
 import pytest
-from decodelab.core import tasks
-from decodelab.core.ask import ask
-from decodelab.core.corpus import Corpus
+from decodelab.core.tasks import data as tasks
+from decodelab.core.tasks.ask import ask
+from decodelab.core.tokens.corpus import Corpus
 from decodelab.core.library import Library
 from decodelab.errors import FieldErrors
 from decodelab.lesson.accuracy import AccuracyExperiment, wilson

@@ -11,10 +11,10 @@ import random
 
 import numpy as np
 import pytest
-from decodelab.core import bpe
-from decodelab.core.bpe import BPE
-from decodelab.core.generate import Generation
-from decodelab.core.settings import validate
+from decodelab.core.tokens import bpe
+from decodelab.core.tokens.bpe import BPE
+from decodelab.core.loops.generate import Generation
+from decodelab.core.rules.settings import validate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -3,10 +3,11 @@ what the runtime appends (and that only that is fed to the model), what the budg
 the trace says, and that the markers' text in a prompt stays text."""
 
 import pytest
-from decodelab.core import bpe, tasks, tools
-from decodelab.core.bpe import BPE
-from decodelab.core.generate import MAX_TOOL_CALLS, Generation
-from decodelab.core.settings import validate
+from decodelab.core.tokens import bpe
+from decodelab.core.tasks import data as tasks, tools
+from decodelab.core.tokens.bpe import BPE
+from decodelab.core.loops.generate import MAX_TOOL_CALLS, Generation
+from decodelab.core.rules.settings import validate
 from decodelab.errors import FieldError
 
 from tests.test_token_stops import Scripted

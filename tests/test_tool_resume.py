@@ -4,12 +4,13 @@ transformer, in float64 where rounding is ~1e-14."""
 
 import numpy as np
 import pytest
-from decodelab.core import inference, tasks
-from decodelab.core.bpe import BPE
-from decodelab.core.generate import Generation, Prefix
-from decodelab.core.layers import Config, init_params, window_start
-from decodelab.core.settings import validate
-from decodelab.core.transformer import TransformerModel
+from decodelab.core.models import inference
+from decodelab.core.tasks import data as tasks
+from decodelab.core.tokens.bpe import BPE
+from decodelab.core.loops.generate import Generation, Prefix
+from decodelab.core.models.layers import Config, init_params, window_start
+from decodelab.core.rules.settings import validate
+from decodelab.core.models.transformer import TransformerModel
 from decodelab.lesson.accuracy import wilson
 
 from tests.test_tool_calls import TOK

@@ -4,7 +4,7 @@ hostile call answered in words, never run and never crashing."""
 import random
 
 import pytest
-from decodelab.core import tools
+from decodelab.core.tasks import tools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from decodelab.core import train
-from decodelab.core.corpus import Corpus
-from decodelab.core.layers import Config
-from decodelab.core.tokenizer import EOS, CharTokenizer
-from decodelab.core.transformer import TransformerModel
+from decodelab.core.models import train
+from decodelab.core.tokens.corpus import Corpus
+from decodelab.core.models.layers import Config
+from decodelab.core.tokens.tokenizer import EOS, CharTokenizer
+from decodelab.core.models.transformer import TransformerModel
 
 from tests.conftest import NAMES
 
@@ -89,8 +89,8 @@ def test_a_tiny_model_learns_and_records_its_curve(corpus):
 
 def test_train_and_save_trains_the_recipe_and_keeps_its_validation_nll(tmp_path, corpus,
                                                                          monkeypatch):
-    from decodelab.core import recipes
-    from decodelab.core.transformer import TransformerModel
+    from decodelab.core.models import recipes
+    from decodelab.core.models.transformer import TransformerModel
 
     short = replace(TINY_TRAIN, steps=10, eval_every=5)
     shape = {"context_size": 16, "n_layer": 1, "n_embd": 16, "n_head": 2, "n_kv_head": 1}
@@ -113,7 +113,7 @@ def test_trained_artifacts_beat_the_bigram(dataset, bigram_val, margin):
         f"transformer-{dataset}.npz"
     if not path.exists():
         pytest.skip(f"{path.name} not built yet (python3 build.py artifacts)")
-    from decodelab.core.corpus import read_corpus
+    from decodelab.core.tokens.corpus import read_corpus
 
     data = path.parents[1] / "data" / f"{dataset}.txt"
     model = TransformerModel.load(path)

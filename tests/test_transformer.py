@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import pytest
-from decodelab.core import layers as tf
-from decodelab.core.corpus import Corpus
-from decodelab.core.tokenizer import EOS, CharTokenizer
-from decodelab.core.transformer import TransformerModel
+from decodelab.core.models import layers as tf
+from decodelab.core.tokens.corpus import Corpus
+from decodelab.core.tokens.tokenizer import EOS, CharTokenizer
+from decodelab.core.models.transformer import TransformerModel
 
 TOL = 1e-5  # relative error of analytic vs numerical gradients (float64)
 
@@ -274,7 +274,7 @@ def test_model_interface_matches_the_bigram(tiny_model):
 def test_nll_scores_the_same_tokens_as_the_bigram():
     """Same count of predicted tokens as BigramModel.nll (len + 1 per sequence, EOS included),
     so the two numbers compare; a model with near-zero weights scores about log V."""
-    from decodelab.core.bigram import pair_ids
+    from decodelab.core.models.bigram import pair_ids
 
     corpus = Corpus("t", ["abc", "bca", "cab", "aa"], val_fraction=0)
     tok = CharTokenizer(corpus.chars)

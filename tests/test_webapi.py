@@ -3,7 +3,7 @@ pages kept apart in sessions, the start-up warm-up leaving no trace in the state
 and a run made again after a restart."""
 
 import pytest
-from decodelab.core.inference import CHECK_TOLERANCE
+from decodelab.core.models.inference import CHECK_TOLERANCE
 from decodelab.entry import webapi
 from decodelab.pretrained.files import find_smollm2
 
@@ -138,7 +138,7 @@ def test_a_run_says_its_own_model_s_cache_and_check_limit(fresh):
     """start's reply carries the KV cache of the model that runs and the live check's limit
     for its logits, which the page's cache card and step notes draw (not the dataset's
     transformer's): the BPE transformer's, not the character one's; none for the bigram."""
-    from decodelab.core.inference import cache_shape
+    from decodelab.core.models.inference import cache_shape
 
     library = webapi.SESSIONS["page"].library
     started = api("start", {"model": "transformer", "dataset": "prose", "tokenizer": "bpe",
@@ -155,7 +155,7 @@ def test_a_chat_turn_over_the_window_says_what_it_dropped(fresh):
     """A conversation longer than the window: start's reply says how many of its first tokens
     the window has no room for (the context shift's rule), the run reads it anew (no tokens of
     the turn before are reused), and its first step is a context shift."""
-    from decodelab.core.layers import window_start
+    from decodelab.core.models.layers import window_start
     from decodelab.pretrained.model import load
 
     library = webapi.SESSIONS["page"].library

@@ -75,7 +75,7 @@ def include(text: str, web: Path, seen=()) -> str:
 
 
 def _sampling_only() -> frozenset:
-    from decodelab.core.sampling import GREEDY_IGNORES
+    from decodelab.core.rules.sampling import GREEDY_IGNORES
 
     return frozenset(GREEDY_IGNORES)
 

@@ -6,7 +6,7 @@ several at once, so a form can mark every bad field in one go. UnknownCharacters
 character tokenizer raises for text outside its vocabulary; `fields.encode` turns it into a
 FieldError for the field the text came from.
 
-They live apart from the field table (`fields`) and the tokenizers (`core.tokenizer`) so that
+They live apart from the field table (`fields`) and the tokenizers (`core.tokens.tokenizer`) so that
 any module can raise them without importing either.
 """
 

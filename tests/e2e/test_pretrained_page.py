@@ -501,7 +501,7 @@ def went_on(page):
 @pytest.mark.alone
 def test_a_long_search_on_the_real_model_answers_the_watchdog_beside_busy_neighbours(watched):
     """A 3-beam search with its cache check takes tens of seconds on SmolLM2 in the page. It
-    runs in slices (decodelab.core.slices), so the worker answers its heartbeat between two: with
+    runs in slices (decodelab.core.loops.slices), so the worker answers its heartbeat between two: with
     a watchdog of 4 s (30 s normally) and both cores busy, nothing is interrupted or restarted,
     the search answers, and the model is still loaded. (As one call it was taken for a hang.)"""
     from tests.e2e.test_search_page import search

@@ -107,7 +107,7 @@ def test_bad_link_settings_are_named_and_the_rest_applies(chromium, base_url):
 def test_the_python_table_words_every_link_message(app):
     """The link's messages come from the same field table as Python's own checks."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
-    code = ("import json,sys; from decodelab.core.settings import validate; from decodelab.fields import FieldErrors\n"
+    code = ("import json,sys; from decodelab.core.rules.settings import validate; from decodelab.fields import FieldErrors\n"
             "try: validate(json.loads(sys.argv[1]))\n"
             "except FieldErrors as e: print(json.dumps([[x.field, x.message] for x in e.errors]))")
     raw = {"top_k": "-3", "order": "sideways", "include_stop": "perhaps"}

@@ -297,7 +297,7 @@ async function loadModel(client, message) {
 }
 
 // A call that takes seconds (a beam search on the real model, say) answers "pending" after its
-// first slice of work (decodelab.core.slices); it goes on a slice per job, each queued behind
+// first slice of work (decodelab.core.loops.slices); it goes on a slice per job, each queued behind
 // what other pages asked meanwhile, so the worker answers its heartbeat and a "stop" with the
 // call's id between two slices. The page hears one reply: the endpoint's own answer, or, after
 // a stop, {ok: false, stopped: true} with a sentence.

@@ -23,10 +23,10 @@ import os
 import sys
 from pathlib import Path
 
-from decodelab.core import tasks
-from decodelab.core.bigram import BigramModel
-from decodelab.core.corpus import Corpus, read_corpus
-from decodelab.core.tokenizer import CharTokenizer
+from decodelab.core.tasks import data as tasks
+from decodelab.core.models.bigram import BigramModel
+from decodelab.core.tokens.corpus import Corpus, read_corpus
+from decodelab.core.tokens.tokenizer import CharTokenizer
 from decodelab.errors import FieldError
 from decodelab.fields import MODELS, PRETRAINED, check
 
@@ -34,6 +34,13 @@ PACKAGE_DATA = Path(__file__).resolve().parents[1] / "bundled"  # decodelab/bund
 HOW_TO_BUILD = ("build them with `python3 build.py artifacts` in a source checkout (or install "
                 "the wheel from `python3 build.py wheel`, which carries them), or point "
                 "$DECODELAB_ASSETS or --assets at a folder holding data/<dataset>.txt")
+
+
+# The models read from a file rather than trained here, by the Model field's value: name ->
+# read(path or None) -> model, raising a FieldError that names the field at fault. A package of
+# such models registers its reader when it is imported (decodelab.pretrained registers SmolLM2's),
+# so core knows none of them and nothing here imports upwards.
+FILE_MODELS = {}
 
 
 class NotLoaded(FieldError):
@@ -165,22 +172,15 @@ class Library:
         """The pretrained model, read once from `gguf` or from the file the build keeps."""
         key = ("pretrained", str(self.gguf))
         if key not in self._models:
-            from decodelab.pretrained import files, model
-            from decodelab.pretrained.gguf import GGUFError
-
             if self.gguf is None and sys.platform == "emscripten":
                 raise NotLoaded("model", "Model: SmolLM2 is not loaded in this page yet; load "
                                          "it first (its card's Load the model, or Load it in "
                                          "the form that asks for it).")
-            try:
-                path = self.gguf if self.gguf is not None else files.find_smollm2()
-                self._models[key] = model.load(path)
-            except FileNotFoundError as e:
-                field = "model" if self.gguf is None else "gguf"
-                raise FieldError(field, str(e) if self.gguf is None else
-                                 f"GGUF: no file at {self.gguf}.") from None
-            except GGUFError as e:
-                raise FieldError("gguf", f"GGUF: {e}.") from None
+            read = FILE_MODELS.get(PRETRAINED[0])
+            if read is None:
+                raise FieldError("model", f"Model: {PRETRAINED[0]} is read by decodelab.pretrained,"
+                                          f" which this Python has not imported.")
+            self._models[key] = read(self.gguf)
         return self._models[key]
 
     def keep_pretrained(self, model) -> None:
@@ -204,7 +204,7 @@ class Library:
                                       f"{dataset!r} (run: python3 build.py artifacts).")
         if kind == "bigram":
             return BigramModel.load(path)
-        from decodelab.core.transformer import TransformerModel
+        from decodelab.core.models.transformer import TransformerModel
 
         return TransformerModel.load(path)
 
@@ -216,7 +216,7 @@ class Library:
         return BigramModel.fit(self.corpus(dataset))
 
     def _transformer(self, dataset: str):
-        from decodelab.core.transformer import TransformerModel
+        from decodelab.core.models.transformer import TransformerModel
 
         if dataset in self._custom:
             raise FieldError("model", "Model: the transformer is trained at build time and not on "
@@ -245,7 +245,7 @@ class Library:
                 raise FieldError("tokenizer", f"Byte-level BPE is {where}: the {dataset} data is "
                                               f"read one character at a time, so with it "
                                               f"Tokenizer must be Characters (chars).")
-            from decodelab.core.bpe import BPE
+            from decodelab.core.tokens.bpe import BPE
 
             models[key] = BPE.load(path)
         return models[key]

@@ -29,9 +29,9 @@ import json
 import math
 import sys
 
-from decodelab.core.sampling import FILTER_NAMES
-from decodelab.core.search import kind as search_kind
-from decodelab.core.settings import NAMES as SETTING_NAMES
+from decodelab.core.rules.sampling import FILTER_NAMES
+from decodelab.core.loops.search import kind as search_kind
+from decodelab.core.rules.settings import NAMES as SETTING_NAMES
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import FIELD_BY_NAME, PRETRAINED, check, encode, read
 from decodelab.lesson.playground import RULES
@@ -124,7 +124,7 @@ def cmd_probs(args) -> dict:
 
 
 def cmd_generate(args):
-    from decodelab.core.generate import start
+    from decodelab.core.loops.generate import start
 
     pretrained(args)
     run = start(library(args), drawn(args, given(args, SETTING_NAMES))).run()
@@ -145,9 +145,9 @@ def cmd_chat(args) -> dict:
     """One chat turn: the history, an optional system message and the new message rendered by
     the model's chat template, then a run from those ids. The trace, plus the rendered prompt's
     ids and the conversation with the answer appended (write it to a file for --history)."""
-    from decodelab.core import search
-    from decodelab.core.generate import Generation
-    from decodelab.core.settings import validate
+    from decodelab.core.loops import search
+    from decodelab.core.loops.generate import Generation
+    from decodelab.core.rules.settings import validate
 
     if args.model not in (None, *PRETRAINED) and args.gguf is None:
         raise FieldError("model", f"Model: chat needs a chat model; give --model "
@@ -200,7 +200,7 @@ MEMORY = ("layers", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequ
 
 
 def cmd_ask(args) -> dict:
-    from decodelab.core.ask import ASK_SETTINGS, ask
+    from decodelab.core.tasks.ask import ASK_SETTINGS, ask
 
     out = ask(library(args), given(args, ("question",) + ASK_SETTINGS))
     if not args.json:
@@ -232,7 +232,7 @@ def cmd_paged(args) -> dict:
 
 
 def cmd_kv_memory(args) -> dict:
-    from decodelab.core.kvcache import kv_cache_bytes
+    from decodelab.core.models.kvcache import kv_cache_bytes
 
     return kv_cache_bytes(**read(given(args, MEMORY), MEMORY))
 
@@ -240,7 +240,7 @@ def cmd_kv_memory(args) -> dict:
 def cmd_cache_check(args) -> dict:
     import numpy as np
 
-    from decodelab.core.inference import cache_check
+    from decodelab.core.models.inference import cache_check
 
     needs_dataset(args)
     values = read(given(args, CHECK), CHECK[:1] + CHECK[2:])
@@ -278,9 +278,9 @@ def cmd_eval(args) -> dict:
 def cmd_export_hf(args) -> dict:
     """The model as transformers' LlamaForCausalLM, with the run's settings as its
     generation_config.json (the settings are checked like generate's)."""
-    from decodelab.core import hf
-    from decodelab.core.generate import prepare
-    from decodelab.core.hftokenizer import tokenizer_files
+    from decodelab.core.interop import hf
+    from decodelab.core.loops.generate import prepare
+    from decodelab.core.interop.hftokenizer import tokenizer_files
 
     needs_dataset(args)
     if not args.out:
@@ -288,7 +288,7 @@ def cmd_export_hf(args) -> dict:
                                 "be empty).")
     settings, model, _ = prepare(library(args), given(args, SETTING_NAMES), reads_prompt=False)
     written = hf.export(model, args.out, settings,
-                        tokenizer_files(model.tokenizer, getattr(model, "template", None)))
+                        tokenizer_files(model.tokenizer, model.template))
     return {"out": str(args.out), "files": [p.name for p in written],
             "architecture": hf.ARCHITECTURE, "params": model.n_params,
             "config": hf.model_config(model)}
@@ -302,11 +302,11 @@ IMPORT_RUN = ("prompt", "seed", "temperature", "greedy", *FILTER_NAMES, "repetit
 def cmd_import_hf(args) -> dict:
     """Generate with a Llama checkpoint folder (saved by transformers or by export-hf): with
     decodelab's tokenizer when the folder holds one decodelab wrote, else from token ids."""
-    from decodelab.core import hf
-    from decodelab.core.generate import Generation
-    from decodelab.core.hftokenizer import read_tokenizer
-    from decodelab.core.settings import validate
-    from decodelab.core.transformer import TransformerModel
+    from decodelab.core.interop import hf
+    from decodelab.core.loops.generate import Generation
+    from decodelab.core.interop.hftokenizer import read_tokenizer
+    from decodelab.core.rules.settings import validate
+    from decodelab.core.models.transformer import TransformerModel
 
     cfg, params = hf.read_checkpoint(args.folder)
     tokenizer, what = read_tokenizer(args.folder, cfg.vocab_size)

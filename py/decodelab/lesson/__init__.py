@@ -6,3 +6,5 @@ with a shape (shapes), the batch view (batch), break it on purpose (bugs), what 
 
 Each builds on `core` and decides nothing about decoding itself: it lays out what core decided.
 """
+
+import decodelab.pretrained  # noqa: F401  (registers its reader with core's library)

@@ -24,11 +24,11 @@ The page runs it a few runs at a time (advance, with progress and Stop); the CLI
 import dataclasses
 import math
 
-from decodelab.core import tasks
-from decodelab.core.generate import Generation, chat_ids
-from decodelab.core.paged import BlockPool, PagedPrefix, PagedSession, blocks_for
-from decodelab.core.sampling import FILTER_NAMES
-from decodelab.core.settings import validate
+from decodelab.core.tasks import data as tasks
+from decodelab.core.loops.generate import Generation, chat_ids
+from decodelab.core.serving.paged import BlockPool, PagedPrefix, PagedSession, blocks_for
+from decodelab.core.rules.sampling import FILTER_NAMES
+from decodelab.core.rules.settings import validate
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import MAX_SEED, PRETRAINED, read
 from decodelab.lesson.planned import Planned

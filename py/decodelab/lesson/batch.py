@@ -16,8 +16,8 @@ Left out: rows that finish early, per-row sampling settings.
 
 import numpy as np
 
-from decodelab.core import sampling
-from decodelab.core.inference import BatchSession, check_tolerance
+from decodelab.core.rules import sampling
+from decodelab.core.models.inference import BatchSession, check_tolerance
 
 
 def batch_run(model, prompts, steps: int, seed: int = 0, dtype=np.float64, session=None) -> dict:

@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from decodelab.core.inference import BatchSession, Session, cache_check_steps, generation_dtype
-from decodelab.core.kvcache import KVCache
-from decodelab.core.slices import drain
+from decodelab.core.models.inference import BatchSession, Session, cache_check_steps, generation_dtype
+from decodelab.core.models.kvcache import KVCache
+from decodelab.core.loops.slices import drain
 from decodelab.errors import FieldError
 from decodelab.lesson.batch import batch_run
 
@@ -181,7 +181,7 @@ def answer(model, session, prompt_ids, steps: int) -> str:
 
 
 def answer_steps(model, session, prompt_ids, steps: int):
-    """answer, sliced (`core.slices`): a piece per chunk of the prompt and per step."""
+    """answer, sliced (`core.loops.slices`): a piece per chunk of the prompt and per step."""
     eos, out = model.tokenizer.eos_id, []
     logits = yield from session.prefill_steps(prompt_ids)
     for _ in range(steps):
@@ -213,7 +213,7 @@ def run_bug_steps(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_
     if bug not in BUG_IDS:
         raise FieldError("bug", f"Bug must be one of {', '.join(BUG_IDS)}; got {bug!r}.")
     dtype = dtype or generation_dtype(model)
-    unit = "character" if getattr(model.tokenizer, "name", "") == "chars" else "token"
+    unit = "character" if model.tokenizer.name == "chars" else "token"
     spec = BUGS.get(bug)
     if spec is not None:
         spec = replace(spec, what_went_wrong=spec.what_went_wrong.format(unit=unit))

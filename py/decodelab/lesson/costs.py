@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from decodelab.core.kvcache import kv_cache_bytes
-from decodelab.core.paged import blocks_for
+from decodelab.core.models.kvcache import kv_cache_bytes
+from decodelab.core.serving.paged import blocks_for
 from decodelab.errors import FieldError
 from decodelab.fields import read
 

@@ -38,11 +38,11 @@ import re
 
 import numpy as np
 
-from decodelab.core import sampling
-from decodelab.core.generate import Generation
-from decodelab.core.settings import validate
+from decodelab.core.rules import sampling
+from decodelab.core.loops.generate import Generation
+from decodelab.core.rules.settings import validate
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import MAX_SEED, PRETRAINED_TEXTS, encode, label_of, read
+from decodelab.fields import MAX_SEED, encode, label_of, read
 from decodelab.lesson.planned import Planned
 
 MAX_BUDGET = 100_000  # tokens per experiment: samples x temperatures x max_new_tokens
@@ -81,13 +81,13 @@ REFERENCE_WORDS = {
 def measures_for(model) -> list:
     """MEASURES in the words of this model: its tokens' unit (characters or tokens), and where
     its words are looked up."""
-    unit = "character" if getattr(model.tokenizer, "name", "") == "chars" else "token"
+    unit = "character" if model.tokenizer.name == "chars" else "token"
     out = []
     for m in MEASURES:
         m = dict(m)
         if m["key"] == "repeated_3gram":
             m["means"] = m["means"].replace("3-character", f"3-{unit}")
-        if model.kind == "pretrained" and m["key"] in REFERENCE_WORDS:
+        if model.reference_texts and m["key"] in REFERENCE_WORDS:
             m.update(REFERENCE_WORDS[m["key"]])
         out.append(m)
     return out
@@ -225,7 +225,7 @@ class Experiment(Planned):
         # means greedy. A live cache check (if the settings have one) only costs time here.
         self.settings = dataclasses.replace(settings, greedy=False, cache_check=False)
         self.temperatures, self.mode, self.samples = temperatures, mode, samples
-        self.reference = PRETRAINED_TEXTS if self.model.kind == "pretrained" else None
+        self.reference = self.model.reference_texts
         self.vocabulary = word_vocabulary(library.corpus(self.reference or settings.dataset).train)
         self.seeds = [(settings.seed + j) % (MAX_SEED + 1) for j in range(samples)]
         self.plan = [(t, seed) for t in range(len(temperatures)) for seed in self.seeds]

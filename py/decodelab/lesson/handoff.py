@@ -24,8 +24,8 @@ Everything is built in memory with the standard library, so the page makes the s
 import io
 import json
 
-from decodelab.core import hf
-from decodelab.core.hftokenizer import tokenizer_files
+from decodelab.core.interop import hf
+from decodelab.core.interop.hftokenizer import tokenizer_files
 from decodelab.errors import FieldError
 from decodelab.fields import default
 
@@ -97,7 +97,7 @@ def folder_name(settings) -> str:
 def bundle(run) -> tuple[str, bytes]:
     """(file name, the zip's bytes) for a finished run of a transformer."""
     import zipfile  # on demand: the page's start does not need it
-    if getattr(run.model, "kind", None) != "transformer":
+    if not run.model.handoff:
         raise FieldError("model", "Only a transformer can be taken to transformers; the bigram "
                                   "is a table of counts, not an architecture it knows. Choose "
                                   "the transformer and generate again.")

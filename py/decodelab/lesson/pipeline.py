@@ -11,7 +11,7 @@ of the same decision in the other order), with the numbers that decide each cut:
 largest value (top-k), the running total and the token where it reaches p (top-p; typical-p
 along its own order, nearest the entropy first), min_p * p_max (min-p).
 
-`explain_step` takes a step of a run apart, from the logits `core.replay` gives back.
+`explain_step` takes a step of a run apart, from the logits `core.loops.replay` gives back.
 
 Dimension legend: V vocabulary size, N candidates shown (the likeliest, plus the chosen one).
 """
@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from decodelab.core import sampling
-from decodelab.core.generate import TOP_N
+from decodelab.core.rules import sampling
+from decodelab.core.loops.generate import TOP_N
 from decodelab.fields import label_of
 
 MAX_SEGMENTS = 200  # the draw strip lists at most this many kept tokens

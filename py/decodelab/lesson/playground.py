@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from decodelab.core import sampling
-from decodelab.core.settings import RULE_NAMES
+from decodelab.core.rules import sampling
+from decodelab.core.rules.settings import RULE_NAMES
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import read
 from decodelab.lesson.pipeline import explain

@@ -13,14 +13,14 @@ Dimension legend: T positions read, V vocabulary size.
 
 import numpy as np
 
-from decodelab.core.layers import window_start
+from decodelab.core.models.layers import window_start
 
 MAX_ROWS = 32  # rows shown: the last ones (a long prompt's first rows are summarised)
 
 
 def rows(model, prompt_ids, max_rows: int = MAX_ROWS) -> dict:
     tokens = list(model.tokenizer.start_ids) + [int(i) for i in prompt_ids]
-    context = getattr(model, "context_size", len(tokens))
+    context = model.context_size
     tokens = tokens[window_start(len(tokens), max(context, 1)):] if context > 1 else tokens
     logits = np.asarray(model.all_logits(tokens), dtype=np.float64)  # (T, V)
     z = logits - logits.max(axis=1, keepdims=True)

@@ -26,11 +26,11 @@ add their own (the search fields). What the lesson decides here:
 import dataclasses
 import math
 
-from decodelab.core import search
-from decodelab.core.beam import BLOCKED, banned_by_ngrams
-from decodelab.core.generate import prepare, start
-from decodelab.core.settings import SAMPLING_ONLY
-from decodelab.core.slices import drain
+from decodelab.core.loops import search
+from decodelab.core.loops.beam import BLOCKED, banned_by_ngrams
+from decodelab.core.loops.generate import prepare, start
+from decodelab.core.rules.settings import SAMPLING_ONLY
+from decodelab.core.loops.slices import drain
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import PRETRAINED, read
 from decodelab.lesson.experiment import mean_logprob, repeated_ngram_rate
@@ -41,10 +41,9 @@ BEAM_FIELDS = ("num_beams", "length_penalty", "early_stopping", "no_repeat_ngram
 DRAFT_FIELDS = ("draft", "num_draft_tokens")
 SEARCH_MAX_TOKENS = 120  # a search waits for its whole answer: keep it short
 # the real model's search costs about 20 ms a token natively and tenths of a second in the page
-# (beam rows and their check, draft passes): a beam search runs there in slices (`core.slices`),
+# (beam rows and their check, draft passes: its limits, pretrained.model): a beam search runs there in slices (`core.loops.slices`),
 # so the worker answers meanwhile; speculative decoding's rounds (a pass over a few positions
 # each) in one call
-PRETRAINED_SEARCH_MAX_TOKENS = 32
 MAX_RUNS = 400  # runs per acceptance experiment: gammas x temperatures x samples
 # What the page's acceptance experiment starts with: greedy and two temperatures (the table's
 # own default, 0.3, 1, 2, is the temperature experiment's).
@@ -62,15 +61,15 @@ def _settings(req: dict, pretrained: bool = False) -> dict:
     return dict(raw, model=raw["model"] if keep else "transformer")
 
 
-def _short(settings) -> None:
+def _short(settings, model) -> None:
     if settings.max_new_tokens > SEARCH_MAX_TOKENS:
         raise FieldError("max_new_tokens", f"Max new tokens: a search here takes at most "
                                            f"{SEARCH_MAX_TOKENS}; got {settings.max_new_tokens}.")
-    if settings.model in PRETRAINED and settings.max_new_tokens > PRETRAINED_SEARCH_MAX_TOKENS:
-        raise FieldError("max_new_tokens", f"Max new tokens: a search on SmolLM2 here takes at "
-                                           f"most {PRETRAINED_SEARCH_MAX_TOKENS} (each of its tokens "
-                                           f"costs the real model tenths of a second in the "
-                                           f"page); got "
+    most = model.limits.get("search_max_tokens")
+    if most is not None and settings.max_new_tokens > most:
+        raise FieldError("max_new_tokens", f"Max new tokens: a search on {model.label} here "
+                                           f"takes at most {most} (each of its tokens costs the "
+                                           f"real model tenths of a second in the page); got "
                                            f"{settings.max_new_tokens}.")
 
 
@@ -131,7 +130,7 @@ def beam_lesson(library, req: dict) -> dict:
 
 
 def beam_lesson_steps(library, req: dict):
-    """beam_lesson, sliced (`core.slices`): a piece per step of the search and of each run
+    """beam_lesson, sliced (`core.loops.slices`): a piece per step of the search and of each run
     beside it, and per chunk of a full pass (the page's worker runs it a slice at a time)."""
     raw = _settings(req, pretrained=True)
     own = req.get("beam", {})
@@ -141,7 +140,7 @@ def beam_lesson_steps(library, req: dict):
     beam_raw = {k: v for k, v in sampled_raw.items() if k not in SAMPLING_ONLY}
     beam_raw.update(own, strategy="beam")
     settings, model, prompt = prepare(library, beam_raw)
-    _short(settings)
+    _short(settings, model)
     run = search.start(library, settings, model, prompt[0])
     yield from run.run_steps()
     trace = run.trace()
@@ -223,9 +222,10 @@ def speculative_lesson(library, req: dict) -> dict:
                                   "draft at work; got off.")
     raw.setdefault("draft", "bigram")
     settings, model, prompt = prepare(library, raw)
-    _short(settings)
+    _short(settings, model)
     skipped = None
-    if model.kind == "pretrained" and settings.cache_check:  # a full pass per round: seconds
+    if model.limits and settings.cache_check:  # a model with limits: a full pass per round
+    # takes seconds
         settings = dataclasses.replace(settings, cache_check=False)
         skipped = ("The cache check is off for SmolLM2 here: checking a round is a full pass over "
                    "the whole text, several seconds each in the page. The workbench's own runs "
@@ -255,9 +255,9 @@ class AcceptanceExperiment(Planned):
         raw.update(strategy="sample", draft="bigram", greedy=False)
         errors = []
         try:
-            self.settings, _, _ = prepare(library, dict(raw, temperature=1,
-                                                        num_draft_tokens=max(values["gammas"])))
-            _short(self.settings)
+            self.settings, model, _ = prepare(library, dict(raw, temperature=1,
+                                                            num_draft_tokens=max(values["gammas"])))
+            _short(self.settings, model)
         except FieldErrors as e:
             errors += e.errors
         except FieldError as e:

@@ -1,5 +1,5 @@
 """Serving many requests from one paged cache: a workload, the scheduler run over it
-(`core.scheduler`), and what the vLLM paper measured, at this page's scale.
+(`core.serving.scheduler`), and what the vLLM paper measured, at this page's scale.
 
 The model is the dataset's transformer, or the pretrained model (SmolLM2, read from its GGUF
 file). A chat model's requests are chats: its default system message, then one user message
@@ -38,8 +38,8 @@ import codecs
 import random
 import re
 
-from decodelab.core.paged import blocks_for
-from decodelab.core.scheduler import CannotFit, Request, Scheduler
+from decodelab.core.serving.paged import blocks_for
+from decodelab.core.serving.scheduler import CannotFit, Request, Scheduler
 from decodelab.errors import FieldError
 from decodelab.fields import (FIELD_BY_NAME, POOL_MB, PRETRAINED, PRETRAINED_TEXTS, encode,
                               label_of, read)
@@ -82,8 +82,8 @@ def block_state(holders: int, in_tree: bool) -> str:
 
 def _head(model, dataset: str, tokenizer: str) -> dict:
     """The settings every request of a workload starts with: which model runs it."""
-    if model.kind == "pretrained":
-        return {"model": PRETRAINED[0]}
+    if model.own_data:
+        return {"model": model.name}
     return {"model": "transformer", "dataset": dataset, "tokenizer": tokenizer}
 
 
@@ -93,7 +93,7 @@ MAX_POOL_BYTES = 512 * 2**20  # and any pool at most this
 
 def block_bytes(model, block_size: int) -> int:
     """One block's keys and values over every layer, in the dtype its sessions compute in."""
-    from decodelab.core.inference import cache_shape
+    from decodelab.core.models.inference import cache_shape
 
     return block_size * cache_shape(model)["bytes_per_token"]
 
@@ -108,7 +108,7 @@ def room_for(model, block_size: int, running: int = MAX_RUNNING) -> int:
 
 def is_chat(model) -> bool:
     """Whether the model's requests are chats (a model with a chat template decodelab renders)."""
-    return getattr(model, "template", None) is not None
+    return model.has_template
 
 
 def _ask(model, prompt: str) -> dict:
@@ -126,7 +126,7 @@ def asked(settings: dict) -> str:
 def _prompt_length(model, prompt: str, field: str = "workload") -> int:
     """The positions a request's text takes, as the model reads it (a chat with its template)."""
     if is_chat(model):
-        from decodelab.core.generate import chat_ids
+        from decodelab.core.loops.generate import chat_ids
 
         return len(chat_ids(model, [{"role": "user", "content": prompt}]))
     return len(encode(model.tokenizer, field, prompt))
@@ -403,7 +403,7 @@ class Serving(Planned):
             "max_running": self.values["max_running"], "parallel_samples": self.samples,
             "window": window, "blocks_per_window": self.per_request,
             "model": self.model_name, "dataset": self.values["dataset"],
-            "tokenizer": None if self.model.kind == "pretrained" else self.values["tokenizer"],
+            "tokenizer": None if self.model.own_data else self.values["tokenizer"],
             "seed": self.values["seed"], "own_workload": bool(
                 [line for line in self.values["workload"] if line.strip()]),
             "workload_lines": [f"{r.arrival} {r.settings['max_new_tokens']} "
@@ -429,7 +429,7 @@ class Serving(Planned):
 
         v = self.values
         args = ["python", "-m", "decodelab", "paged", "--model", self.model_name]
-        if self.model.kind != "pretrained":
+        if not self.model.own_data:
             args += ["--dataset", v["dataset"], "--tokenizer", v["tokenizer"]]
         args += ["--block-size", str(v["block_size"]), "--seed", str(v["seed"])]
         own = [line for line in v["workload"] if line.strip()]

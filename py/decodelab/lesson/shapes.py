@@ -19,10 +19,10 @@ Also here: `compare`, the lesson's three answers to one card side by side.
 import dataclasses
 import json
 
-from decodelab.core import records, tasks
-from decodelab.core.generate import Generation, Prefix
-from decodelab.core.sampling import FILTER_NAMES
-from decodelab.core.settings import validate
+from decodelab.core.tasks import records, data as tasks
+from decodelab.core.loops.generate import Generation, Prefix
+from decodelab.core.rules.sampling import FILTER_NAMES
+from decodelab.core.rules.settings import validate
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import MAX_SEED, read
 from decodelab.lesson.accuracy import given_settings, percent, temperature_words, wilson
@@ -229,7 +229,7 @@ def _kind(x) -> str:
 def compare(library, question: str, seed: int = 0) -> list:
     """The card question run each way of WAYS (the two hot ones with the same seed): each
     answer with its classification and whether its values are right."""
-    from decodelab.core.ask import ask
+    from decodelab.core.tasks.ask import ask
 
     out = []
     for title, settings in WAYS:

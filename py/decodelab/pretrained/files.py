@@ -40,6 +40,22 @@ def smollm2_path(environ=None) -> Path:
     return cache_dir(environ) / "downloads" / GGUF_SHA256 / GGUF_NAME
 
 
+def read(path=None):
+    """The model read from `path` (a GGUF file), or from where the build keeps SmolLM2's when
+    None: a FieldError naming the field at fault when it cannot be."""
+    from decodelab.errors import FieldError
+    from decodelab.pretrained import model
+    from decodelab.pretrained.gguf import GGUFError
+
+    try:
+        return model.load(path if path is not None else find_smollm2())
+    except FileNotFoundError as e:
+        raise FieldError("model", str(e)) if path is None else \
+            FieldError("gguf", f"GGUF: no file at {path}.") from None
+    except GGUFError as e:
+        raise FieldError("gguf", f"GGUF: {e}.") from None
+
+
 def find_smollm2(environ=None) -> Path:
     """The kept GGUF, or FileNotFoundError saying in one sentence how to get it."""
     path = smollm2_path(environ)

@@ -20,11 +20,12 @@ live cache check's tolerance is float32's.
 
 import numpy as np
 
-from decodelab.core.inference import cached_forward, weights_of
-from decodelab.core.kvcache import KVCache
-from decodelab.core.layers import Config, matmul_layout
-from decodelab.core.slices import chunks, drain
-from decodelab.core.transformer import TransformerModel
+from decodelab.core.models.inference import cached_forward, weights_of
+from decodelab.core.models.kvcache import KVCache
+from decodelab.core.models.layers import Config, matmul_layout
+from decodelab.core.loops.slices import chunks
+from decodelab.core.models.transformer import TransformerModel
+from decodelab.fields import PRETRAINED, PRETRAINED_TEXTS
 from decodelab.pretrained.chat import ChatTemplate
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError, described
 from decodelab.pretrained.limits import ARCHITECTURES
@@ -44,6 +45,15 @@ def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
 
 class PretrainedModel(TransformerModel):
     kind = "pretrained"
+    own_data = True  # its tokenizer, data and training are the file's
+    reference_texts = PRETRAINED_TEXTS  # the corpus its texts' words are looked up in
+    exports = True  # as transformers' LlamaForCausalLM, with its own tokenizer.json
+    handoff = False  # its float32 weights would make a 540 MB zip: its script reads the file
+    name, label = PRETRAINED[0], "SmolLM2"  # the Model field's value for it; its name in words
+    # The lesson's heavier features, each step of which is a pass over this model: a search's
+    # tokens (beam search, speculative decoding) and the bugs lab's checked steps, each about a
+    # second in the page.
+    limits = {"search_max_tokens": 32, "check_steps": 10}
     generation_dtype = np.float32  # its sessions, and the pools that page its caches
     # The live check's limit. SmolLM2's logits reach 30-40, which float32 holds to ~4e-6, and
     # each is the end of 30 blocks of sums 576 to 1,536 long, added in another order by the
@@ -77,23 +87,17 @@ class PretrainedModel(TransformerModel):
         return {k: matmul_layout(v) if k.split(".")[-1].startswith("w_") else v
                 for k, v in self.params.items()}
 
-    def logits_at(self, tokens, rows=None, dtype=np.float32) -> np.ndarray:
-        """The logits after the given positions of one window (len(rows), V), or after every
-        position (T, V) when rows is None, recomputed from nothing: the whole window read in
-        one pass into an empty cache of its own, as a prefill reads a prompt, and the head
-        applied to the rows asked for alone. It shares no state with a session's cache, its
-        positions or its hooks (a cache bug of `bugs` shows), and it is how this model is held
-        to transformers' forward (tests/test_smollm2.py). The trained models' check goes
-        through the training code's forward instead; for this model that pass is 2.3 times
-        slower in WebAssembly (its products are `@`, 2.4 GFLOP/s there against einsum's 5.5:
-        in the page, the check of a chat's second turn, 98 tokens, took 9.2 s that way and 3.5 s
-        this way), and it keeps every block's arrays for a backward pass (320 MB more at 200
-        tokens). A row of logits is 49,152 numbers: a window's worth would be 400 MB."""
-        return drain(self.logits_at_steps(tokens, rows, dtype))
-
     def logits_at_steps(self, tokens, rows=None, dtype=np.float32):
-        """logits_at, sliced (`slices`): the window read PREFILL_CHUNK positions a piece, each
-        piece's rows asked for taken as it passes."""
+        """logits_at (`models.base`), sliced: the whole window read PREFILL_CHUNK positions a
+        piece into an empty cache of its own, as a prefill reads a prompt, and the head applied
+        to the rows asked for alone, as each piece passes. It shares no state with a session's
+        cache, its positions or its hooks (a cache bug of `bugs` shows), and it is how this
+        model is held to transformers' forward (tests/test_smollm2.py). The trained models'
+        go through the training code's forward; for this model that pass is 2.3 times slower
+        in WebAssembly (its products are `@`, 2.4 GFLOP/s there against einsum's 5.5: in the
+        page, the check of a chat's second turn, 98 tokens, took 9.2 s that way and 3.5 s this
+        way), and it keeps every block's arrays for a backward pass (320 MB more at 200
+        tokens). A row of logits is 49,152 numbers: a window's worth would be 400 MB."""
         cfg, n = self.cfg, len(tokens)
         cache = KVCache(cfg.n_layer, 1, cfg.n_kv_head, n, cfg.head_dim, dtype)  # just the window
         idx = np.asarray(tokens, np.int64)[None]  # (1, n)
@@ -109,12 +113,6 @@ class PretrainedModel(TransformerModel):
 
     def all_logits(self, tokens, dtype=np.float32) -> np.ndarray:
         return self.logits_at(tokens, None, dtype)  # (T, V)
-
-    def full_logits(self, tokens, dtype=np.float32) -> np.ndarray:
-        return self.logits_at(tokens, [len(tokens) - 1], dtype)[0]  # (V,)
-
-    def session(self, dtype=None, shift: str = "reread"):
-        return super().session(dtype or self.generation_dtype, shift)
 
     def save(self, path) -> None:
         raise ValueError("a pretrained model stays in its GGUF file; decodelab does not save it")

@@ -26,8 +26,8 @@ import unicodedata
 
 import numpy as np
 
-from decodelab.core.bpe import BPE, CACHE_LIMIT, merge_tokens
-from decodelab.core.hftokenizer import byte_chars
+from decodelab.core.tokens.bpe import BPE, CACHE_LIMIT, merge_tokens
+from decodelab.core.interop.hftokenizer import byte_chars
 from decodelab.errors import UnknownCharacters
 from decodelab.pretrained.gguf import GGUFError
 

@@ -30,20 +30,20 @@ panel's script in web/ is:
 
 Generation is driven from JavaScript in short time-budgeted batches (`advance`), so the worker
 reads a Stop message between batches. One run at a time per session. Any other endpoint that can
-take seconds (a beam search on the real model, say) is a generator (`core.slices`): called with
+take seconds (a beam search on the real model, say) is a generator (`core.loops.slices`): called with
 sliced (as the worker calls every endpoint), it makes a first slice and answers {"ok": true,
 "pending": true, "task": n, "progress"}, and the worker calls `resume` ({"task": n,
 "budget_ms"}) until the answer is the endpoint's own, or `abandon` ({"task": n}) when the page
 stops it; the page sees one request either way.
 
-The CLI does not use this package; both go through `core.generate`.
+The CLI does not use this package; both go through `core.loops.generate`.
 """
 
 import inspect
 import json
 
 from decodelab.core.library import Library
-from decodelab.core.slices import drain
+from decodelab.core.loops.slices import drain
 from decodelab.entry.webapi import (  # noqa: F401
     accuracy,
     batch,
@@ -98,7 +98,7 @@ def call(name: str, request_json: str = "{}", session: str = "page", sliced: boo
         elif session not in SESSIONS:
             raise FieldError("request", "Python is not set up for this page yet.")
         out = ENDPOINTS[name](SESSIONS[session], req)
-        if inspect.isgenerator(out):  # a long computation, in slices (`core.slices`)
+        if inspect.isgenerator(out):  # a long computation, in slices (`core.loops.slices`)
             out = SESSIONS[session].begin(name, out) if sliced else drain(out)
     except (FieldError, FieldErrors) as e:
         return json.dumps(_errors(e))

@@ -1,7 +1,7 @@
 """The batch view (`lesson.batch`): several prompts of different lengths decoded together,
 left-padded, each row against the same prompt run alone. Its helpers serve the bugs lab too."""
 
-from decodelab.core.settings import Settings
+from decodelab.core.rules.settings import Settings
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED, check, encode, read

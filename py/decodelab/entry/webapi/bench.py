@@ -11,14 +11,15 @@ import time
 
 import numpy as np
 
-from decodelab.core import grammar, sampling, tasks
-from decodelab.core.bpe import BPE
-from decodelab.core.generate import Generation, Prefix
-from decodelab.core.generate import start as start_generation
-from decodelab.core.inference import Uncached
-from decodelab.core.replay import Replay
-from decodelab.core.settings import validate
-from decodelab.core.speculative import speculate
+from decodelab.core.rules import grammar, sampling
+from decodelab.core.tasks import data as tasks
+from decodelab.core.tokens.bpe import BPE
+from decodelab.core.loops.generate import Generation, Prefix
+from decodelab.core.loops.generate import start as start_generation
+from decodelab.core.models.inference import Uncached
+from decodelab.core.loops.replay import Replay
+from decodelab.core.rules.settings import validate
+from decodelab.core.loops.speculative import speculate
 from decodelab.entry.webapi.catalog import sample_card
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.entry.webapi.reuse import REUSE_APPENDED, REUSE_QUESTION
@@ -364,7 +365,7 @@ def time_serving(library, dataset: str, requests: int, block_size: int, seed: in
     (the median of `repeats`, the two kinds taking turns) and tokens per second of each."""
     import statistics  # here: the page's start does not import it
 
-    from decodelab.core.scheduler import Scheduler
+    from decodelab.core.serving.scheduler import Scheduler
     from decodelab.lesson.serving import MAX_RUNNING, room_for, workload
 
     model = library.model("transformer", dataset, "chars")

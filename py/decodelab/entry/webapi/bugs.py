@@ -11,11 +11,6 @@ from decodelab.fields import encode, read
 from decodelab.lesson import batch
 
 
-# each step of the real model's check is a full pass over the text, about a second in the page
-# (run in slices, `core.slices`, so the worker answers meanwhile): the wait stays short
-PRETRAINED_CHECK_STEPS = 10
-
-
 @endpoint
 def _break_it(session: Session, req: dict):
     """{"bug", "dataset", "model", "test_prompt", "check_steps", "seed", "prompts"} -> the
@@ -28,9 +23,10 @@ def _break_it(session: Session, req: dict):
     model, dataset = lab_model(session, req)
     bug, steps = values["bug"], values["check_steps"]
     ids = encode(model.tokenizer, "test_prompt", values["test_prompt"])
-    if model.kind == "pretrained" and steps > PRETRAINED_CHECK_STEPS:
-        raise FieldError("check_steps", f"Check steps: with SmolLM2 at most "
-                                        f"{PRETRAINED_CHECK_STEPS} here: each step's check is a "
+    most = model.limits.get("check_steps")
+    if most is not None and steps > most:
+        raise FieldError("check_steps", f"Check steps: with {model.label} at "
+                                        f"most {most} here: each step's check is a "
                                         f"full pass over the text, about a second each in the "
                                         f"page; got {steps}.")
     if not ids and not model.tokenizer.start_ids:

@@ -7,12 +7,12 @@ tolerance, the experiments' defaults, a held-out card to start from).
 import numpy as np
 
 from decodelab import __version__
-from decodelab.core import tasks
-from decodelab.core.bpe import FIRST_MERGE
-from decodelab.core.generate import TOP_N
-from decodelab.core.inference import CHECK_TOLERANCE, SESSION_DTYPE, cache_shape
-from decodelab.core.livecheck import CHECK_EVERY
-from decodelab.core.settings import Settings
+from decodelab.core.tasks import data as tasks
+from decodelab.core.tokens.bpe import FIRST_MERGE
+from decodelab.core.loops.generate import TOP_N
+from decodelab.core.models.inference import CHECK_TOLERANCE, SESSION_DTYPE, cache_shape
+from decodelab.core.loops.livecheck import CHECK_EVERY
+from decodelab.core.rules.settings import Settings
 from decodelab.entry.webapi.pretrained import state
 from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
 from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS, PRETRAINED

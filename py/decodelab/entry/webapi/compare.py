@@ -1,7 +1,7 @@
 """Both models side by side: the same settings (prompt, seed, rules) run once with each model,
 start to finish, each summed up with its text, probabilities and cache check."""
 
-from decodelab.core.generate import start as start_generation
+from decodelab.core.loops.generate import start as start_generation
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
 from decodelab.fields import MODELS
@@ -17,7 +17,7 @@ def _summary(run) -> dict:
             "tokens": [{"text": r["token_text"], "prob": r["prob"]} for r in run.records],
             "mean_prob": sum(r["prob"] for r in run.records) / n if n else None,
             "mean_entropy": sum(r["entropy"] for r in run.records) / n if n else None,
-            "params": getattr(run.model, "n_params", None),
+            "params": run.model.n_params,
             "cache_max_diff": max(checks) if checks else None,
             "cache_ok": all(r["cache_ok"] for r in run.records) if checks else None}
 

@@ -1,7 +1,7 @@
 """What the cache costs (`lesson.costs`): the KV memory calculator with its presets and the
 page's own model, and the measured time and K/V bytes of a decode step against context."""
 
-from decodelab.core.kvcache import kv_cache_bytes
+from decodelab.core.models.kvcache import kv_cache_bytes
 from decodelab.entry.webapi.batch import lab_model
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.fields import read

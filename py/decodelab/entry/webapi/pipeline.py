@@ -1,5 +1,5 @@
 """explain_step: one step of the run on screen taken apart, every stage of the rules in order
-(`lesson.pipeline`), from the logits the run saw (`core.replay`)."""
+(`lesson.pipeline`), from the logits the run saw (`core.loops.replay`)."""
 
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
@@ -10,7 +10,7 @@ from decodelab.lesson.pipeline import explain_step
 @endpoint
 def _explain_step(session: Session, req: dict):
     """{"step": i, "top_n": n} -> every stage of step i of the latest run; the calls up to it
-    made again in slices (`core.slices`: the real model's long prompt takes seconds)."""
+    made again in slices (`core.loops.slices`: the real model's long prompt takes seconds)."""
     run = session.run
     n_steps = len(run.records) if run is not None else 0
     if n_steps == 0:

@@ -1,7 +1,7 @@
 """The prompt's prefill, row by row (`lesson.prefill`): the logits at every position of one
 forward pass, each row's likeliest next token against the one that follows."""
 
-from decodelab.core.settings import validate
+from decodelab.core.rules.settings import validate
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.fields import encode
 from decodelab.lesson import prefill

@@ -17,7 +17,7 @@ and cut where the two prompts part, so only the new turn's tokens are prefilled.
 import os
 import time
 
-from decodelab.core.inference import cache_shape
+from decodelab.core.models.inference import cache_shape
 from decodelab.entry.webapi.registry import Session, endpoint, experiment
 from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED
@@ -116,7 +116,7 @@ def _pretrained(session: Session, req: dict) -> dict:
 def dropped(model, prompt_ids) -> int:
     """How many of a prompt's first tokens the window has no room for: the context shift's rule
     (`layers.window_start`), so the model reads the prompt without them."""
-    from decodelab.core.layers import window_start
+    from decodelab.core.models.layers import window_start
 
     start = len(model.tokenizer.start_ids)
     return max(0, window_start(start + len(prompt_ids), model.cfg.context_size) - start)
@@ -125,7 +125,7 @@ def dropped(model, prompt_ids) -> int:
 def chat_start(session: Session, req: dict):
     """A chat turn: req is a run's settings with "messages" (the conversation so far, the new
     user message last) -> its Generation, from the last turn's cache where it can."""
-    from decodelab.core.generate import Generation, Prefix, prepare
+    from decodelab.core.loops.generate import Generation, Prefix, prepare
 
     settings, model, prompt = prepare(session.library, {**req, "model": NAME})
     prompt_ids = prompt[0]  # (prepare checked every message, naming the bad one)

@@ -1,9 +1,9 @@
 """preview: the next token under the rules being set, before anything is generated: at a step of
 the run on screen (its logits and its tokens so far), or at the end of the prompt."""
 
-from decodelab.core.generate import Generation, prepare
-from decodelab.core.settings import validate
-from decodelab.core.slices import Slices, read_prompt_steps
+from decodelab.core.loops.generate import Generation, prepare
+from decodelab.core.rules.settings import validate
+from decodelab.core.loops.slices import Slices
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
 from decodelab.fields import check
@@ -38,10 +38,10 @@ def _preview(session: Session, req: dict):
     key = (settings.model, settings.dataset, settings.tokenizer, settings.prompt,
            settings.token_healing)
     if session.prompt_logits is None or session.prompt_logits[0] != key:
-        # the prompt read a chunk a slice (`core.slices`: for the real model a long prompt
+        # the prompt read a chunk a slice (`core.loops.slices`: for the real model a long prompt
         # takes seconds); previews asked meanwhile of the same prompt share the one reading
         if session.prompt_reading is None or session.prompt_reading[0] != key:
-            reading = Slices(read_prompt_steps(model.session(), ahead.prompt_ids))
+            reading = Slices(model.session().prefill_steps(ahead.prompt_ids))
             session.prompt_reading = (key, reading)
         reading = session.prompt_reading[1]
         while not reading.run(0.0):

@@ -8,7 +8,7 @@ made again) lives in a `Session`, one per page; `setup` opens one. Endpoints are
 import time
 
 from decodelab.core.library import Library
-from decodelab.core.slices import Slices
+from decodelab.core.loops.slices import Slices
 from decodelab.errors import FieldError
 from decodelab.fields import check
 
@@ -28,11 +28,11 @@ class Session:
         self.run = None  # the run in progress, or the latest
         self.last = None  # the last run that finished, for Export trace
         self.restoring = None  # (run, steps): a run being made again (restore_start)
-        self.replay = None  # core.replay.Replay of the latest run, for the lesson
+        self.replay = None  # core.loops.replay.Replay of the latest run, for the lesson
         self.planned = {}  # experiment name -> the one in progress (see `experiment`)
         self.prompt_logits = None  # (key, logits): the preview's last prefill
-        self.prompt_reading = None  # (key, core.slices.Slices): the preview's prefill under way
-        self.tasks = {}  # n -> (endpoint, core.slices.Slices): long calls made in slices
+        self.prompt_reading = None  # (key, core.loops.slices.Slices): the preview's prefill under way
+        self.tasks = {}  # n -> (endpoint, core.loops.slices.Slices): long calls made in slices
         self.task_count = 0
 
     def begin(self, name: str, work) -> dict:
@@ -62,14 +62,14 @@ class Session:
         return self.library.catalog()
 
     def dataset(self, req: dict) -> str:
-        from decodelab.core.settings import Settings
+        from decodelab.core.rules.settings import Settings
 
         return check("dataset", req.get("dataset", Settings.dataset),
                      choices=tuple(self.library.datasets()))
 
     def replay_of(self, run):
         """The replay of `run`, made once per run."""
-        from decodelab.core.replay import Replay
+        from decodelab.core.loops.replay import Replay
 
         if self.replay is None or self.replay.run is not run:
             self.replay = Replay(run)

@@ -1,9 +1,9 @@
 """What a cache is not: the tasks model's cache of a question, reused after appending tokens
 (valid) and after changing one digit of the question (not valid), each against a full
-recomputation (`core.inference.reuse_check`)."""
+recomputation (`core.models.inference.reuse_check`)."""
 
-from decodelab.core import tasks
-from decodelab.core.inference import reuse_check
+from decodelab.core.tasks import data as tasks
+from decodelab.core.models.inference import reuse_check
 from decodelab.entry.webapi.registry import Session, endpoint, tasks_model
 from decodelab.errors import FieldError
 from decodelab.fields import check

@@ -5,19 +5,19 @@ Python after a restart; the warm-up run; and a bigram counted from the learner's
 Every batch says what the page draws next (`flow`): the newly shown characters with the step
 that owns each, and where a tool call's tokens sit between them; and what is not shown, with
 its steps: held back for a possible stop string while the run goes on, cut by one at the end
-(`core.textout`). The page draws exactly that.
+(`core.rules.textout`). The page draws exactly that.
 """
 
 import json
 import time
 
-from decodelab.core import sampling
-from decodelab.core.corpus import corpus_from_text
-from decodelab.core.generate import Generation, prepare
-from decodelab.core.generate import start as start_generation
-from decodelab.core.inference import cache_shape, check_tolerance
-from decodelab.core.settings import NAMES, Settings, check_each
-from decodelab.core.slices import drain
+from decodelab.core.rules import sampling
+from decodelab.core.tokens.corpus import corpus_from_text
+from decodelab.core.loops.generate import Generation, prepare
+from decodelab.core.loops.generate import start as start_generation
+from decodelab.core.models.inference import cache_shape, check_tolerance
+from decodelab.core.rules.settings import NAMES, Settings, check_each
+from decodelab.core.loops.slices import drain
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
 from decodelab.errors import FieldError, FieldErrors
@@ -218,7 +218,7 @@ def _advance(session: Session, req: dict) -> dict:
     """{"budget_ms", "catch_up"} -> the step records made in about that time (at least one
     step). A long prompt is read first, a chunk at a time (`Generation.read_prompt`): its
     batches have no steps and say how much is read ("reading"). The live check of the steps
-    follows behind (`core.livecheck`); with catch_up (slow motion, where a pause follows each
+    follows behind (`core.loops.livecheck`); with catch_up (slow motion, where a pause follows each
     step anyway) it catches up before the batch returns. The batch that ends the text goes out
     at once, and the check's catching up (for the real model a full pass over the whole
     window: seconds) is the next batches' work, a chunk of the pass at a time, so the page
@@ -266,7 +266,7 @@ def _cancel(session: Session, req: dict) -> dict:
 @endpoint
 def _trace(session: Session, req: dict):
     """The last finished run's trace; its live check caught up first, a chunk of a pass a
-    slice (`core.slices`: for the real model, seconds)."""
+    slice (`core.loops.slices`: for the real model, seconds)."""
     last = session.last
     if last is None:
         return {"trace": None}

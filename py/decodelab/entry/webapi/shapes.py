@@ -1,7 +1,7 @@
 """Answers with a shape (`lesson.shapes`): one card question answered four ways side by side,
 and the JSON validity experiment, planned by validity_start and run by validity_advance."""
 
-from decodelab.core import records
+from decodelab.core.tasks import records
 from decodelab.entry.webapi.registry import Session, endpoint, experiment, tasks_model
 from decodelab.errors import FieldError
 from decodelab.fields import read
