@@ -439,3 +439,33 @@ def test_what_the_tree_says_entered_the_bank_is_what_the_bank_holds(page, datase
     if (dataset, prompt) == ("names", ""):  # this run has every kind
         assert seen["banked"] and seen["pushed out"], seen
         assert any(f["banked"] and f["left"] is not None for f in finished)  # let go later
+
+
+def test_a_text_the_search_found_itself_is_the_beam_whatever_its_last_digits():
+    """Greedy's own tokens found by the search are named as found, not compared: a float32 model
+    adds the same log-probabilities up in two orders and may part by more than SAME (the real
+    model's beam and greedy's text once read −0.63 and −0.63, "likelier")."""
+    from decodelab.core.settings import Settings
+    from decodelab.lesson.search import why
+
+    settings = Settings(num_beams=2)
+    side = [{"name": "beam", "logprob_per_token": -0.6312345, "tokens": 3},
+            {"name": "greedy", "logprob_per_token": -0.6312341, "tokens": 3},  # 4e-7 above
+            {"name": "sampled", "logprob_per_token": -1.2, "tokens": 3}]
+    w = why(settings, [1], side, [[5, 6, 7], [5, 6, 7], [5, 8, 7]])
+    assert w["found"] == ["greedy"] and w["same"] == ["greedy"]
+    assert w["likelier"] and w["better"] == [] and w["causes"] == []
+    # another text just as close is not found: it is likelier, by a path the search dropped
+    w = why(settings, [1], side, [[5, 6, 7], [5, 6, 9], [5, 8, 7]])
+    assert w["found"] == [] and w["better"] == ["greedy"] and w["causes"] == ["narrow"]
+
+
+def test_the_beam_lesson_says_when_the_search_found_greedys_text(page):
+    """On the names model, "jo" with 2 beams: the best beam is greedy's text, token for token."""
+    reply = page("beam", {"settings": {"dataset": "names", "prompt": "jo", "seed": 3,
+                                       "max_new_tokens": 30}, "beam": {"num_beams": 2}})
+    assert reply["ok"], reply
+    beam, greedy, sampled = reply["side"]
+    found = [s["name"] for s in (greedy, sampled) if s["text"] == beam["text"]]
+    assert found, "the case no longer has greedy's text as its best beam: pick another prompt"
+    assert reply["why"]["found"] == found and reply["why"]["likelier"]

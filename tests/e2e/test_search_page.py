@@ -58,12 +58,32 @@ def test_the_beam_summary_says_the_cause_python_found(app, ngram, cause):
     if cause is None:
         why = reply["why"]
         assert why["likelier"]
-        cause = ("it is as likely per token as greedy decoding’s text, and the search found no "
-                 "likelier path") if "greedy" in why["same"] else \
+        cause = "The search found greedy decoding’s text itself: the best beam is the same " \
+            "tokens" if "greedy" in why["found"] else \
+            ("it is as likely per token as greedy decoding’s text, and the search found no "
+             "likelier path") if "greedy" in why["same"] else \
             "The model finds the best beam likelier per token"
     assert cause in summary
     assert "length penalty" not in summary
     assert ("try No repeat n-gram" in summary) == (not ngram)
+
+
+def test_a_beam_that_is_greedy_s_text_is_said_to_be_found(app):
+    # Names, "jo", 2 beams: the best beam is greedy's text token for token; the summary says the
+    # search found it, with the beam's own score, and compares it with nothing it equals
+    set_fields(app, **{**BASE, "Dataset": "names", "Prompt": "jo", "Seed": 3,
+                       "Max_new_tokens": 30})
+    open_chapter(app, "search")
+    reply = search(app, **{"#beam-beams": 2, "#beam-return": 1, "#beam-penalty": 1,
+                           "#beam-ngram": 0})
+    assert reply["ok"], reply
+    beam, greedy, _ = reply["side"]
+    assert beam["text"] == greedy["text"] and reply["why"]["found"][0] == "greedy"
+    score = f"{beam['logprob_per_token']:.2f}".replace("-", "−")
+    summary = app.locator("#beam-summary").inner_text()
+    assert f"The search found greedy decoding’s text itself: the best beam is the same tokens " \
+           f"({score} per token)" in summary, summary
+    assert "likelier per token (" not in summary
 
 
 def test_beam_search_in_the_page_equals_the_command_line(app):

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { COL, NODE_H, NODE_W, ROW, fate, layout, short } from "../../web/search/tree.js";
-import { rowsSentence } from "../../web/search/beam.js";
+import { beamSummary, logps, rowsSentence } from "../../web/search/beam.js";
 import { BEAM_COLUMNS, searchCsv } from "../../web/search/exports.js";
 import { cacheWords, guessWords, howWords } from "../../web/search/speculative.js";
 import { createPlayer } from "../../web/search/play.js";
@@ -145,4 +145,31 @@ test("Play moves the step from the start to the end, and a second press or the r
   ticks(5);
   assert.deepEqual(drawn, [0, 1, 2, 3, 1, 2]);
   assert.equal(button["aria-pressed"], "false");
+});
+
+// a reply as Python's beam endpoint gives it, with only what the summary reads
+const beamReply = (scores, why) => ({
+  side: ["beam", "greedy", "sampled"].map((name, i) => ({ name, logprob_per_token: scores[i] })),
+  trace: { steps: [{}, {}, {}], stopped: "every beam finished" },
+  why: { likelier: true, better: [], same: [], found: [], barred: [], causes: [], no_repeat_ngram_size: 0, length_penalty: 1, num_beams: 2, ...why },
+});
+
+test("a beam that is greedy's own text is said to be found, not compared with itself", () => {
+  // float32 sums in two orders: the same tokens, last digits apart
+  const words = beamSummary(beamReply([-0.6312, -0.6318, -1.2], { same: ["greedy"], found: ["greedy"] }));
+  assert.match(words, /The search found greedy decoding’s text itself: the best beam is the same tokens \(−0\.63 per token\), and no path it kept was likelier\. The sample scores −1\.20\./);
+  assert.doesNotMatch(words, /likelier per token \(/);
+  // the sample is greedy too (the workbench's rules draw nothing): both found
+  assert.match(beamSummary(beamReply([-0.5, -0.5, -0.5], { same: ["greedy", "sampled"], found: ["greedy", "sampled"] })),
+    /found greedy decoding’s text and the sample itself: the best beam is the same tokens \(−0\.50 per token\), and no path it kept was likelier\. Likely/);
+  // found, yet the sample likelier: the scores name greedy's text as the beam's own
+  assert.match(beamSummary(beamReply([-0.8347, -0.8347, -0.8238], { likelier: false, same: ["greedy"], found: ["greedy"], better: ["sampled"], causes: ["narrow"] })),
+    /Here the best beam scores −0\.83 per token \(greedy decoding’s text: the same tokens\), the sample −0\.82: the search keeps only 2 paths/);
+});
+
+test("scores that differ are written with the digits that tell them apart", () => {
+  assert.deepEqual(logps([-0.7185, -0.7197, -1.2]), ["−0.719", "−0.720", "−1.200"]);
+  assert.deepEqual(logps([-0.5, -0.5, -1]), ["−0.50", "−0.50", "−1.00"]); // equal: two decimals
+  const words = beamSummary(beamReply([-0.7185, -0.7197, -1.2354], {}));
+  assert.match(words, /likelier per token \(−0\.719\) than greedy decoding’s text \(−0\.720\)/);
 });

@@ -38,6 +38,50 @@ export function rowsSentence(from, step) {
   return out;
 }
 
+// Python's lesson.search.why decides why the best beam is or is not the likeliest per token;
+// these are its words
+const NAMED = { greedy: "greedy decoding’s text", sampled: "the sample" };
+const named = (names) => names.map((name) => NAMED[name]).join(" and ");
+const CAUSES = {
+  no_repeat_ngram: (w) => `the ban on repeated ${w.no_repeat_ngram_size}-grams forbids the beams ${named(w.barred)}, which ${w.barred.length > 1 ? "each repeat" : "repeats"} one`,
+  length_penalty: (w) => `a beam’s score is its summed log-probability (the sum of its tokens’ log-probabilities) divided by its length to the power of the length penalty (${w.length_penalty}), which can rank a longer or shorter path above one likelier per token`,
+  narrow: (w) => `the search keeps only ${plural(w.num_beams, "path", "paths")} at each step, and the ${w.better.length > 1 ? "paths" : "path"} to ${named(w.better)} ${w.better.length > 1 ? "were" : "was"} dropped before ${w.better.length > 1 ? "they" : "it"} paid off`,
+};
+
+/** Log-probabilities written with as many decimals (2 at least, 6 at most) as it takes for
+ * those that differ to read differently: −0.7185 and −0.7197, not −0.72 twice. */
+export function logps(xs) {
+  let digits = 2;
+  const differ = (a, b) => a !== b && a.toFixed(6) !== b.toFixed(6);
+  while (digits < 6 && xs.some((a, i) => xs.some((b, j) => j > i && differ(a, b) && a.toFixed(digits) === b.toFixed(digits)))) digits += 1;
+  return xs.map((x) => (x == null ? "–" : x.toFixed(digits).replace(/^-/, "−")));
+}
+
+/** The search's summary in words: what it found beside greedy decoding and the sample, and why,
+ * each number the reply's own. */
+export function beamSummary(reply) {
+  const w = reply.why;
+  const found = w.found || [];
+  // digits enough to tell apart the scores of different texts (a found one reads as the beam)
+  const [beam, greedy, sampled] = logps(reply.side.map((s, i) => (i && found.includes(s.name) ? reply.side[0] : s).logprob_per_token));
+  // the texts the search found itself are not compared with it: they are the best beam
+  const others = [["greedy", `greedy ${greedy}`], ["sampled", `the sample ${sampled}`]].filter(([name]) => !found.includes(name)).map(([, words]) => words);
+  const itself = found.length ? ` (${named(found)}: the same tokens)` : "";
+  const scores = `${beam} per token${itself}${others.length ? `, ${others.join(" and ")}` : ""}`;
+  const rest = ["greedy", "sampled"].filter((name) => !found.includes(name) && !w.same.includes(name));
+  const how = !w.likelier
+    ? `Here the best beam scores ${scores}: ${w.causes.map((c) => CAUSES[c](w)).join("; and ")}.`
+    : found.length
+      ? `The search found ${named(found)} itself: the best beam is the same tokens (${beam} per token), and no path it kept was likelier.${rest.length ? ` ${rest.map((name) => `${NAMED[name][0].toUpperCase()}${NAMED[name].slice(1)} scores ${name === "greedy" ? greedy : sampled}`).join("; ")}.` : ""}`
+      : w.same.length
+        ? `Here the best beam scores ${scores}: it is as likely per token as ${named(w.same)}, and the search found no likelier path.`
+        : `The model finds the best beam likelier per token (${beam}) than greedy decoding’s text (${greedy}) and the sample (${sampled}): that is what the search is for.`;
+  const lively = w.no_repeat_ngram_size
+    ? "compare the repeated 3-grams."
+    : "compare the repeated 3-grams, and try No repeat n-gram.";
+  return `${plural(w.num_beams, "beam", "beams")}, ${plural(reply.trace.steps.length, "step", "steps")}; the search ended: ${reply.trace.stopped}. ${how} Likely text is not lively text: ${lively}`;
+}
+
 export function createBeam(app) {
   const dom = {
     form: $("beam-form"), run: $("beam-run"), status: $("beam-status"), out: $("beam-out"),
@@ -60,38 +104,13 @@ export function createBeam(app) {
     const text = el("p", "text search-text");
     text.append(el("span", "prompt-text", reply.trace.prompt), el("span", "gen-text", side.text));
     const stats = el("dl", "stats search-stats");
-    for (const [term, value] of [["Log-probability per token", logp(side.logprob_per_token)], ["Repeated 3-grams", pct(side.repeated_3gram)], ["Tokens", String(side.tokens)]]) {
+    for (const [term, value] of [["Log-probability per token", logps(reply.side.map((x) => x.logprob_per_token))[reply.side.indexOf(side)]], ["Repeated 3-grams", pct(side.repeated_3gram)], ["Tokens", String(side.tokens)]]) {
       const div = el("div", "stat");
       div.append(el("dt", null, term), el("dd", null, value));
       stats.append(div);
     }
     box.append(text, stats, el("p", "search-finish", finishSentence(side.finish_reason, side.stop_reason, reply.trace.settings.max_new_tokens)));
     return box;
-  }
-
-  // Python's lesson.search.why decides why the best beam is or is not the likeliest per token;
-  // these are its words
-  const NAMED = { greedy: "greedy decoding’s text", sampled: "the sample" };
-  const named = (names) => names.map((name) => NAMED[name]).join(" and ");
-  const CAUSES = {
-    no_repeat_ngram: (w) => `the ban on repeated ${w.no_repeat_ngram_size}-grams forbids the beams ${named(w.barred)}, which ${w.barred.length > 1 ? "each repeat" : "repeats"} one`,
-    length_penalty: (w) => `a beam’s score is its summed log-probability (the sum of its tokens’ log-probabilities) divided by its length to the power of the length penalty (${w.length_penalty}), which can rank a longer or shorter path above one likelier per token`,
-    narrow: (w) => `the search keeps only ${plural(w.num_beams, "path", "paths")} at each step, and the ${w.better.length > 1 ? "paths" : "path"} to ${named(w.better)} ${w.better.length > 1 ? "were" : "was"} dropped before ${w.better.length > 1 ? "they" : "it"} paid off`,
-  };
-
-  function summary(reply) {
-    const [beam, greedy, sampled] = reply.side;
-    const w = reply.why;
-    const scores = `${logp(beam.logprob_per_token)} per token, greedy ${logp(greedy.logprob_per_token)} and the sample ${logp(sampled.logprob_per_token)}`;
-    const how = !w.likelier
-      ? `Here the best beam scores ${scores}: ${w.causes.map((c) => CAUSES[c](w)).join("; and ")}.`
-      : w.same.length
-        ? `Here the best beam scores ${scores}: it is as likely per token as ${named(w.same)}, and the search found no likelier path.`
-        : `The model finds the best beam likelier per token (${logp(beam.logprob_per_token)}) than greedy decoding’s text (${logp(greedy.logprob_per_token)}) and the sample (${logp(sampled.logprob_per_token)}): that is what the search is for.`;
-    const lively = w.no_repeat_ngram_size
-      ? "compare the repeated 3-grams."
-      : "compare the repeated 3-grams, and try No repeat n-gram.";
-    return `${plural(w.num_beams, "beam", "beams")}, ${plural(reply.trace.steps.length, "step", "steps")}; the search ended: ${reply.trace.stopped}. ${how} Likely text is not lively text: ${lively}`;
   }
 
   function drawStep(k) {
@@ -117,7 +136,7 @@ export function createBeam(app) {
   function render(reply) {
     shown = reply;
     const { trace } = reply;
-    dom.summary.textContent = summary(reply);
+    dom.summary.textContent = beamSummary(reply);
     dom.side.replaceChildren(...reply.side.map((s) => card(s, reply)));
     dom.step.max = String(trace.steps.length - 1);
     dom.step.value = dom.step.max;

@@ -99,13 +99,17 @@ def why(settings, prompt_ids, side: list, ids: list) -> dict:
     likelier text repeats an n-gram the search bans: those are `barred`), "length_penalty" (a
     penalty other than 1 ranks the beams by something other than log-probability per token,
     and the likelier text has another length), else "narrow" (the search keeps num_beams paths
-    a step, and the likelier path was dropped on the way). `same`: the texts as likely per token
-    as the best beam, to SAME (often greedy's own text, found by the search too: the search's
-    sum and a run's records add up in another order, so they may differ in the last bits)."""
+    a step, and the likelier path was dropped on the way). `found`: the texts that are the best
+    beam's own tokens (often greedy's: the search found it too), as likely as it whatever the
+    last digits say (the search's sum and a run's records add up in another order, and in
+    float32 they part by more than SAME); `same`: those and the texts as likely per token as
+    the best beam, to SAME."""
     best = side[0]["logprob_per_token"]
-    better = [k for k in range(1, len(side)) if side[k]["logprob_per_token"] > best + SAME]
+    found = [k for k in range(1, len(side)) if list(ids[k]) == list(ids[0])]
+    better = [k for k in range(1, len(side))
+              if k not in found and side[k]["logprob_per_token"] > best + SAME]
     same = [side[k]["name"] for k in range(1, len(side))
-            if abs(side[k]["logprob_per_token"] - best) <= SAME]
+            if k in found or abs(side[k]["logprob_per_token"] - best) <= SAME]
     causes = []
     n = settings.no_repeat_ngram_size
     barred = [k for k in better if n and breaks_ngram_ban(prompt_ids, ids[k], n)]
@@ -117,6 +121,7 @@ def why(settings, prompt_ids, side: list, ids: list) -> dict:
     if better and not causes:
         causes.append("narrow")
     return {"likelier": not better, "better": [side[k]["name"] for k in better], "same": same,
+            "found": [side[k]["name"] for k in found],
             "barred": [side[k]["name"] for k in barred], "causes": causes,
             "no_repeat_ngram_size": n, "length_penalty": settings.length_penalty,
             "num_beams": settings.num_beams}
