@@ -58,6 +58,25 @@ def test_show_tokens_shades_every_other_token(app):
     app.get_by_label("Show tokens", exact=True).uncheck()
 
 
+def test_a_token_that_starts_with_a_space_is_heard_with_its_word(app):
+    # a BPE word comes with the space before it: its accessible name says the space and the
+    # word (a name of "space" alone, once given at the first character, hid the word)
+    reset(app, **BPE, Prompt="The ", Seed=3, Max_new_tokens=20)
+    generate(app)
+    steps = page_trace(app)["steps"]
+    heard = app.evaluate("""() => [...document.querySelectorAll('#text-gen .tok')]
+        .map((s) => [Number(s.dataset.step), s.textContent,
+                     s.getAttribute('aria-label') || s.textContent])""")
+    spaced = [(text, name) for step, text, name in heard
+              if text.startswith(" ") and text.strip() and text == steps[step]["piece"]]
+    assert spaced, heard  # the case has words after a space
+    for text, name in spaced:
+        assert name.startswith("space, ") and text.strip() in name, (text, name)
+    for step, text, name in heard:
+        if text == " ":
+            assert name == "space"
+
+
 def test_a_stop_string_inside_a_token_cuts_it_and_the_inspector_says_where(app):
     reset(app, **BPE, Prompt="The ", Seed=3, Max_new_tokens=40, Stop_strings="e")
     generate(app)

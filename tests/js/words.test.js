@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { bytes, sci } from "../../web/ui/plot.js";
-import { drawSegments, finishCode, finishSentence, pct, plural, readable, seconds, spoken, stepOdds } from "../../web/ui/render.js";
+import { drawSegments, finishCode, finishSentence, pct, plural, readable, seconds, spoken, stepOdds, tokenName } from "../../web/ui/render.js";
 
 test("a token as a learner reads it", () => {
   assert.equal(readable("a b"), "a␣b");
@@ -16,6 +16,17 @@ test("a token as a learner reads it", () => {
   assert.equal(spoken(" "), "“␣” (space)");
   assert.equal(spoken("<eos>"), "end-of-sequence");
   assert.equal(spoken("ma"), "“ma”");
+});
+
+test("a token in the text as a screen reader says it: blanks named, the word heard", () => {
+  assert.equal(tokenName(" the"), "space, the");
+  assert.equal(tokenName("\nThe"), "newline, The");
+  assert.equal(tokenName("ma "), "ma, then space");
+  assert.equal(tokenName(" "), "space");
+  assert.equal(tokenName("\n\n"), "2 newlines");
+  assert.equal(tokenName("  \t"), "2 spaces, tab");
+  assert.equal(tokenName("ma"), null); // read as it is
+  assert.equal(tokenName("a b"), null); // a blank inside is read as one
 });
 
 test("probabilities, counts and times", () => {

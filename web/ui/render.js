@@ -31,6 +31,30 @@ export function spoken(tokenText) {
   return name ? `${quoted(tokenText)} (${name})` : quoted(tokenText);
 }
 
+const BLANK_NAMES = { " ": ["space", "spaces"], "\n": ["newline", "newlines"], "\t": ["tab", "tabs"] };
+
+/** The blank characters of a text by name, runs counted: "space", "2 newlines, space". */
+function blanks(text) {
+  const runs = [];
+  for (const ch of text) {
+    const last = runs.at(-1);
+    if (last && last[0] === ch) last[1] += 1;
+    else runs.push([ch, 1]);
+  }
+  return runs.map(([ch, n]) => (n === 1 ? BLANK_NAMES[ch][0] : `${n} ${BLANK_NAMES[ch][1]}`)).join(", ");
+}
+
+/** What a screen reader should say for a token in the text, or null when its characters read
+ * as they are: the blanks a reader would skip, named, and the word itself heard (“␣the”:
+ * "space, the"; “ma␣”: "ma, then space"; “␣”: "space"). */
+export function tokenName(text) {
+  const m = /^([ \n\t]*)([\s\S]*?)([ \n\t]*)$/.exec(String(text));
+  const [, lead, word, trail] = m;
+  if (!lead && !trail) return null;
+  if (!word) return blanks(lead);
+  return [lead && blanks(lead), word, trail && `then ${blanks(trail)}`].filter(Boolean).join(", ");
+}
+
 /** A text in quotes, readable as a token is: “ma␣”. */
 export function quoted(text) {
   return `“${readable(text)}”`;

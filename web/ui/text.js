@@ -5,13 +5,12 @@
 // module only draws; a click or the arrow keys on a character select its step.
 
 import { $, el } from "./dom.js";
-import { finishCode, finishSentence, plural, readable, seconds } from "./render.js";
+import { finishCode, finishSentence, plural, readable, seconds, tokenName } from "./render.js";
 import { createTextStream } from "./textstream.js";
 
 // A tool call and its result are not answer text: each of their tokens gets a span of its own,
 // drawn as part of a calculator chip (the markers as "calculator(", ")" and " = ").
 const PART_MARKS = { "<|call|>": "calculator(", "<|/call|>": ")", "<|result|>": " = ", "<|/result|>": "" };
-const SPACES = { " ": "space", "\n": "newline", "\t": "tab" };
 // An answer meant to be JSON (JSON mode, or a card question), classified by Python at the end.
 const VERDICTS = { valid: "Valid JSON: one complete object.", incomplete: "Incomplete JSON: ", malformed: "Malformed JSON: " };
 
@@ -148,10 +147,12 @@ export function createTextView(store) {
       stream.add(span); // into the text at the next flush, about 30 times a second
     }
     span.textContent += ch;
-    if (SPACES[span.textContent]) {
-      span.setAttribute("aria-label", SPACES[span.textContent]);
-      span.classList.add(span.textContent === "\n" ? "nl" : "ws");
-    }
+    // named anew as each character comes: “␣” alone is "space", “␣the” is "space, the"
+    const name = tokenName(span.textContent);
+    if (name) span.setAttribute("aria-label", name);
+    else span.removeAttribute("aria-label");
+    span.classList.toggle("nl", span.textContent === "\n");
+    span.classList.toggle("ws", span.textContent === " " || span.textContent === "\t");
   }
 
   // What was generated but is not in the text: held back (while the run goes on), cut by a stop
@@ -161,6 +162,8 @@ export function createTextView(store) {
     return runs.map(([step, text]) => {
       const span = newSpan("tok unshown", step);
       span.textContent = text;
+      const name = tokenName(text);
+      if (name) span.setAttribute("aria-label", name);
       return span;
     });
   }
