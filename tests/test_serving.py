@@ -421,6 +421,15 @@ def test_advancing_a_step_at_a_time_gives_the_same_result_as_running_at_once(lib
     assert timeless(serve(lib, req)) == no_frames
 
 
+def test_the_progress_names_what_it_counts(lib):
+    """The progress counts servings, twice the requests (continuous, then static): it says so,
+    so the page's "7 of 12" does not read as 12 requests beside a result of 6."""
+    s = serving(lib, {"dataset": "names", "requests": 3, "seed": 2})
+    p = s.progress()
+    assert p["total"] == 2 * len(s.requests) == 6
+    assert p["unit"] == ["serving", "servings"] and "served twice" in p["note"]
+
+
 # --- bad input --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("req,field,words", [

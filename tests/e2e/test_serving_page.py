@@ -6,6 +6,7 @@ a Try this answered from the run, and axe with no sideways scroll on a phone."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -148,6 +149,40 @@ def test_stop_keeps_the_last_result_and_a_try_this_answers_from_the_run(app):
     assert f"{got['runs'] // 4} prompts × 4 samples" in answer
     assert f"{got['copies_on_write']} block" in answer
     assert app.errors == []
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_a_served_try_says_where_its_run_is_and_the_rate_and_counts_are_true(chromium, base_url,
+                                                                             width, height):
+    app = wait_ready(open_page(chromium, base_url, "#paging",
+                               viewport={"width": width, "height": height}))
+    try:
+        item = app.locator("#try-preempt")
+        reveal(app, item).get_by_role("button", name="Try it").click()
+        app.wait_for_function("() => document.querySelector('#try-preempt').dataset.state "
+                              "=== 'done'", timeout=180_000)
+        # where the run is, said from where the words are read: the question's own place
+        status = item.locator(".try-status")
+        words = status.inner_text()
+        stats, said = app.locator("#serving-stats").bounding_box(), status.bounding_box()
+        seen = lambda box: box["y"] >= 0 and box["y"] + box["height"] <= height  # noqa: E731
+        if seen(stats) and seen(said):
+            assert words.startswith("Done. Look at the page"), words
+        else:
+            where = "above" if stats["y"] + stats["height"] <= said["y"] else "below"
+            assert f"The run is {where} this question" in words, (words, stats, said)
+        # the panel's status: the count agrees with the result, in requests, the rate with its
+        # own numbers to two significant digits
+        got = app.evaluate("() => window.decodelab.serving.last()")
+        done = app.locator("#serving-status").inner_text()
+        n = len(got["requests"])
+        assert done.startswith(f"Done: {n} requests (each request served twice"), done
+        secs, rate = map(float, re.search(r"in ([\d.]+) s \(([\d.]+) requests? per second\)\.$",
+                                          done).groups())
+        assert rate == pytest.approx(n / secs, rel=0.06), done  # 2 significant digits, 0.1 s
+        assert app.errors == []
+    finally:
+        app.context.close()
 
 
 @pytest.mark.parametrize("scheme,width", [("light", 1280), ("dark", 360)])

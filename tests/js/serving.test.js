@@ -7,6 +7,7 @@ import { test } from "node:test";
 
 import { barLabel, gridLabel, holders, memoryParts, pieceText, stepWords } from "../../web/serving/pool.js";
 import { servingStats, servingSummary } from "../../web/serving/serving.js";
+import { doneStatus, perSecond, runningStatus } from "../../web/lesson/planned.js";
 
 // blocks of 4; request 0 left at this step, 2 joined finding 8 positions in the tree, 3 joined
 // as a fork of 2's prompt, 1 came back after a preemption, 4 was preempted
@@ -77,4 +78,18 @@ test("the summary carries Python's numbers and leaves out what did not happen", 
   const stats = Object.fromEntries(servingStats(RESULT));
   assert.equal(stats["Steps, static"], "55");
   assert.equal(stats["Waste, paged"], "5.0%");
+});
+
+test("the run's status counts what Python counts, and its rate keeps two digits", () => {
+  const note = "each request served twice: continuously batched, then in static batches";
+  assert.equal(runningStatus(7, 12, 500, "serving", "servings", note), `Running: 7 of 12 servings (${note})…`);
+  assert.equal(doneStatus({ runs: 6, steps: 1234 }, 40.3, ["request", "requests"], undefined, note),
+    `Done: 6 requests (${note}), 1,234 steps, in 40.3 s (0.15 requests per second).`);
+  assert.equal(doneStatus({ runs: 16, steps: 1 }, 8, ["request", "requests"]), "Done: 16 requests, 1 step, in 8.0 s (2 requests per second).");
+  assert.equal(doneStatus({ runs: 1, steps: 30 }, 1, ["run", "runs"]), "Done: 1 run, 30 steps, in 1.0 s (1 run per second).");
+  assert.equal(doneStatus({ runs: 40, steps: 900 }, 2, ["run", "runs"], ["answer", "answers"]), "Done: 40 runs, 900 steps, in 2.0 s (20 answers per second).");
+  assert.equal(perSecond(6, 40.3), "0.15");
+  assert.equal(perSecond(37, 10), "3.7");
+  assert.equal(perSecond(1234, 10), "123");
+  assert.equal(perSecond(3, 1000), "0.003");
 });

@@ -104,7 +104,7 @@ export function createAccuracy({ call }) {
   }
 
   const planned = createPlanned({
-    call, endpoints: ["accuracy_start", "accuracy_advance"], box, inputs, status, results, render, rate: "runs",
+    call, endpoints: ["accuracy_start", "accuracy_advance"], box, inputs, status, results, render,
     runButton: $("acc-run"), stop: $("acc-cancel"), progress: $("acc-progress"),
     request: () => {
       const settings = { model: inputs.model.value, max_new_tokens: inputs.max_new_tokens.value };

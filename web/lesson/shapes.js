@@ -112,7 +112,7 @@ export function createShapes({ call }) {
 
   const results = $("validity-results");
   const planned = createPlanned({
-    call, endpoints: ["validity_start", "validity_advance"], box, inputs, results, rate: "answers",
+    call, endpoints: ["validity_start", "validity_advance"], box, inputs, results, rate: ["answer", "answers"],
     runButton: $("validity-run"), stop: $("validity-cancel"), progress: $("validity-progress"), status: $("validity-status"),
     request: () => ({
       temperatures: inputs.temperatures.value, budgets: inputs.budgets.value,

@@ -131,7 +131,7 @@ export function createServing(app) {
 
   const planned = createPlanned({
     call: app.call, endpoints: ["serving_start", "serving_advance"], box: dom.form, inputs: controls,
-    status: $("serving-status"), results: dom.out, render, rate: "requests",
+    status: $("serving-status"), results: dom.out, render, unit: ["request", "requests"],
     runButton: $("serving-run"), stop: $("serving-stop"), progress: $("serving-progress"), request,
   });
 

@@ -322,7 +322,11 @@ class Serving(Planned):
 
     def progress(self) -> dict:
         finished = len(self.continuous.done) + len(self.static.done)
-        return {"done": finished, "total": self.total, "steps": self.steps}
+        # what is counted, in words: every request is served twice, so the count is not the
+        # result's number of requests
+        return {"done": finished, "total": self.total, "steps": self.steps,
+                "unit": ["serving", "servings"],
+                "note": "each request served twice: continuously batched, then in static batches"}
 
     # --- what a step looked like -----------------------------------------------------------------
 
