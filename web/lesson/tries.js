@@ -129,20 +129,24 @@ export function createTries(app) {
   }
 
   // Where a panel of this chapter shows the run: said, with a way there when it is out of view
-  // (a panel's output can sit a screen or two below its questions).
+  // (a panel's output can sit a screen or two away from its questions). The words are read at
+  // the question, wherever the panel's own run has scrolled the page meanwhile, so "above" and
+  // "below" are said from there.
   function where(status, evidence) {
     const shown = (evidence || []).map(([selector]) => document.querySelector(selector)).find((e) => e && e.getClientRects().length);
     const part = shown && shown.closest("[aria-labelledby]");
     const title = part && document.getElementById(part.getAttribute("aria-labelledby"));
     const box = shown && shown.getBoundingClientRect();
-    if (!title || (box.top >= 0 && box.bottom <= window.innerHeight)) {
+    const here = status.getBoundingClientRect();
+    const inView = (b) => b.top >= 0 && b.bottom <= window.innerHeight;
+    if (!title || (inView(box) && inView(here))) {
       status.textContent = "Done. Look at the page, then open the answer.";
       return;
     }
     const go = el("button", "try-where", `show it in “${title.textContent.trim()}”`);
     go.type = "button";
     go.addEventListener("click", () => shown.scrollIntoView({ block: "center", behavior: "smooth" }));
-    status.replaceChildren(`Done. The run is ${box.top < 0 ? "above" : "below"}: `, go, ". The answer is under this question.");
+    status.replaceChildren(`Done. The run is ${box.bottom <= here.top ? "above" : "below"} this question: `, go, ". The answer is under it.");
   }
 
   return {
