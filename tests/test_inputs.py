@@ -148,3 +148,20 @@ def test_split_is_deterministic_and_disjoint():
     a, b = Corpus("x", seqs), Corpus("x", list(seqs))
     assert a.val == b.val and len(a.val) == 10 and not set(a.val) & set(a.train)
     assert sorted(a.val + a.train) == sorted(seqs)
+
+
+def test_a_refused_conversation_is_named_in_words_not_by_its_key():
+    """A chat turn's messages refused: the label the page names it by is words ("The
+    conversation"), never the request's key ("messages needs a change")."""
+    from pathlib import Path
+
+    from decodelab.core.generate import prepare
+    from decodelab.core.library import Library
+
+    lib = Library(Path(__file__).resolve().parents[1] / "artifacts")
+    with pytest.raises(FieldErrors) as info:  # the trained transformer has no chat template
+        prepare(lib, {"model": "transformer", "dataset": "names",
+                      "messages": [{"role": "user", "content": "hi"}]})
+    (err,) = info.value.errors
+    assert error_json(err)["field"] == "messages"
+    assert error_json(err)["label"] == "The conversation"

@@ -369,9 +369,13 @@ def default(name: str):
 RUN_FIELDS = tuple(f for f in FIELDS if f.group)
 
 
+# the names of what a request may carry besides the table's fields, as the page says them
+OTHER_LABELS = {"messages": "The conversation"}
+
+
 def label_of(name: str) -> str:
     f = FIELD_BY_NAME.get(name)
-    return f.label if f else name
+    return f.label if f else OTHER_LABELS.get(name, name)
 
 
 def error_json(e: FieldError) -> dict:

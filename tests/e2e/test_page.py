@@ -308,8 +308,8 @@ def test_a_refused_generate_says_so_next_to_the_button_and_keeps_the_last_text(a
     app.get_by_role("button", name="Generate", exact=True).click()
     refused = app.locator("#run-refused")
     refused.wait_for(state="visible")
-    assert refused.inner_text() == ("Not generated: Top-p needs a change (see its message). "
-                                    "The text below is from the last run.")
+    assert refused.inner_text() == ("Not generated: change Top-p as its message says, then "
+                                    "try again. The text below is from the last run.")
     assert app.locator("#top_p-error").is_visible()
     assert generated_text(app) == before
     reset(app, Seed=3, Max_new_tokens=12, Ignore_EOS=True)

@@ -83,3 +83,10 @@ test("the draw strip lays the kept tokens end to end in id order, when all of th
   assert.equal(drawSegments({ u: 0.6, token_id: 5, kept_count: 4, top }), null); // one kept is not listed
   assert.equal(drawSegments({ u: null, token_id: 5, kept_count: 3, top }), null); // greedy: no draw
 });
+
+test("a refused run names each field at fault and says what to do", async () => {
+  const { refusedWords } = await import("../../web/ui/runbar.js");
+  assert.equal(refusedWords(["Top-p"]), "Not generated: change Top-p as its message says, then try again.");
+  assert.equal(refusedWords(["The conversation"]), "Not generated: change the conversation as its message says, then try again.");
+  assert.equal(refusedWords(["Top-p", "Seed", "Stop strings"]), "Not generated: change Top-p, Seed and Stop strings as their messages say, then try again.");
+});

@@ -4,6 +4,14 @@
 
 import { $ } from "./dom.js";
 
+/** Why a run was refused, from the labels of the fields at fault (Python's: "Top-p", "The
+ * conversation"): each named, and what to do. */
+export function refusedWords(labels) {
+  const names = labels.map((label) => label.replace(/^The /, "the "));
+  const list = names.length === 1 ? names[0] : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`;
+  return `Not generated: change ${list} as ${names.length === 1 ? "its message says" : "their messages say"}, then try again.`;
+}
+
 export function createRunBar(store, runs) {
   const dom = { generate: $("generate"), stop: $("stop-button"), slow: $("slow"), refused: $("run-refused") };
 
@@ -21,7 +29,7 @@ export function createRunBar(store, runs) {
     dom.refused.hidden = !errors.length;
     if (!errors.length) return;
     const labels = [...new Set(errors.map((e) => e.label || store.state.specs[e.field]?.label || e.field))];
-    dom.refused.textContent = `Not generated: ${labels.length === 1 ? `${labels[0]} needs` : `${labels.slice(0, -1).join(", ")} and ${labels.at(-1)} need`} a change (see ${labels.length === 1 ? "its message" : "their messages"}).${store.state.run ? " The text below is from the last run." : ""}`;
+    dom.refused.textContent = `${refusedWords(labels)}${store.state.run ? " The text below is from the last run." : ""}`;
   }
 
   dom.stop.addEventListener("click", () => {
