@@ -331,6 +331,8 @@ def test_the_acceptance_experiment_equals_its_runs_one_by_one(page, greedy):
                              "num_draft_tokens": gamma, "temperature": t}).run()
                  .trace()["acceptance_rate"] for k in range(1 if t == 0 else 3)]
         assert cell["runs"] == len(rates)
+        # Python says what the temperature is: T = 0 is greedy (one run, no draw)
+        assert cell["temperature_words"] == ("0 (greedy)" if t == 0 else "1")
         assert cell["acceptance"]["mean"] == pytest.approx(sum(rates) / len(rates))
         assert out["result"]["settings"]["greedy"] is False
         if len(rates) > 1:

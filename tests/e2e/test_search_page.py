@@ -201,6 +201,9 @@ def test_the_acceptance_experiment_measures_each_cell_and_stops(app):
     assert "%" in rows.nth(1).inner_text() and "[" in rows.nth(1).inner_text()  # an interval
     result = app.evaluate("() => window.decodelab.search.speculative.lastExperiment()")
     assert [c["runs"] for c in result["cells"]] == [1, 4, 1, 4]  # greedy runs once
+    # each row's temperature in Python's words: T = 0 is greedy
+    assert [rows.nth(i).locator("td").first.inner_text() for i in range(4)] == \
+        [c["temperature_words"] for c in result["cells"]] == ["0 (greedy)", "1"] * 2
     # too many runs: refused, naming the field; the last results stay
     app.locator("#spec-samples").fill("100")
     app.locator("#spec-temps").fill("0.5, 1, 1.5")

@@ -177,7 +177,7 @@ export function createSpeculative(app) {
       const tr = el("tr");
       const th = el("th", "num", String(c.gamma));
       th.scope = "row";
-      tr.append(th, el("td", "num", c.temperature === 0 ? "0 (greedy)" : String(c.temperature)), el("td", "num", String(c.runs)),
+      tr.append(th, el("td", "num", c.temperature_words), el("td", "num", String(c.runs)),
         el("td", "num", interval(c.acceptance, pct)), el("td", "num", interval(c.tokens_per_pass, (x) => fixed(x, 2))));
       body.append(tr);
     }
@@ -186,7 +186,7 @@ export function createSpeculative(app) {
     wrap.append(table);
     const best = result.cells.filter((c) => c.tokens_per_pass.mean != null).sort((a, b) => b.tokens_per_pass.mean - a.tokens_per_pass.mean)[0];
     const say = best
-      ? `The most tokens per pass: ${fixed(best.tokens_per_pass.mean, 2)}, with ${plural(best.gamma, "draft token", "draft tokens")} at temperature ${best.temperature}. Longer drafts are kept less often: each guess must survive every guess before it.`
+      ? `The most tokens per pass: ${fixed(best.tokens_per_pass.mean, 2)}, with ${plural(best.gamma, "draft token", "draft tokens")} at temperature ${best.temperature_words}. Longer drafts are kept less often: each guess must survive every guess before it.`
       : "No run made a guess.";
     xp.results.replaceChildren(el("p", "xp-takeaway", say), wrap);
   }

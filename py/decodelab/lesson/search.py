@@ -301,6 +301,8 @@ class AcceptanceExperiment(Planned):
                 runs = self.runs.get((g, t), [])
                 rates = [r for r, _, n in runs if r is not None]
                 cells.append({"gamma": g, "temperature": t, "runs": len(runs),
+                              # what the page writes for it: T = 0 is greedy, no division
+                              "temperature_words": "0 (greedy)" if t == 0 else f"{t:g}",
                               "acceptance": summary(rates),
                               "tokens_per_pass": summary([x for _, x, _ in runs]),
                               "proposed": sum(n for _, _, n in runs)})
