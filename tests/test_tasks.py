@@ -168,9 +168,9 @@ def test_findings_say_only_what_the_numbers_allow():
     apart = findings({"tools": "on", "rows": [_row(0, 24, 24), _row(1.5, 40, 96, 0.1, 0.25)]})
     kinds = {f["kind"]: f["text"] for f in apart}
     assert "T = 0 (greedy): 100%" in kinds["best"]
-    assert "do not overlap" in kinds["difference"] and "42%" in kinds["difference"]
-    assert kinds["length"].startswith("10% of the runs at T = 1.5")
-    assert kinds["malformed"].startswith("25% of the runs at T = 1.5")
+    assert "do not overlap" in kinds["difference"] and "41.7%" in kinds["difference"]  # 40 of 96
+    assert kinds["length"].startswith("10.0% of the runs at T = 1.5")
+    assert kinds["malformed"].startswith("25.0% of the runs at T = 1.5")
     assert "only fell" in kinds["closing"] and "calculator" in kinds["closing"]
     close = findings({"tools": "on", "rows": [_row(0, 20, 24), _row(1, 17, 24)]})
     kinds = {f["kind"]: f["text"] for f in close}
@@ -182,6 +182,9 @@ def test_findings_say_only_what_the_numbers_allow():
     real = findings({"tools": None, "rows": [_row(0, 6, 8, 0.5, cut_short=0.0),
                                              _row(1, 2, 24, 0.9, cut_short=0.75)]})
     kinds = {f["kind"]: f["text"] for f in real}
-    assert kinds["length"].startswith("75% of the runs at T = 1 ran out of budget without a "
+    assert kinds["length"].startswith("75.0% of the runs at T = 1 ran out of budget without a "
                                       "right answer")
     assert "likeliest answer" in kinds["closing"] and "calculator" not in kinds["closing"]
+    # one decimal, as the page writes shares: 5 of 8 is 62.5%, not 62% (nor 63%)
+    eight = findings({"tools": None, "rows": [_row(0, 5, 8)]})
+    assert "T = 0 (greedy): 62.5% (95% interval" in eight[0]["text"]

@@ -264,7 +264,11 @@ class AccuracyExperiment(Planned):
 
 
 def percent(x: float) -> str:
-    return f"{100 * x:.0f}%"
+    """A share as the page writes one (web/ui/render.js pct): one decimal, so 5 of 8 is 62.5%,
+    not 62%; "<0.1%" and ">99.9%" at the ends."""
+    if x in (0, 1):
+        return f"{100 * x:.0f}%"
+    return "<0.1%" if x < 0.0005 else ">99.9%" if x > 0.9995 else f"{100 * x:.1f}%"
 
 
 def temperature_words(T: float) -> str:
