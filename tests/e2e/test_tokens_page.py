@@ -77,6 +77,30 @@ def test_a_token_that_starts_with_a_space_is_heard_with_its_word(app):
             assert name == "space"
 
 
+def test_the_chosen_badge_is_whole_beside_a_long_token(app):
+    # a BPE word is wide: the candidates' first column still shows the "chosen" badge whole
+    # (it goes under the token when both do not fit), at every step of the run
+    reset(app, **BPE, Prompt="The ", Seed=3, Max_new_tokens=20)
+    generate(app)
+    steps = page_trace(app)["steps"]
+    app.locator("#text-gen [data-step]").first.click()
+    longest = 0
+    for k in range(len(steps)):
+        app.locator("#inspector .cands tr.chosen").first.wait_for()
+        cell = app.locator("#inspector .cands tr.chosen .tok-cell")
+        badge, box = cell.locator(".badge").bounding_box(), cell.bounding_box()
+        assert badge["x"] >= box["x"] and badge["x"] + badge["width"] <= box["x"] + box["width"] \
+            + 0.5, (k, steps[k]["token_text"], badge, box)
+        assert badge["y"] >= box["y"] and badge["y"] + badge["height"] <= box["y"] + \
+            box["height"] + 0.5, (k, badge, box)
+        longest = max(longest, len(steps[k]["token_text"]))
+        if k < len(steps) - 1:
+            app.locator("#next-step").click()
+            app.wait_for_function("k => document.querySelector('#inspector').textContent"
+                                  ".includes(`Step ${k + 2} of`)", arg=k)
+    assert longest >= 4  # the case has a token ("lass") whose badge was cut at the edge
+
+
 def test_a_stop_string_inside_a_token_cuts_it_and_the_inspector_says_where(app):
     reset(app, **BPE, Prompt="The ", Seed=3, Max_new_tokens=40, Stop_strings="e")
     generate(app)
