@@ -165,8 +165,7 @@ def test_a_served_try_says_where_its_run_is_and_the_rate_and_counts_are_true(chr
         status = item.locator(".try-status")
         words = status.inner_text()
         stats, said = app.locator("#serving-stats").bounding_box(), status.bounding_box()
-        seen = lambda box: box["y"] >= 0 and box["y"] + box["height"] <= height  # noqa: E731
-        if seen(stats) and seen(said):
+        if all(b["y"] >= 0 and b["y"] + b["height"] <= height for b in (stats, said)):
             assert words.startswith("Done. Look at the page"), words
         else:
             where = "above" if stats["y"] + stats["height"] <= said["y"] else "below"
