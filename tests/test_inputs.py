@@ -155,7 +155,7 @@ def test_a_refused_conversation_is_named_in_words_not_by_its_key():
     conversation"), never the request's key ("messages needs a change")."""
     from pathlib import Path
 
-    from decodelab.core.generate import prepare
+    from decodelab.core.loops.generate import prepare
     from decodelab.core.library import Library
 
     lib = Library(Path(__file__).resolve().parents[1] / "artifacts")

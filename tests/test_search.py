@@ -447,7 +447,7 @@ def test_a_text_the_search_found_itself_is_the_beam_whatever_its_last_digits():
     """Greedy's own tokens found by the search are named as found, not compared: a float32 model
     adds the same log-probabilities up in two orders and may part by more than SAME (the real
     model's beam and greedy's text once read −0.63 and −0.63, "likelier")."""
-    from decodelab.core.settings import Settings
+    from decodelab.core.rules.settings import Settings
     from decodelab.lesson.search import why
 
     settings = Settings(num_beams=2)
