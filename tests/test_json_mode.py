@@ -84,6 +84,8 @@ def test_a_run_in_json_mode_writes_only_what_the_grammar_allows(lib):
     for step, record in enumerate(run.records):
         d = replay.decision(step)
         allowed = brute_force(run.tokenizer, state)
+        if state.complete:  # the run may end (no min_new_tokens): it ends with the object
+            allowed = np.arange(run.tokenizer.vocab_size) == EOS
         assert np.array_equal(d.allowed, allowed)
         assert not d.p_final[~allowed].any()  # what the grammar removed cannot be drawn
         # the stage's numbers, from the model's own distribution
@@ -94,6 +96,28 @@ def test_a_run_in_json_mode_writes_only_what_the_grammar_allows(lib):
         if record["token_id"] != EOS:
             assert state.feed_bytes(run.tokenizer.token_bytes(record["token_id"])) > 0
     assert run.trace()["json"]["status"] in ("valid", "incomplete")
+
+
+def test_a_complete_object_ends_the_answer_where_the_run_may_end(bpe):
+    """After the object, end-of-sequence alone: JSON allows whitespace there, which a chat model
+    writes until the budget. Where the stop rules hold the end back, whitespace alone may come
+    (and the rules then block the end themselves)."""
+    from decodelab.core.rules.grammar import JsonMode
+
+    held = {0, 1}  # e.g. min_new_tokens = 2
+    mode = JsonMode(bpe, 8, eos_blocked=lambda step: step in held)
+    for step, raw in enumerate([b'{"a": 1}', b" ", b""]):
+        mode.begin()
+        allowed = mode.allowed(step)
+        if step == 0:  # before the object: the grammar's own mask
+            assert np.array_equal(allowed, brute_force(bpe, mode.state))
+        elif step == 1:  # complete, but the end is held back: whitespace (and the end, masked
+            # by the rules) as the grammar has it
+            assert np.array_equal(allowed, brute_force(bpe, mode.state)) and allowed.sum() > 1
+            assert all(bpe.token_bytes(t).isspace() for t in np.flatnonzero(allowed) if t != EOS)
+        else:  # complete, and the run may end: the end alone
+            assert np.flatnonzero(allowed).tolist() == [EOS]
+        mode.feed(raw)
 
 
 def test_the_mask_comes_before_temperature_and_renormalises(lib):

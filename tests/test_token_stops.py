@@ -11,6 +11,7 @@ import random
 
 import numpy as np
 import pytest
+from decodelab.core.models.base import Model, Session
 from decodelab.core.tokens import bpe
 from decodelab.core.tokens.bpe import BPE
 from decodelab.core.loops.generate import Generation
@@ -23,7 +24,7 @@ TEXT = ["the cat sat on the mat", "naïve café, déjà vu", "中文字符 and �
 TOKENS = BPE(bpe.train(TEXT * 3, 330))
 
 
-class Scripted:
+class Scripted(Model):
     """A model that makes greedy decoding emit a fixed list of token ids, then EOS. Its sessions
     log what they are fed: ("prefill", ids), ("decode", id), ("append", ids)."""
 
@@ -36,7 +37,7 @@ class Scripted:
         return _Session(self)
 
 
-class _Session:
+class _Session(Session):
     def __init__(self, model):
         self.model, self.i = model, 0
 

@@ -288,6 +288,33 @@ def test_a_choice_that_the_data_has_not_got_switches_the_data_and_says_so(fresh)
     assert out["adjust"] == {} and out["said"] == {}
 
 
+def test_a_chat_model_starts_from_its_own_recommended_sampling_and_says_where_it_is_from(fresh):
+    """SmolLM2's model card samples at T = 0.2 with top-p 0.9; the workbench's T = 1 with no
+    filter is the trained models'. Only values still at the other's defaults move."""
+    from decodelab.pretrained.limits import RECOMMENDED
+
+    out = api("check", {"settings": {"model": "smollm2", "prompt": "Hi"}, "changed": "model"})
+    assert out["adjust"] == RECOMMENDED == {"temperature": 0.2, "top_p": 0.9}
+    assert out["said"]["temperature"] == ("SmolLM2 starts from its model card's settings "
+                                          "(temperature 0.2, top-p 0.9): Temperature 0.2, "
+                                          "Top-p 0.9.")
+    # a temperature the learner set stays; the filter still at its default takes the card's
+    out = api("check", {"settings": {"model": "smollm2", "prompt": "Hi", "temperature": 0.7},
+                        "changed": "model"})
+    assert out["adjust"] == {"top_p": 0.9}
+    # back to a trained model: what is still the card's goes back to the workbench's
+    out = api("check", {"settings": {"model": "transformer", "dataset": "names",
+                                     "temperature": 0.2, "top_p": 0.9}, "changed": "model"})
+    assert out["adjust"] == {"temperature": 1.0, "top_p": 1.0}
+    assert "workbench's own settings" in out["said"]["top_p"]
+    # another change moves nothing, and a wrong value stays with its own error
+    assert api("check", {"settings": {"model": "smollm2", "prompt": "Hi"},
+                         "changed": "prompt"})["adjust"] == {}
+    out = api("check", {"settings": {"model": "smollm2", "prompt": "Hi", "temperature": "hot"},
+                        "changed": "model"})
+    assert out["adjust"] == {"top_p": 0.9} and "temperature" in {e["field"] for e in out["errors"]}
+
+
 def test_a_run_that_asks_for_a_tokenizer_the_data_has_not_got_is_refused_in_the_pages_words(fresh):
     out = api("start", {"dataset": "names", "tokenizer": "bpe"})
     assert not out["ok"]

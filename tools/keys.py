@@ -88,10 +88,10 @@ def _without_words(tree: ast.AST, package: str = "decodelab") -> ast.AST:
         elif isinstance(node, ast.Assert):
             node.msg = None
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and inside(node.module or ""):
-            node.module = package  # from decodelab.core.layers import x: from decodelab import x
+            node.module = package  # (a module by its name alone, wherever its room)
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if inside(alias.name):  # import decodelab.core.layers: decodelab.layers
+                if inside(alias.name):  # (the same for a plain import)
                     alias.name = f"{package}.{alias.name.rpartition('.')[2]}"
     return tree
 

@@ -145,9 +145,12 @@ def cmd_chat(args) -> dict:
     """One chat turn: the history, an optional system message and the new message rendered by
     the model's chat template, then a run from those ids. The trace, plus the rendered prompt's
     ids and the conversation with the answer appended (write it to a file for --history)."""
+    import dataclasses
+
     from decodelab.core.loops import search
     from decodelab.core.loops.generate import Generation
     from decodelab.core.rules.settings import validate
+    from decodelab.pretrained.chat import turn_seed
 
     if args.model not in (None, *PRETRAINED) and args.gguf is None:
         raise FieldError("model", f"Model: chat needs a chat model; give --model "
@@ -170,6 +173,7 @@ def cmd_chat(args) -> dict:
         raise FieldError("message", "Message is required: the text you say to the model.")
     messages.append({"role": "user", "content": args.message})
     prompt_ids = model.template.ids(messages)
+    settings = dataclasses.replace(settings, seed=turn_seed(settings.seed, messages))
     if search.kind(settings) is not None:
         run = search.start(library(args), settings, model, prompt_ids).run()
     else:

@@ -20,6 +20,7 @@ the model would read it as the end of the turn if any tokenizer took the markup 
 import re
 
 from decodelab.errors import FieldError, UnknownCharacters
+from decodelab.fields import MAX_SEED
 
 ROLES = ("system", "user", "assistant")
 START, END = "<|im_start|>", "<|im_end|>"
@@ -115,3 +116,14 @@ class ChatTemplate:
                      messages=list(messages) + [{"role": "assistant",
                                                  "content": trace.get("text", "")}])
         return trace
+
+
+def turn_seed(seed: int, messages) -> int:
+    """The seed a conversation's turn draws with: the Seed setting advanced by one for each
+    answer the conversation holds already (turn 1 draws with the seed itself, turn 2 with
+    seed + 1, ...). With one seed for every turn, each turn would restart the same stream of
+    draws, and a sampled follow-up tends to repeat the last answer word for word. A turn is
+    reproducible from its trace: its settings hold the seed it drew with, and the command
+    line's chat, given the same history, draws with the same."""
+    answers = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    return (int(seed) + answers) % (MAX_SEED + 1)

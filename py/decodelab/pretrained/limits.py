@@ -7,3 +7,10 @@ MAX_FILE_BYTES = 256 * 2**20  # the largest file decodelab reads (its float32 we
 ARCHITECTURES = ("llama",)  # the model architectures decodelab runs (Llama's layers)
 # the tensor types decodelab reads: (values per block, bytes per block)
 BLOCKS = {"F32": (1, 4), "F16": (1, 2), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q8_0": (32, 34)}
+
+# The sampling a chat model starts from in the workbench: SmolLM2-135M-Instruct's model card runs
+# it with do_sample=True, temperature=0.2, top_p=0.9 (Hugging Face's usage example for it). At
+# the workbench's T = 1 with no filter it wanders off ("yellow, orange, and purple" for the
+# primary colours); the trained models keep the workbench's own defaults.
+RECOMMENDED = {"temperature": 0.2, "top_p": 0.9}
+RECOMMENDED_FROM = "its model card's settings (temperature 0.2, top-p 0.9)"

@@ -81,7 +81,8 @@ class Generation:
         self.rng = np.random.default_rng(settings.seed)
         self.out = TextOut(settings.stop, settings.include_stop)
         self.tools = ToolCalls(self.tokenizer, settings.tools)
-        self.json = grammar.JsonMode(self.tokenizer, settings.json_max_depth) \
+        self.json = grammar.JsonMode(self.tokenizer, settings.json_max_depth,
+                                     settings.eos_blocked) \
             if settings.json_mode else None  # FieldError
         self.records = []
         self.output_ids = []
@@ -269,7 +270,7 @@ class Generation:
         if step == 0 and self.healing is not None:
             return self.healing.allowed, self.healing.why, "healing"
         if self.json is not None:
-            return self.json.allowed(step), grammar.WHY, "json"
+            return self.json.allowed(step), self.json.why(step), "json"
         return None, "", ""
 
     def seen_at(self, step: int) -> np.ndarray:

@@ -1,8 +1,9 @@
 """JSON mode: a grammar mask over the vocabulary, so every token drawn keeps the answer JSON.
 
 At each step the text so far stands in some `jsonshape.JsonState`. A token may be drawn only
-if all of its bytes could come next; end-of-sequence only once the object is complete (and
-then nothing else but whitespace). Every other token's logit becomes -inf before temperature
+if all of its bytes could come next; end-of-sequence only once the object is complete, and
+then end-of-sequence alone (whitespace alone while the stop rules hold the end back: `JsonMode`).
+Every other token's logit becomes -inf before temperature
 and the filters, so the probabilities the rules see are renormalised over what the grammar
 allows.
 
@@ -38,6 +39,7 @@ MAX_KEPT_STATES = 4096  # masks kept per grammar (each V bytes)
 # an object with keys and values: the characters a vocabulary must be able to write
 NEEDED = '{}":,'
 WHY = "cannot continue the JSON object"
+WHY_ENDED = "would go on after the complete JSON object, where the answer ends"
 
 
 def transition_table() -> np.ndarray:
@@ -143,19 +145,41 @@ class JsonMode:
     """JSON mode over one run: the grammar's tables, and where the answer stood before each
     step (the mask a step applied can be asked for again, by the page's step view)."""
 
-    def __init__(self, tokenizer, max_depth: int):
+    def __init__(self, tokenizer, max_depth: int, eos_blocked=lambda step: False):
+        """eos_blocked(step): whether the run's stop rules hold end-of-sequence back at a step
+        (min_new_tokens, ignore_eos: `Settings.eos_blocked`)."""
         check_vocabulary(tokenizer)  # FieldError
         self.mask = masks_for(tokenizer, max_depth)
         self.state = js.JsonState(max_depth)  # where the answer stands now
         self.states = []  # step -> the state before it
+        self.eos_blocked = eos_blocked
+        # Once the object is complete the answer ends there, where the run may end: JSON allows
+        # any whitespace after it, and a chat model given the choice writes newline after
+        # newline until the budget (SmolLM2, greedy: a newline at 54% against the end at 46%).
+        # Where the run may not end yet, whitespace alone may follow, as the grammar says.
+        self.end_only = np.zeros(len(self.mask.bytes), bool)
+        self.end_only[tokenizer.eos_id] = True
+        self.end_only.flags.writeable = False
 
     def begin(self) -> None:
         """A step begins: remember where the answer stands."""
         self.states.append(self.state.copy())
 
     def allowed(self, step: int) -> np.ndarray:
-        """(V,) the tokens the grammar allows at `step` (the next one: as the answer stands)."""
-        return self.mask.allowed(self.states[step] if step < len(self.states) else self.state)
+        """(V,) the tokens the grammar allows at `step` (the next one: as the answer stands):
+        end-of-sequence alone once the object is complete and the run may end."""
+        return self.end_only if self.ended(step) else self.mask.allowed(self._at(step))
+
+    def why(self, step: int) -> str:
+        """Why the tokens the grammar removes at `step` are removed, in words."""
+        return WHY_ENDED if self.ended(step) else WHY
+
+    def ended(self, step: int) -> bool:
+        """Is the object complete at `step`, where the run may end?"""
+        return self._at(step).complete and not self.eos_blocked(step)
+
+    def _at(self, step: int) -> js.JsonState:
+        return self.states[step] if step < len(self.states) else self.state
 
     def feed(self, raw: bytes) -> None:
         """The chosen token's bytes (the mask allowed it, so every byte is taken)."""

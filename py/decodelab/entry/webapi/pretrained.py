@@ -14,6 +14,7 @@ template, and when the page's last run was a turn of the same conversation, its 
 and cut where the two prompts part, so only the new turn's tokens are prefilled.
 """
 
+import dataclasses
 import os
 import time
 
@@ -22,6 +23,7 @@ from decodelab.entry.webapi.registry import Session, endpoint, experiment
 from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED
 from decodelab.lesson.planned import Planned
+from decodelab.pretrained.chat import turn_seed
 
 NAME = PRETRAINED[0]
 
@@ -129,6 +131,7 @@ def chat_start(session: Session, req: dict):
 
     settings, model, prompt = prepare(session.library, {**req, "model": NAME})
     prompt_ids = prompt[0]  # (prepare checked every message, naming the bad one)
+    settings = dataclasses.replace(settings, seed=turn_seed(settings.seed, req["messages"]))
     last = session.last
     prefix = None
     fits = dropped(model, prompt_ids) == 0  # (a conversation over the window is read anew)

@@ -21,7 +21,8 @@ from decodelab.core.loops.slices import drain
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import FIELD_BY_NAME, PRETRAINED, error_json, read
+from decodelab.fields import FIELD_BY_NAME, PRETRAINED, check, default, error_json, label_of, read
+from decodelab.pretrained.limits import RECOMMENDED, RECOMMENDED_FROM
 
 # A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
 # quick baseline compiler and recompiles each function that gets hot with the optimizing one, on
@@ -120,9 +121,12 @@ def _adjust(session: Session, raw: dict, changed) -> tuple:
     dataset = raw.get("dataset")
     out, said = {}, {}
     prompt = raw.get("prompt", "")
+    if changed == "model":
+        out, said = _recommended(raw)
     if changed == "model" and raw.get("model") in PRETRAINED and isinstance(prompt, str) \
             and not prompt.strip():
         out["prompt"] = PRETRAINED_PROMPT  # it has no start token of its own to begin from
+    if changed == "model" and raw.get("model") in PRETRAINED:
         return out, said
     if changed == "tokenizer" and dataset in catalog:
         tokenizer = raw.get("tokenizer")
@@ -146,6 +150,28 @@ def _adjust(session: Session, raw: dict, changed) -> tuple:
     if info["tools"] and isinstance(prompt, str) and not prompt.strip() and info["sample_question"]:
         out["prompt"] = info["sample_question"]
     return out, said
+
+
+def _recommended(raw: dict) -> tuple:
+    """A change of model to a chat model: the sampling settings still at the workbench's
+    defaults take the model's recommended ones (pretrained.limits.RECOMMENDED); a change back
+    puts those still at the recommended values back to the workbench's. What the learner set
+    stays as it is."""
+    chat = raw.get("model") in PRETRAINED
+    out = {}
+    for name, value in RECOMMENDED.items():
+        was, now = (default(name), value) if chat else (value, default(name))
+        try:
+            if check(name, raw.get(name, default(name))) == was:
+                out[name] = now
+        except FieldError:
+            continue  # (a value that is wrong stays, with its own error)
+    if not out:
+        return out, {}
+    words = ", ".join(f"{label_of(n)} {v:g}" for n, v in out.items())
+    said = (f"SmolLM2 starts from {RECOMMENDED_FROM}: {words}." if chat else
+            f"The trained models start from the workbench's own settings: {words}.")
+    return out, {name: said for name in out}
 
 
 @endpoint
