@@ -9,6 +9,7 @@ import hashlib
 import json
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import open_page, wait_ready
 from tests.e2e.test_page import assert_same_trace, cli_trace, generate, reset
@@ -112,6 +113,26 @@ def run_as_the_cli(page, tokens: int):
     expected = capital_by_the_cli(tokens)
     assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     return trace, expected
+
+
+def test_choosing_the_chat_model_brings_its_own_sampling_and_says_where_from(chromium, base_url):
+    """SmolLM2 starts from its model card's T = 0.2 and top-p 0.9, said beside the fields; a
+    trained model chosen again gets the workbench's own back."""
+    page = wait_ready(open_page(chromium, base_url))
+    try:
+        temperature = page.get_by_label("Temperature", exact=True)
+        assert temperature.input_value() == "1"
+        choose_the_real_model(page)
+        expect(temperature).to_have_value("0.2")
+        note = page.locator(".field-said").filter(has_text="model card").first
+        expect(note).to_contain_text("Temperature 0.2, Top-p 0.9")
+        top_p = page.get_by_label("Top-p", exact=True)
+        expect(top_p).to_have_value("0.9")
+        page.get_by_label("Model", exact=True).select_option("transformer")
+        expect(temperature).to_have_value("1")
+        expect(top_p).to_have_value("1")
+    finally:
+        page.context.close()
 
 
 def test_loading_problems_are_said_and_the_page_keeps_working(app):
@@ -422,8 +443,12 @@ def test_beam_search_runs_on_the_real_model(app):
     assert reply["ok"], reply
     library = native_library()
     beams = reply["trace"]["settings"]["num_beams"]
+    # (the sampled side draws with SmolLM2's own sampling, which choosing it brought)
+    own = {k: float(app.get_by_label(label, exact=True).input_value())
+           for k, label in (("temperature", "Temperature"), ("top_p", "Top-p"))}
+    assert own == {"temperature": 0.2, "top_p": 0.9}
     native = beam_lesson(library, {"settings": {"model": "smollm2", "prompt": prompt, "seed": 1,
-                                                "max_new_tokens": 6},
+                                                "max_new_tokens": 6, **own},
                                    "beam": {"num_beams": beams}})
     assert [b["ids"] for b in reply["trace"]["beams"]] == [b["ids"] for b in native["trace"]["beams"]]
     assert [s["text"] for s in reply["side"]] == [s["text"] for s in native["side"]]
