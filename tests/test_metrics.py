@@ -284,3 +284,12 @@ def test_change_words_never_contradict_the_numbers():
     assert metrics.change("mean_logprob", -1.75, -2.83, row(0), row(1.5)) == \
         "falls from \u22121.75 at T = 0 (greedy) to \u22122.83 at T = 1.5"
     assert metrics.change("spread", 3.351, 3.349, row(1), row(2)).startswith("stays at 3.35")
+    # a middle temperature past both ends: no plain fall from the one end to the other
+    assert metrics.change("known_share", 0.732, 0.234, row(0.3), row(2), [(row(1), 0.838)]) == \
+        "falls from 73.2% at T = 0.3 to 23.4% at T = 2, not steadily: it is highest, 83.8%, at T = 1"
+    assert metrics.change("spread", 2.0, 3.0, row(0.3), row(2), [(row(1), 1.5)]).endswith(
+        "not steadily: it is lowest, 1.50, at T = 1")
+    assert metrics.change("spread", 2.0, 3.0, row(0.3), row(2), [(row(1), 2.5)]) == \
+        "rises from 2.00 at T = 0.3 to 3.00 at T = 2"  # in between: steady enough to say so
+    assert metrics.change("spread", 2.0, 2.0, row(0.3), row(2), [(row(1), 2.9)]) == \
+        "stays at 2.00 from T = 0.3 to T = 2, not steadily: it is highest, 2.90, at T = 1"

@@ -303,15 +303,27 @@ def _t(row) -> str:
     return "T = 0 (greedy)" if row["greedy"] else f"T = {row['temperature']:g}"
 
 
-def change(key: str, lo, hi, lo_row, hi_row) -> str:
+def change(key: str, lo, hi, lo_row, hi_row, between=()) -> str:
     """How a measure moves from the coolest to the hottest temperature, in words that cannot
     contradict the numbers: "rises from A at T = a to B at T = b", "falls ...", or, when the two
-    numbers read the same, "stays at A"."""
+    numbers read the same, "stays at A". between: (row, value) of the temperatures in between;
+    where one of them goes past both ends, the words say it did not move steadily and where it
+    peaked (T = 1 above both T = 0.3 and T = 2 is no fall from the one to the other)."""
     a, b = _number(key, lo), _number(key, hi)
     if a == b:
-        return f"stays at {a} from {_t(lo_row)} to {_t(hi_row)}"
-    verb = "rises" if hi > lo else "falls"
-    return f"{verb} from {a} at {_t(lo_row)} to {b} at {_t(hi_row)}"
+        words = f"stays at {a} from {_t(lo_row)} to {_t(hi_row)}"
+    else:
+        verb = "rises" if hi > lo else "falls"
+        words = f"{verb} from {a} at {_t(lo_row)} to {b} at {_t(hi_row)}"
+    shown = [(row, x) for row, x in between
+             if x is not None and _number(key, x) not in (a, b)]
+    top = max(shown, key=lambda rx: rx[1], default=None)
+    bottom = min(shown, key=lambda rx: rx[1], default=None)
+    if top is not None and top[1] > max(lo, hi):
+        return f"{words}, not steadily: it is highest, {_number(key, top[1])}, at {_t(top[0])}"
+    if bottom is not None and bottom[1] < min(lo, hi):
+        return f"{words}, not steadily: it is lowest, {_number(key, bottom[1])}, at {_t(bottom[0])}"
+    return words
 
 
 def findings(result: dict) -> list:
@@ -322,10 +334,12 @@ def findings(result: dict) -> list:
                                     "and the same seeds; only T differed."}]
     lo, hi = rows[0], rows[-1]
     value = lambda row, key: row["measures"][key]["mean"]  # noqa: E731
+    inside = lambda key: [(r, value(r, key)) for r in rows[1:-1]]  # noqa: E731
     if len(rows) > 1:
         if value(lo, "spread") is not None and value(hi, "spread") is not None:
             out.append({"kind": "spread", "text": "The spread of the tokens used (entropy, bits) "
-                        + change("spread", value(lo, "spread"), value(hi, "spread"), lo, hi)
+                        + change("spread", value(lo, "spread"), value(hi, "spread"), lo, hi,
+                                 inside("spread"))
                         + "."})
         elif any(value(r, "spread") is None for r in rows):
             out.append({"kind": "spread", "text": f"Too few tokens to measure the spread at some "
@@ -334,7 +348,8 @@ def findings(result: dict) -> list:
         if value(lo, "mean_logprob") is not None and value(hi, "mean_logprob") is not None:
             out.append({"kind": "logprob", "text": "The model's own average log-probability of "
                         "what was picked " + change("mean_logprob", value(lo, "mean_logprob"),
-                                                    value(hi, "mean_logprob"), lo, hi) + "."})
+                                                    value(hi, "mean_logprob"), lo, hi,
+                                                    inside("mean_logprob")) + "."})
         # a text under 3 tokens has no 3-gram to repeat (no number for it)
         measured = [r for r in rows if value(r, "repeated_3gram") is not None]
         if measured and all(_number("repeated_3gram", value(r, "repeated_3gram")) ==
@@ -354,7 +369,8 @@ def findings(result: dict) -> list:
         if value(lo, "known_share") is not None and value(hi, "known_share") is not None:
             out.append({"kind": "known", "text": f"The share of words found {where} "
                         + change("known_share", value(lo, "known_share"),
-                                 value(hi, "known_share"), lo, hi) + "."})
+                                 value(hi, "known_share"), lo, hi, inside("known_share"))
+                        + "."})
         if result["mode"] == "repeated":
             out.append({"kind": "texts", "text": f"Different texts among {result['samples']} "
                         f"samples: {lo['distinct_texts']} at {_t(lo)}, {hi['distinct_texts']} at "
