@@ -27,7 +27,7 @@ export const TRIES = [
   {
     id: "temperatures",
     where: "sampling",
-    text: "Keep the seed fixed and compare temperatures 0.3, 1 and 2. Which looks most like a real name? Which strays furthest?",
+    text: "Keep the seed fixed and compare temperatures 0.3, 1 and 2. Which name does the model itself find likeliest, and which strays furthest from its favourites?",
     async act(page) {
       const runs = [];
       for (const temperature of [0.3, 1, 2]) runs.push(await page.run({ dataset: "names", seed: 5, temperature }));
