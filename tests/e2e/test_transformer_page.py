@@ -275,6 +275,25 @@ def test_the_memory_calculator_presets_and_the_live_tiny_model(app):
     rows = app.locator("#mem-rows tr")
     assert rows.count() == 7 and {"MHA", "GQA", "MQA"} <= set(rows.locator("td:nth-child(2)")
                                                              .all_inner_texts())
+    # each shape says the numbers its cache holds: GPT-2's 16-bit beside SmolLM2's float32
+    numbers = dict(zip(rows.locator("th").all_inner_texts(),
+                       rows.locator("td:nth-child(4)").all_inner_texts()))
+    assert numbers["GPT-2 small (MHA)"] == "16-bit" and numbers["SmolLM2-135M (GQA)"] == "float32"
+    # numbers of one's own, set as chapter 5's Try this sets them: the menu says so
+    app.evaluate("() => window.decodelab.kv.memory.set({preset: 'llama2-70b'})")
+    app.evaluate("() => window.decodelab.kv.memory.set({kv_heads: 64})")
+    assert app.get_by_label("Model shape", exact=True).input_value() == ""
+    assert text_of(app, "#mem-preset-note") == "Your own numbers."
+    # another dataset brings the menu again (its tiny preset): the numbers stay one's own
+    before = last_json(app, "memory")
+    dataset = reveal(app, app.get_by_label("Dataset", exact=True))
+    was = dataset.input_value()
+    dataset.select_option("prose" if was == "names" else "names")
+    assert wait_reply(app, "memory", before)["inputs"]["kv_heads"] == 64
+    assert app.get_by_label("Model shape", exact=True).input_value() == ""
+    assert text_of(app, "#mem-preset-note") == "Your own numbers."
+    assert app.get_by_label("Layers", exact=True).input_value() == "80"
+    reveal(app, app.get_by_label("Dataset", exact=True)).select_option(was)
     # the page's own model, live: what the latest run's cache holds against what it allocated
     run(app, Dataset="prose", Prompt="A ", Seed=2, Max_new_tokens=20, Ignore_EOS=True)
     reveal(app, app.get_by_label("Model shape", exact=True)).select_option("tiny")

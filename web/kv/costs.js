@@ -61,6 +61,7 @@ export function createMemoryView(app, live) {
   const FIELDS = Object.keys(inputs);
   const defaults = () => fieldDefaults(app.info().fields, FIELDS);
   let presets = [];
+  let chosen = "seed"; // the menu's choice, kept for when the menu arrives: a preset, or "" (own numbers)
   let last = null;
   let timer = null;
   let seq = 0;
@@ -81,7 +82,7 @@ export function createMemoryView(app, live) {
 
   async function compute() {
     const mine = ++seq;
-    const request = { dataset: app.settings().dataset, preset: dom.preset.value || null };
+    const request = { dataset: app.settings().dataset, preset: chosen || null };
     for (const f of FIELDS) request[f] = inputs[f].value.trim();
     let reply;
     try {
@@ -105,7 +106,7 @@ export function createMemoryView(app, live) {
         o.value = p.id;
         return o;
       }), Object.assign(el("option", null, "Your own numbers"), { value: "" }));
-      dom.preset.value = reply.preset || "seed";
+      dom.preset.value = reply.preset || chosen; // (a preset or numbers set before the menu came)
       fillComparison();
     }
     last = reply;
@@ -168,18 +169,19 @@ export function createMemoryView(app, live) {
       bar.setAttribute("aria-hidden", "true");
       inner.append(bar, el("span", "num", bytes(per)));
       cell.append(inner);
-      tr.append(th, el("td", null, p.kind), el("td", "num", `${p.heads} / ${p.kv_heads}`), cell);
+      tr.append(th, el("td", null, p.kind), el("td", "num", `${p.heads} / ${p.kv_heads}`), el("td", null, p.number), cell);
       return tr;
     }));
   }
 
   dom.preset.addEventListener("change", () => {
+    chosen = dom.preset.value;
     fillPreset(dom.preset.value);
     compute();
   });
   dom.form.addEventListener("input", (event) => {
     if (event.target === dom.preset) return;
-    dom.preset.value = "";
+    dom.preset.value = chosen = "";
     clearTimeout(timer);
     timer = setTimeout(compute, 250);
   });
@@ -258,12 +260,12 @@ export function createMemoryView(app, live) {
      * learner would; resolves with Python's answer. */
     set({ preset = null, ...numbers } = {}) {
       if (preset != null) {
-        dom.preset.value = preset;
+        dom.preset.value = chosen = preset;
         fillPreset(preset);
       }
       for (const [name, value] of Object.entries(numbers)) {
         inputs[name].value = String(value);
-        dom.preset.value = "";
+        dom.preset.value = chosen = "";
       }
       clearTimeout(timer);
       return compute();

@@ -49,6 +49,14 @@ PRESETS = (
 )
 PRESET_IDS = tuple(p["id"] for p in PRESETS) + ("tiny",)
 
+NUMBER_WORDS = {2: "16-bit", 4: "float32", 8: "float64"}  # a cache's numbers, by their bytes
+
+
+def number_words(bytes_per_element: int) -> str:
+    """A cache element's type in words: the table sets 16-bit shapes beside float32 ones."""
+    return NUMBER_WORDS.get(int(bytes_per_element), f"{int(bytes_per_element)} bytes")
+
+
 MEMORY_FIELDS = ("layers", "heads", "kv_heads", "head_dim", "bytes_per_element", "tokens",
                  "sequences", "block_size")
 

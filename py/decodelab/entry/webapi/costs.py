@@ -18,7 +18,8 @@ def _memory(session: Session, req: dict) -> dict:
         tiny = costs.tiny_preset(session.library.model("transformer", dataset))
     result = costs.memory(req, tiny)
     presets = [{**p, "bytes_per_token": kv_cache_bytes(p["layers"], p["kv_heads"], p["head_dim"],
-                                                       p["bytes_per_element"], 1)["total_bytes"]}
+                                                       p["bytes_per_element"], 1)["total_bytes"],
+                "number": costs.number_words(p["bytes_per_element"])}
                for p in list(costs.PRESETS) + ([tiny] if tiny else [])]
     return {**result, "presets": presets}
 
