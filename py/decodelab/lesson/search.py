@@ -229,10 +229,10 @@ def speculative_lesson(library, req: dict) -> dict:
     settings, model, prompt = prepare(library, raw)
     _short(settings, model)
     skipped = None
-    if model.limits and settings.cache_check:  # a model with limits: a full pass per round
-    # takes seconds
+    if not model.limits.get("checks_each_round", True) and settings.cache_check:
         settings = dataclasses.replace(settings, cache_check=False)
-        skipped = ("The cache check is off for SmolLM2 here: checking a round is a full pass over "
+        skipped = (f"The cache check is off for {model.label} here: checking a round is a full "
+                   "pass over "
                    "the whole text, several seconds each in the page. The workbench's own runs "
                    "check its cache, once at the end of the text.")
     run = search.start(library, settings, model, prompt[0]).run()

@@ -52,8 +52,9 @@ class PretrainedModel(TransformerModel):
     name, label = PRETRAINED[0], "SmolLM2"  # the Model field's value for it; its name in words
     # The lesson's heavier features, each step of which is a pass over this model: a search's
     # tokens (beam search, speculative decoding) and the bugs lab's checked steps, each about a
-    # second in the page.
-    limits = {"search_max_tokens": 32, "check_steps": 10}
+    # second in the page; and no cache check after each of speculative decoding's rounds (a
+    # full pass over the whole text, several seconds each there).
+    limits = {"search_max_tokens": 32, "check_steps": 10, "checks_each_round": False}
     generation_dtype = np.float32  # its sessions, and the pools that page its caches
     # The live check's limit. SmolLM2's logits reach 30-40, which float32 holds to ~4e-6, and
     # each is the end of 30 blocks of sums 576 to 1,536 long, added in another order by the

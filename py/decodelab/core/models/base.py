@@ -28,7 +28,8 @@ class Model:
     check_tolerance = {"float32": 1e-4, "float64": 1e-9}
     cache_reserve = None  # positions a session's cache allocates at a time (None: the window)
     # Limits of its own on the lesson's heavier features (empty: the fields' own):
-    # search_max_tokens (beam search and speculative decoding), check_steps (the bugs lab).
+    # search_max_tokens (beam search and speculative decoding), check_steps (the bugs lab),
+    # checks_each_round (False: speculative decoding's rounds go unchecked).
     limits = {}
 
     @property
