@@ -295,9 +295,8 @@ def test_a_chat_model_starts_from_its_own_recommended_sampling_and_says_where_it
 
     out = api("check", {"settings": {"model": "smollm2", "prompt": "Hi"}, "changed": "model"})
     assert out["adjust"] == RECOMMENDED == {"temperature": 0.2, "top_p": 0.9}
-    assert out["said"]["temperature"] == ("SmolLM2 starts from its model card's settings "
-                                          "(temperature 0.2, top-p 0.9): Temperature 0.2, "
-                                          "Top-p 0.9.")
+    assert out["said"]["temperature"] == ("SmolLM2 starts from the sampling its model card "
+                                          "runs it with: Temperature 0.2, Top-p 0.9.")
     # a temperature the learner set stays; the filter still at its default takes the card's
     out = api("check", {"settings": {"model": "smollm2", "prompt": "Hi", "temperature": 0.7},
                         "changed": "model"})

@@ -13,4 +13,4 @@ BLOCKS = {"F32": (1, 4), "F16": (1, 2), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q8_
 # the workbench's T = 1 with no filter it wanders off ("yellow, orange, and purple" for the
 # primary colours); the trained models keep the workbench's own defaults.
 RECOMMENDED = {"temperature": 0.2, "top_p": 0.9}
-RECOMMENDED_FROM = "its model card's settings (temperature 0.2, top-p 0.9)"
+RECOMMENDED_FROM = "the sampling its model card runs it with"
