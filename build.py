@@ -17,7 +17,7 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from tools import corpora, fetch as fetching, pretrained, site as sitelib, wheel as wheels
+from tools import corpora, fetch as fetching, kernels, pretrained, site as sitelib, wheel as wheels
 from tools.cache import UserCache
 from tools.common import (ARTIFACTS_DIR, PACKAGE_DIR, PY_DIR, ROOT, BuildError, human,
                           module_from_file, rel, run,
@@ -117,6 +117,7 @@ def setup(full: bool = True) -> None:
     if full:
         setup_pip()
         setup_chromium()
+        kernels.setup_wasm_tools()
 
 
 # --------------------------------------------------------------------------------------
@@ -379,6 +380,8 @@ def artifacts(cache: UserCache, stamps: Stamps) -> list[Path]:
     tokenizers = train_tokenizers(corpus_files, cache, stamps)
     models = train_models(corpus_files, cache, stamps)
     bundle_data(stamps)
+    kernels.build_native()  # the package's kernels here, and the page's side module
+    kernels.build_wasm(ARTIFACTS_DIR / "kernels")
     gguf = pretrained.obtain_gguf(cache)  # the real model: downloaded once, kept by sha256
     say(f"artifacts: pretrained smollm2: {rel(gguf) if ROOT in gguf.parents else gguf} "
         f"({human(gguf.stat().st_size)})")

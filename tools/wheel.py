@@ -33,10 +33,11 @@ def record_hash(data: bytes) -> str:
 
 
 def package_files(package_dir: Path) -> list[Path]:
-    """The package's own files: no caches, no compiled files, not the bundled data."""
+    """The package's own files: no caches, no compiled files (nor the kernels' native build,
+    which is this machine's alone), not the bundled data."""
     return [path for path in sorted(package_dir.rglob("*"))
             if path.is_file() and path.suffix != ".pyc"
-            and not {"__pycache__", DATA_FOLDER} & set(path.relative_to(package_dir).parts)]
+            and not {"__pycache__", "built", DATA_FOLDER} & set(path.relative_to(package_dir).parts)]
 
 
 def wheel_bytes(package_dir: Path, project: dict, data=()) -> tuple[str, bytes]:

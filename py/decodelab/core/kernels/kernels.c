@@ -1,0 +1,221 @@
+/* decodelab's kernels: the few products that decide a real model's speed, in plain C.
+ *
+ * Built twice from this one file by build.py: natively by the machine's C compiler (a shared
+ * library), and for the page as a WebAssembly side module that Pyodide loads (clang with
+ * -msimd128). Python calls them through ctypes with numpy arrays' addresses: no copy.
+ * `arithmetic.py` does the same arithmetic in numpy, value for value, where no build is at hand.
+ *
+ * Same bits everywhere. Every float operation below is written out in the order it happens
+ * and compiled with -ffp-contract=off (no fused multiply-add), so the native library, the
+ * WebAssembly module and the numpy arithmetic give identical results on the same inputs:
+ *   - integer sums (the quantized dot products) are exact in any order, so SIMD may add
+ *     them as it likes;
+ *   - float sums run in one fixed order: a float32 dot product keeps 16 running sums (lane k
+ *     takes elements j = k mod 16), combines them as ((s0 + s4) + (s8 + s12)) ... below, and a
+ *     quantized row adds its blocks one after another.
+ *
+ * Freestanding: no libc (the side module has none); the few helpers are written here.
+ *
+ * The quantized layouts are llama.cpp's blocks of 32 values, with their scales held apart in
+ * float32 (converted once, exactly, from the file's float16):
+ *   Q4_1 weights:     nibbles (rows, nb, 16) uint8: value j = (qs[j] & 15) * d + m for j < 16,
+ *                     (qs[j - 16] >> 4) * d + m for j >= 16; d, m (rows, nb) float32
+ *   Q8_0 weights:     q (rows, nb, 32) int8, value = q * d; d (rows, nb) float32
+ *   Q8_1 activations: q (n, nb, 32) int8, d (n, nb), s (n, nb) = sum(q) * d: Q4_1's partner
+ *   Q8_0 activations: q (n, nb, 32) int8, d (n, nb): Q8_0's partner
+ * Activations are quantized as ggml's reference code quantizes them (quantize_row_q8_1_ref):
+ * d = amax / 127 rounded to float16, q = round(x / d) with halves away from zero.
+ */
+
+#include <stdint.h>
+#ifdef __wasm_simd128__
+#include <wasm_simd128.h>
+#endif
+
+#define EXPORT __attribute__((visibility("default")))
+#define QK 32
+
+static inline uint32_t bits_of(float x) { union { float f; uint32_t u; } v = {x}; return v.u; }
+static inline float float_of(uint32_t u) { union { uint32_t u; float f; } v = {u}; return v.f; }
+
+/* x rounded to the nearest float16 (ties to even), returned as a float32: the value a
+ * float16 scale holds. Inf past float16's range, as a conversion gives. */
+static float half_round(float x) {
+    uint32_t b = bits_of(x), sign = b & 0x80000000u, a = b ^ sign;
+    if (a >= 0x7f800000u) return x;                            /* inf, nan */
+    if (a >= 0x477ff000u) return float_of(sign | 0x7f800000u); /* 65520 and up: inf */
+    if (a < 0x38800000u) {                                      /* below 2^-14: float16's */
+        float t = float_of(a) * 16777216.0f;                    /* subnormal steps of 2^-24 */
+        t = (t + 8388608.0f) - 8388608.0f;                      /* to an integer, ties even */
+        return float_of(sign | bits_of(t * 5.9604644775390625e-8f));
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);                  /* drop 13 bits, ties even */
+    return float_of(sign | (r & ~0x1fffu));
+}
+
+/* round(v) with halves away from zero (C's roundf), for |v| < 2^23. */
+static inline int32_t round_away(float v) {
+    float a = v < 0.0f ? -v : v;
+    int32_t q = (int32_t)a;                                     /* truncated: a - q is exact */
+    if (a - (float)q >= 0.5f) q += 1;
+    return v < 0.0f ? -q : q;
+}
+
+EXPORT void dl_half_round(const float *x, float *out, int n) {
+    for (int i = 0; i < n; i++) out[i] = half_round(x[i]);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Activations to 8 bits, a block of 32 at a time: n rows of k values (k a multiple of 32).
+ * s may be 0 (Q8_0 keeps no sum). */
+EXPORT void dl_quantize_q8(const float *x, int n, int k, int8_t *q, float *d, float *s) {
+    int nb = k / QK;
+    for (int b = 0; b < n * nb; b++) {
+        const float *xb = x + (int64_t)b * QK;
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            float a = xb[j] < 0.0f ? -xb[j] : xb[j];
+            if (a > amax) amax = a;
+        }
+        float db = amax / 127.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < QK; j++) {
+            int32_t v = round_away(xb[j] * id);
+            q[(int64_t)b * QK + j] = (int8_t)v;
+            sum += v;
+        }
+        d[b] = half_round(db);
+        if (s) s[b] = half_round((float)sum * db);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Integer dot products of one block. */
+
+static inline int32_t block_q4_q8(const uint8_t *w, const int8_t *x) {
+#ifdef __wasm_simd128__
+    v128_t packed = wasm_v128_load(w);
+    v128_t lo = wasm_v128_and(packed, wasm_i8x16_splat(15));   /* values 0..15 */
+    v128_t hi = wasm_u8x16_shr(packed, 4);                      /* values 16..31 */
+    v128_t x0 = wasm_v128_load(x), x1 = wasm_v128_load(x + 16);
+    v128_t acc = wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(lo),
+                                      wasm_i16x8_extend_low_i8x16(x0));
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(lo),
+                                                   wasm_i16x8_extend_high_i8x16(x0)));
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(hi),
+                                                   wasm_i16x8_extend_low_i8x16(x1)));
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(hi),
+                                                   wasm_i16x8_extend_high_i8x16(x1)));
+    return wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) +
+           wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3);
+#else
+    int32_t sum = 0;
+    for (int j = 0; j < 16; j++)
+        sum += (int32_t)(w[j] & 15) * x[j] + (int32_t)(w[j] >> 4) * x[j + 16];
+    return sum;
+#endif
+}
+
+static inline int32_t block_q8_q8(const int8_t *w, const int8_t *x) {
+#ifdef __wasm_simd128__
+    v128_t w0 = wasm_v128_load(w), w1 = wasm_v128_load(w + 16);
+    v128_t x0 = wasm_v128_load(x), x1 = wasm_v128_load(x + 16);
+    v128_t acc = wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w0),
+                                      wasm_i16x8_extend_low_i8x16(x0));
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(w0),
+                                                   wasm_i16x8_extend_high_i8x16(x0)));
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w1),
+                                                   wasm_i16x8_extend_low_i8x16(x1)));
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(w1),
+                                                   wasm_i16x8_extend_high_i8x16(x1)));
+    return wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) +
+           wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3);
+#else
+    int32_t sum = 0;
+    for (int j = 0; j < QK; j++) sum += (int32_t)w[j] * x[j];
+    return sum;
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Products: out (n, rows) = x (n, k) times the weights' rows (rows, k). Each weight row is
+ * read once for all n activation rows (a prefill's positions share the pass over the weights).
+ * A row's blocks are added one after another in float32:
+ *   Q4_1 x Q8_1: sum += (d_w * d_x) * sumi + m_w * s_x   (ggml_vec_dot_q4_1_q8_1)
+ *   Q8_0 x Q8_0: sum += (d_w * d_x) * sumi               (ggml_vec_dot_q8_0_q8_0) */
+
+EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, int rows,
+                           int k, const int8_t *xq, const float *xd, const float *xs, int n,
+                           float *out) {
+    int nb = k / QK;
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *w = wq + (int64_t)r * nb * 16;
+        const float *dr = wd + (int64_t)r * nb, *mr = wm + (int64_t)r * nb;
+        for (int t = 0; t < n; t++) {
+            const int8_t *x = xq + (int64_t)t * k;
+            const float *dx = xd + (int64_t)t * nb, *sx = xs + (int64_t)t * nb;
+            float sum = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                float scale = dr[b] * dx[b];
+                float part = scale * (float)block_q4_q8(w + b * 16, x + b * QK);
+                float shift = mr[b] * sx[b];
+                sum = sum + (part + shift);
+            }
+            out[(int64_t)t * rows + r] = sum;
+        }
+    }
+}
+
+EXPORT void dl_matmul_q8_0(const int8_t *wq, const float *wd, int rows, int k,
+                           const int8_t *xq, const float *xd, int n, float *out) {
+    int nb = k / QK;
+    for (int r = 0; r < rows; r++) {
+        const int8_t *w = wq + (int64_t)r * k;
+        const float *dr = wd + (int64_t)r * nb;
+        for (int t = 0; t < n; t++) {
+            const int8_t *x = xq + (int64_t)t * k;
+            const float *dx = xd + (int64_t)t * nb;
+            float sum = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                float scale = dr[b] * dx[b];
+                sum = sum + scale * (float)block_q8_q8(w + b * QK, x + b * QK);
+            }
+            out[(int64_t)t * rows + r] = sum;
+        }
+    }
+}
+
+/* float32: out (n, rows) = x (n, k) times w's rows (rows, k), k a multiple of 16. Sixteen
+ * running sums, lane j mod 16, combined in one fixed order. */
+EXPORT void dl_matmul_f32(const float *w, int rows, int k, const float *x, int n, float *out) {
+    for (int r = 0; r < rows; r++) {
+        const float *wr = w + (int64_t)r * k;
+        for (int t = 0; t < n; t++) {
+            const float *xr = x + (int64_t)t * k;
+#ifdef __wasm_simd128__
+            v128_t a0 = wasm_f32x4_splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
+            for (int j = 0; j < k; j += 16) {
+                a0 = wasm_f32x4_add(a0, wasm_f32x4_mul(wasm_v128_load(wr + j),
+                                                       wasm_v128_load(xr + j)));
+                a1 = wasm_f32x4_add(a1, wasm_f32x4_mul(wasm_v128_load(wr + j + 4),
+                                                       wasm_v128_load(xr + j + 4)));
+                a2 = wasm_f32x4_add(a2, wasm_f32x4_mul(wasm_v128_load(wr + j + 8),
+                                                       wasm_v128_load(xr + j + 8)));
+                a3 = wasm_f32x4_add(a3, wasm_f32x4_mul(wasm_v128_load(wr + j + 12),
+                                                       wasm_v128_load(xr + j + 12)));
+            }
+            v128_t v = wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3));
+            float l0 = wasm_f32x4_extract_lane(v, 0), l1 = wasm_f32x4_extract_lane(v, 1);
+            float l2 = wasm_f32x4_extract_lane(v, 2), l3 = wasm_f32x4_extract_lane(v, 3);
+#else
+            float s[16] = {0};
+            for (int j = 0; j < k; j += 16)
+                for (int l = 0; l < 16; l++) s[l] = s[l] + wr[j + l] * xr[j + l];
+            float l0 = (s[0] + s[4]) + (s[8] + s[12]), l1 = (s[1] + s[5]) + (s[9] + s[13]);
+            float l2 = (s[2] + s[6]) + (s[10] + s[14]), l3 = (s[3] + s[7]) + (s[11] + s[15]);
+#endif
+            out[(int64_t)t * rows + r] = (l0 + l1) + (l2 + l3);
+        }
+    }
+}
