@@ -108,10 +108,10 @@ def test_the_products_are_the_dot_products_they_claim(in_numpy, given):
              + wm[None] * s[:, None]).sum(-1)
     assert np.allclose(in_numpy["q4_1"], exact, rtol=1e-5, atol=1e-5 * np.abs(exact).max())
     # against the unquantized product: within what 8-bit activations cost (about 0.5%)
-    w64 = (values * wd[..., None] + wm[..., None]).reshape(70, 576)
+    w64 = (values * wd[..., None] + wm[..., None]).reshape(72, 576)
     true = x64 @ w64.T
     assert np.abs(in_numpy["q4_1"] - true).max() < 0.02 * np.abs(true).max()
-    w8 = given["w_q8"].reshape(70, 18, 32).astype(np.float64)
+    w8 = given["w_q8"].reshape(72, 18, 32).astype(np.float64)
     q0, d0 = in_numpy["q0"].reshape(5, 18, 32).astype(np.float64), in_numpy["d0"].astype(np.float64)
     exact8 = (np.einsum("rbj,tbj->trb", w8, q0) * wd[None] * d0[:, None]).sum(-1)
     assert np.allclose(in_numpy["q8_0"], exact8, rtol=1e-5, atol=1e-5 * np.abs(exact8).max())
@@ -136,3 +136,16 @@ def test_without_a_build_the_package_says_so_and_runs_numpy(monkeypatch, tmp_pat
     finally:
         monkeypatch.undo()
         library.kernels(reload=True)
+
+
+def test_weights_go_eight_rows_side_by_side_and_back():
+    rng = np.random.default_rng(1)
+    blocks = rng.integers(0, 256, (16, 3, 16), dtype=np.uint8)
+    scales = rng.random((16, 3)).astype(np.float32)
+    grouped = arithmetic.interleave(blocks)
+    assert grouped.shape == (2, 3, 16, 8)
+    assert grouped[1, 2, 5, 3] == blocks[8 + 3, 2, 5]  # row 8g + r, block b, byte j
+    assert np.array_equal(arithmetic.rows_of(grouped), blocks)
+    assert np.array_equal(arithmetic.rows_of(arithmetic.interleave(scales)), scales)
+    with pytest.raises(ValueError, match="12 rows: the kernels take weights 8 rows at a time"):
+        arithmetic.interleave(blocks[:12])

@@ -15,7 +15,7 @@ def inputs(seed: int = 0) -> dict:
     x[0, :32] = 0  # a block of zeros: d = 0, nothing divided
     x[1, :32] = np.arange(-16, 16) + 0.5  # amax 15.5 ...
     x[1, 0] = 127  # ... no: amax 127, d = 1, so every x.5 is a tie: halves away from zero
-    rows = 70
+    rows = 72  # (weights go 8 rows at a time)
     return {
         "half": np.concatenate([spread, edges]).astype(f32),
         "x": x,
@@ -29,15 +29,19 @@ def inputs(seed: int = 0) -> dict:
 
 def outputs(k, given: dict) -> dict:
     """Every kernel of `k` (a Compiled or an InNumpy set) on the inputs."""
+    from decodelab.core.kernels.arithmetic import interleave
+
     x = given["x"]
+    w4 = [interleave(given[name]) for name in ("w_q4", "w_d", "w_m")]
+    w8 = [interleave(given["w_q8"].reshape(72, 18, 32)), interleave(given["w_d"])]
     q, d, s = k.quantize_q8(x)
     q0, d0, _ = k.quantize_q8(x, sums=False)
     return {
         "half": k.half_round(given["half"]),
         "q": q, "d": d, "s": s, "q0": q0, "d0": d0,
-        "q4_1": k.matmul_q4_1(given["w_q4"], given["w_d"], given["w_m"], q, d, s),
-        "q4_1_one": k.matmul_q4_1(given["w_q4"], given["w_d"], given["w_m"], q[2:3], d[2:3], s[2:3]),
-        "q8_0": k.matmul_q8_0(given["w_q8"], given["w_d"], q0, d0),
+        "q4_1": k.matmul_q4_1(*w4, q, d, s),
+        "q4_1_one": k.matmul_q4_1(*w4, q[2:3], d[2:3], s[2:3]),
+        "q8_0": k.matmul_q8_0(*w8, q0, d0),
         "f32": k.matmul_f32(given["w_f32"], x),
         "f32_one": k.matmul_f32(given["w_f32"], x[3:4]),
     }

@@ -51,12 +51,35 @@ def _rows_in_turn(terms: np.ndarray) -> np.ndarray:
     return total
 
 
+GROUP = 8  # weight rows stored side by side (kernels.c's ROWS)
+
+
+def interleave(a: np.ndarray) -> np.ndarray:
+    """Per-row blocks (rows, nb, m) -> the kernels' layout (rows/8, nb, m, 8): for each group
+    of 8 rows and each block, item j of the 8 rows together. Scales (rows, nb) -> (rows/8,
+    nb, 8). rows must be a multiple of 8."""
+    rows = a.shape[0]
+    if rows % GROUP:
+        raise ValueError(f"{rows} rows: the kernels take weights 8 rows at a time")
+    grouped = a.reshape(rows // GROUP, GROUP, *a.shape[1:])
+    order = (0, 2, 3, 1) if a.ndim == 3 else (0, 2, 1)
+    return np.ascontiguousarray(grouped.transpose(order))
+
+
+def rows_of(a: np.ndarray) -> np.ndarray:
+    """interleave undone: (rows/8, nb, m, 8) -> (rows, nb, m); (rows/8, nb, 8) -> (rows, nb)."""
+    if a.ndim == 4:
+        return a.transpose(0, 3, 1, 2).reshape(-1, *a.shape[1:3])
+    return a.transpose(0, 2, 1).reshape(-1, a.shape[1])
+
+
 ROWS_AT_ONCE = 4096  # weight rows a pass holds as int32 (4,096 x 576: 9 MB)
 
 
 def matmul_q4_1(wq, wd, wm, xq, xd, xs) -> np.ndarray:
-    """out (n, rows) = Q4_1 weights (nibbles (rows, nb, 16), d, m (rows, nb)) times Q8_1
-    activations (q (n, k), d, s (n, nb)): ggml_vec_dot_q4_1_q8_1 for every pair of rows."""
+    """out (n, rows) = Q4_1 weights (nibbles, d, m, interleaved) times Q8_1 activations
+    (q (n, k), d, s (n, nb)): ggml_vec_dot_q4_1_q8_1 for every pair of rows."""
+    wq, wd, wm = rows_of(wq), rows_of(wd), rows_of(wm)
     rows, nb = wd.shape
     x = xq.reshape(-1, nb, QK).astype(np.int32)
     out = np.empty((x.shape[0], rows), F32)
@@ -71,13 +94,14 @@ def matmul_q4_1(wq, wd, wm, xq, xd, xs) -> np.ndarray:
 
 
 def matmul_q8_0(wq, wd, xq, xd) -> np.ndarray:
-    """out (n, rows) = Q8_0 weights (q (rows, k) int8, d (rows, nb)) times Q8_0 activations
-    (q (n, k), d (n, nb)): ggml_vec_dot_q8_0_q8_0 for every pair of rows."""
+    """out (n, rows) = Q8_0 weights (q, d, interleaved) times Q8_0 activations (q (n, k),
+    d (n, nb)): ggml_vec_dot_q8_0_q8_0 for every pair of rows."""
+    wq, wd = rows_of(wq), rows_of(wd)
     rows, nb = wd.shape
     x = xq.reshape(-1, nb, QK).astype(np.int32)
     out = np.empty((x.shape[0], rows), F32)
     for a in range(0, rows, ROWS_AT_ONCE):
-        w = wq[a:a + ROWS_AT_ONCE].reshape(-1, nb, QK).astype(np.int32)
+        w = wq[a:a + ROWS_AT_ONCE].astype(np.int32)  # (r, nb, 32)
         sumi = np.einsum("rbj,tbj->trb", w, x)  # (n, r, nb) exact
         out[:, a:a + ROWS_AT_ONCE] = _rows_in_turn(
             (wd[None, a:a + ROWS_AT_ONCE] * xd[:, None]) * sumi.astype(F32))

@@ -17,10 +17,11 @@
  * Freestanding: no libc (the side module has none); the few helpers are written here.
  *
  * The quantized layouts are llama.cpp's blocks of 32 values, with their scales held apart in
- * float32 (converted once, exactly, from the file's float16):
- *   Q4_1 weights:     nibbles (rows, nb, 16) uint8: value j = (qs[j] & 15) * d + m for j < 16,
- *                     (qs[j - 16] >> 4) * d + m for j >= 16; d, m (rows, nb) float32
- *   Q8_0 weights:     q (rows, nb, 32) int8, value = q * d; d (rows, nb) float32
+ * float32 (converted once, exactly, from the file's float16), the weights' rows eight at a
+ * time side by side (the products below say how):
+ *   Q4_1 weights:     nibbles: value j = (qs[j] & 15) * d + m for j < 16,
+ *                     (qs[j - 16] >> 4) * d + m for j >= 16; d, m float32
+ *   Q8_0 weights:     q int8, value = q * d; d float32
  *   Q8_1 activations: q (n, nb, 32) int8, d (n, nb), s (n, nb) = sum(q) * d: Q4_1's partner
  *   Q8_0 activations: q (n, nb, 32) int8, d (n, nb): Q8_0's partner
  * Activations are quantized as ggml's reference code quantizes them (quantize_row_q8_1_ref):
@@ -91,97 +92,75 @@ EXPORT void dl_quantize_q8(const float *x, int n, int k, int8_t *q, float *d, fl
 }
 
 /* ------------------------------------------------------------------------------------------
- * Integer dot products of one block. */
-
-static inline int32_t block_q4_q8(const uint8_t *w, const int8_t *x) {
-#ifdef __wasm_simd128__
-    v128_t packed = wasm_v128_load(w);
-    v128_t lo = wasm_v128_and(packed, wasm_i8x16_splat(15));   /* values 0..15 */
-    v128_t hi = wasm_u8x16_shr(packed, 4);                      /* values 16..31 */
-    v128_t x0 = wasm_v128_load(x), x1 = wasm_v128_load(x + 16);
-    v128_t acc = wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(lo),
-                                      wasm_i16x8_extend_low_i8x16(x0));
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(lo),
-                                                   wasm_i16x8_extend_high_i8x16(x0)));
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(hi),
-                                                   wasm_i16x8_extend_low_i8x16(x1)));
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(hi),
-                                                   wasm_i16x8_extend_high_i8x16(x1)));
-    return wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) +
-           wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3);
-#else
-    int32_t sum = 0;
-    for (int j = 0; j < 16; j++)
-        sum += (int32_t)(w[j] & 15) * x[j] + (int32_t)(w[j] >> 4) * x[j + 16];
-    return sum;
-#endif
-}
-
-static inline int32_t block_q8_q8(const int8_t *w, const int8_t *x) {
-#ifdef __wasm_simd128__
-    v128_t w0 = wasm_v128_load(w), w1 = wasm_v128_load(w + 16);
-    v128_t x0 = wasm_v128_load(x), x1 = wasm_v128_load(x + 16);
-    v128_t acc = wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w0),
-                                      wasm_i16x8_extend_low_i8x16(x0));
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(w0),
-                                                   wasm_i16x8_extend_high_i8x16(x0)));
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w1),
-                                                   wasm_i16x8_extend_low_i8x16(x1)));
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(w1),
-                                                   wasm_i16x8_extend_high_i8x16(x1)));
-    return wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) +
-           wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3);
-#else
-    int32_t sum = 0;
-    for (int j = 0; j < QK; j++) sum += (int32_t)w[j] * x[j];
-    return sum;
-#endif
-}
-
-/* ------------------------------------------------------------------------------------------
- * Products: out (n, rows) = x (n, k) times the weights' rows (rows, k). Each weight row is
- * read once for all n activation rows (a prefill's positions share the pass over the weights).
- * A row's blocks are added one after another in float32:
+ * Products: out (n, rows) = x (n, k) times the weights' rows (rows, k).
+ *
+ * The quantized weights are stored eight rows side by side (`interleave` in arithmetic.py):
+ * for each group of 8 rows and each block, value j of all 8 rows lies together, so one pass
+ * adds the 8 rows' integer sums lane by lane (a vector of 8) with no sum across lanes per
+ * block, the cost that would dominate. A row's blocks are then added one after another in
+ * float32, each row on its own lane:
  *   Q4_1 x Q8_1: sum += (d_w * d_x) * sumi + m_w * s_x   (ggml_vec_dot_q4_1_q8_1)
- *   Q8_0 x Q8_0: sum += (d_w * d_x) * sumi               (ggml_vec_dot_q8_0_q8_0) */
+ *   Q8_0 x Q8_0: sum += (d_w * d_x) * sumi               (ggml_vec_dot_q8_0_q8_0)
+ * A group's weights are read once for all n activation rows (a prefill's positions). */
 
+#define ROWS 8
+
+/* wq (rows/8, nb, 16, 8) uint8: byte j of each of 8 rows' blocks (value j in its low
+ * nibble, value j + 16 in its high one); wd, wm (rows/8, nb, 8). */
 EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, int rows,
                            int k, const int8_t *xq, const float *xd, const float *xs, int n,
                            float *out) {
     int nb = k / QK;
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *w = wq + (int64_t)r * nb * 16;
-        const float *dr = wd + (int64_t)r * nb, *mr = wm + (int64_t)r * nb;
+    for (int g = 0; g < rows / ROWS; g++) {
         for (int t = 0; t < n; t++) {
             const int8_t *x = xq + (int64_t)t * k;
             const float *dx = xd + (int64_t)t * nb, *sx = xs + (int64_t)t * nb;
-            float sum = 0.0f;
+            float sum[ROWS] = {0};
             for (int b = 0; b < nb; b++) {
-                float scale = dr[b] * dx[b];
-                float part = scale * (float)block_q4_q8(w + b * 16, x + b * QK);
-                float shift = mr[b] * sx[b];
-                sum = sum + (part + shift);
+                int64_t at = (int64_t)g * nb + b;
+                const uint8_t *p = wq + at * 16 * ROWS;
+                const float *d = wd + at * ROWS, *m = wm + at * ROWS;
+                int32_t acc[ROWS] = {0};
+                for (int j = 0; j < 16; j++) {
+                    int32_t lo = x[b * QK + j], hi = x[b * QK + j + 16];
+                    for (int r = 0; r < ROWS; r++)
+                        acc[r] += (int32_t)(p[j * ROWS + r] & 15) * lo +
+                                  (int32_t)(p[j * ROWS + r] >> 4) * hi;
+                }
+                float dxb = dx[b], sxb = sx[b];
+                for (int r = 0; r < ROWS; r++) {
+                    float part = (d[r] * dxb) * (float)acc[r];
+                    float shift = m[r] * sxb;
+                    sum[r] = sum[r] + (part + shift);
+                }
             }
-            out[(int64_t)t * rows + r] = sum;
+            for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = sum[r];
         }
     }
 }
 
+/* wq (rows/8, nb, 32, 8) int8: value j of each of 8 rows' blocks; wd (rows/8, nb, 8). */
 EXPORT void dl_matmul_q8_0(const int8_t *wq, const float *wd, int rows, int k,
                            const int8_t *xq, const float *xd, int n, float *out) {
     int nb = k / QK;
-    for (int r = 0; r < rows; r++) {
-        const int8_t *w = wq + (int64_t)r * k;
-        const float *dr = wd + (int64_t)r * nb;
+    for (int g = 0; g < rows / ROWS; g++) {
         for (int t = 0; t < n; t++) {
             const int8_t *x = xq + (int64_t)t * k;
             const float *dx = xd + (int64_t)t * nb;
-            float sum = 0.0f;
+            float sum[ROWS] = {0};
             for (int b = 0; b < nb; b++) {
-                float scale = dr[b] * dx[b];
-                sum = sum + scale * (float)block_q8_q8(w + b * QK, x + b * QK);
+                int64_t at = (int64_t)g * nb + b;
+                const int8_t *p = wq + at * QK * ROWS;
+                const float *d = wd + at * ROWS;
+                int32_t acc[ROWS] = {0};
+                for (int j = 0; j < QK; j++) {
+                    int32_t v = x[b * QK + j];
+                    for (int r = 0; r < ROWS; r++) acc[r] += (int32_t)p[j * ROWS + r] * v;
+                }
+                float dxb = dx[b];
+                for (int r = 0; r < ROWS; r++) sum[r] = sum[r] + (d[r] * dxb) * (float)acc[r];
             }
-            out[(int64_t)t * rows + r] = sum;
+            for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = sum[r];
         }
     }
 }

@@ -82,7 +82,8 @@ class Compiled:
         return q, d, s
 
     def matmul_q4_1(self, wq, wd, wm, xq, xd, xs, out=None):
-        rows, nb = wd.shape
+        """Weights in the kernels' layout (`arithmetic.interleave`)."""
+        rows, nb = wd.shape[0] * wd.shape[2], wd.shape[1]
         n = xq.shape[0]
         out = np.empty((n, rows), np.float32) if out is None else out
         self._matmul_q4_1(address(wq), address(wd), address(wm), rows, nb * 32, address(xq),
@@ -90,7 +91,7 @@ class Compiled:
         return out
 
     def matmul_q8_0(self, wq, wd, xq, xd, out=None):
-        rows, nb = wd.shape
+        rows, nb = wd.shape[0] * wd.shape[2], wd.shape[1]
         n = xq.shape[0]
         out = np.empty((n, rows), np.float32) if out is None else out
         self._matmul_q8_0(address(wq), address(wd), rows, nb * 32, address(xq), address(xd), n,
