@@ -121,12 +121,32 @@ EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, 
                 const uint8_t *p = wq + at * 16 * ROWS;
                 const float *d = wd + at * ROWS, *m = wm + at * ROWS;
                 int32_t acc[ROWS] = {0};
+#ifdef __wasm_simd128__
+                /* 8 rows in 16-bit lanes: |lo * x + hi * x'| <= 3,810, so 8 of them add
+                 * in 16 bits before they are widened (exact, as every integer sum here) */
+                v128_t a0 = wasm_i32x4_splat(0), a1 = a0;
+                for (int half = 0; half < 16; half += 8) {
+                    v128_t s = wasm_i16x8_splat(0);
+                    for (int j = half; j < half + 8; j++) {
+                        v128_t bytes = wasm_u16x8_load8x8(p + j * ROWS);
+                        v128_t lo = wasm_v128_and(bytes, wasm_i16x8_splat(15));
+                        v128_t hi = wasm_u16x8_shr(bytes, 4);
+                        s = wasm_i16x8_add(s, wasm_i16x8_mul(lo, wasm_i16x8_splat(x[b * QK + j])));
+                        s = wasm_i16x8_add(s, wasm_i16x8_mul(hi, wasm_i16x8_splat(x[b * QK + j + 16])));
+                    }
+                    a0 = wasm_i32x4_add(a0, wasm_i32x4_extend_low_i16x8(s));
+                    a1 = wasm_i32x4_add(a1, wasm_i32x4_extend_high_i16x8(s));
+                }
+                wasm_v128_store(acc, a0);
+                wasm_v128_store(acc + 4, a1);
+#else
                 for (int j = 0; j < 16; j++) {
                     int32_t lo = x[b * QK + j], hi = x[b * QK + j + 16];
                     for (int r = 0; r < ROWS; r++)
                         acc[r] += (int32_t)(p[j * ROWS + r] & 15) * lo +
                                   (int32_t)(p[j * ROWS + r] >> 4) * hi;
                 }
+#endif
                 float dxb = dx[b], sxb = sx[b];
                 for (int r = 0; r < ROWS; r++) {
                     float part = (d[r] * dxb) * (float)acc[r];
@@ -153,10 +173,22 @@ EXPORT void dl_matmul_q8_0(const int8_t *wq, const float *wd, int rows, int k,
                 const int8_t *p = wq + at * QK * ROWS;
                 const float *d = wd + at * ROWS;
                 int32_t acc[ROWS] = {0};
+#ifdef __wasm_simd128__
+                v128_t a0 = wasm_i32x4_splat(0), a1 = a0;
+                for (int j = 0; j < QK; j++) {
+                    v128_t w = wasm_i16x8_load8x8(p + j * ROWS);
+                    v128_t v = wasm_i16x8_splat(x[b * QK + j]);
+                    a0 = wasm_i32x4_add(a0, wasm_i32x4_extmul_low_i16x8(w, v));
+                    a1 = wasm_i32x4_add(a1, wasm_i32x4_extmul_high_i16x8(w, v));
+                }
+                wasm_v128_store(acc, a0);
+                wasm_v128_store(acc + 4, a1);
+#else
                 for (int j = 0; j < QK; j++) {
                     int32_t v = x[b * QK + j];
                     for (int r = 0; r < ROWS; r++) acc[r] += (int32_t)p[j * ROWS + r] * v;
                 }
+#endif
                 float dxb = dx[b];
                 for (int r = 0; r < ROWS; r++) sum[r] = sum[r] + (d[r] * dxb) * (float)acc[r];
             }
