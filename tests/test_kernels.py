@@ -149,3 +149,37 @@ def test_weights_go_eight_rows_side_by_side_and_back():
     assert np.array_equal(arithmetic.rows_of(arithmetic.interleave(scales)), scales)
     with pytest.raises(ValueError, match="12 rows: the kernels take weights 8 rows at a time"):
         arithmetic.interleave(blocks[:12])
+
+
+@pytest.fixture(scope="module")
+def smollm2_file():
+    from decodelab.pretrained import files
+    from decodelab.pretrained.gguf import GGUF
+
+    try:
+        return GGUF(files.find_smollm2())
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
+
+
+@pytest.mark.parametrize("name", ["blk.3.ffn_down.weight", "blk.0.attn_k.weight",
+                                  "token_embd.weight"])
+def test_a_files_quantized_matrix_multiplies_and_looks_up_as_its_values(smollm2_file, name):
+    from decodelab.core.kernels.matrices import QuantizedMatrix
+
+    info = smollm2_file.tensor_info(name)
+    rows, k = info.shape
+    w = QuantizedMatrix(info.type, smollm2_file.raw(name), rows, k)
+    values = smollm2_file.array(name)  # (rows, k) float32, ggml's dequantization
+    assert w.shape == (k, rows) and w.nbytes < values.nbytes / 3.5  # the file's size, not 4x
+    ids = np.array([[0, 7, rows - 1], [9, 8, 15]])
+    assert np.array_equal(w.rows(ids), values[ids])  # a lookup is ggml's get_rows, exactly
+    x = np.random.default_rng(2).standard_normal((2, 3, k)).astype(np.float32)
+    got = w.times(x)
+    assert got.shape == (2, 3, rows)
+    true = x.astype(np.float64) @ values.T.astype(np.float64)
+    err = np.abs(got - true).max() / np.abs(true).max()
+    assert err < 0.02, err  # 8-bit activations' cost (about 0.5%) ...
+    assert err > 1e-5  # ... which is there: these are quantized products, not float32 ones
+    one = w.times(x[1, 2])
+    assert np.array_equal(one, got[1, 2])  # a decode step's row, as in a prefill's
