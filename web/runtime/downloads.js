@@ -1,5 +1,7 @@
-// Download progress in bytes while the worker starts: on a slow connection the Python runtime
-// takes seconds to arrive, and a bar that does not move looks frozen.
+// Download progress in bytes: on a slow connection the Python runtime takes seconds to arrive,
+// and a bar that does not move looks frozen. `readBody` is the one loop that reads a download's
+// bytes as they arrive, for the start's count below and for the real model's file (modelfile.js);
+// `every` spaces its reports.
 //
 // Each big file's bytes are counted from a copy of its response (Response.clone), so the
 // response Pyodide reads, and compiles as it streams, is left as it is. The total is the size of
@@ -13,39 +15,62 @@ export function megabytes(bytes) {
   return (bytes / 1e6).toFixed(1);
 }
 
+/** `say` at most every `ms` milliseconds; `say.now(...)` calls it at once. */
+export function every(ms, say) {
+  let last = -Infinity;
+  const spaced = (...args) => {
+    const now = performance.now();
+    if (now - last < ms) return;
+    last = now;
+    say(...args);
+  };
+  spaced.now = (...args) => {
+    last = performance.now();
+    say(...args);
+  };
+  return spaced;
+}
+
+/**
+ * Each piece of `response`'s body, in order, handed to `take(chunk, got)` (got: the bytes read
+ * with it); the number of bytes read. A read that fails, or a `take` that throws, ends it with
+ * that error.
+ */
+export async function readBody(response, take) {
+  const reader = response.body.getReader();
+  let got = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return got;
+    got += value.byteLength;
+    take(value, got);
+  }
+}
+
 /** onChange({got, total, done}) is called at most every EVERY_MS while bytes arrive, and when a file ends. */
 export function createDownloads(onChange) {
   let got = 0;
   let total = 0;
   let open = 0; // responses still arriving
-  let last = 0;
   let startup = null; // the paths a start fetches, once the list is read
   let sizes = new Map(); // path -> bytes, from the list
   const skipped = new Set(); // startup paths this start does not fetch after all
 
-  function tell(force = false) {
-    const now = performance.now();
-    if (!force && now - last < EVERY_MS) return;
-    last = now;
-    onChange({ got, total, done: open === 0 && got >= total });
-  }
+  const tell = every(EVERY_MS, () => onChange({ got, total, done: open === 0 && got >= total }));
 
   async function count(response) {
     if (!response.body) return;
     open += 1;
     try {
-      const reader = response.body.getReader();
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        got += value.byteLength;
+      await readBody(response, (chunk) => {
+        got += chunk.byteLength;
         tell();
-      }
+      });
     } catch {
       // the original response reports its own failure; the count just stops
     } finally {
       open -= 1;
-      tell(true);
+      tell.now();
     }
   }
 

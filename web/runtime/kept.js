@@ -1,5 +1,11 @@
-// What one start keeps for the next, in the browser's Cache Storage, so that a return visit
-// skips work whose result would come out the same:
+// What one visit keeps for the next, in the browser's Cache Storage: the one keeper of the page's
+// kept files. Each copy is a place {kind, cache, prefix, key}: a copy is found under its key,
+// checked by the SHA-256 of its bytes before use (a damaged one is deleted), kept with that
+// digest beside it, and replaces the copies of the same kind (its prefix) made from other files.
+// Two sorts of copies use it: what a start keeps, below, and the real model's file
+// (modelfile.js), which keeps a cache of its own under the file's listed SHA-256.
+//
+// A start keeps what a return visit would otherwise make again with the same result:
 //
 // - "runtime-snapshot": a copy of Python's memory right after the runtime is up, before any
 //   package is loaded (Pyodide 0.27 cannot restore a memory that holds numpy's compiled
@@ -40,36 +46,48 @@ export async function findKept(dirUrl, list, kind, paths, recipe = "") {
   const prefix = new URL(`${kind}/`, dirUrl).href;
   const made = [...paths.map((path) => byPath.get(path)), ...(recipe ? [recipe] : [])].join("\n");
   const key = prefix + (await sha256Hex(new TextEncoder().encode(made))).slice(0, 32);
-  const cache = CACHE_PREFIX + dirUrl;
+  return find({ kind, key, prefix, cache: CACHE_PREFIX + dirUrl });
+}
+
+/**
+ * The copy kept at `place` ({kind, cache, prefix, key}, and `sha256` when the digest its bytes
+ * must have is known beforehand): {...place, bytes, state} as findKept says it. A copy whose
+ * bytes do not have the digest kept beside them (or the one known) is deleted, and not used.
+ */
+export async function find(place) {
+  if (!usable()) return { ...place, bytes: null, key: null, state: "off" };
+  const found = { ...place, bytes: null, state: "none" };
   try {
-    const response = await (await caches.open(cache)).match(key);
-    const found = { kind, bytes: null, key, prefix, cache, state: "none" };
+    const response = await (await caches.open(place.cache)).match(place.key);
     if (!response) return found;
     const bytes = new Uint8Array(await response.arrayBuffer());
-    if (await sha256Hex(bytes) !== response.headers.get(DIGEST_HEADER)) {
-      console.warn(`The ${kind} kept by an earlier start is damaged; it is not used.`);
+    if (await sha256Hex(bytes) !== (place.sha256 || response.headers.get(DIGEST_HEADER))) {
+      console.warn(`The ${place.kind} kept by an earlier visit is damaged; it is not used.`);
       await drop(found);
       return found;
     }
     return { ...found, bytes, state: "kept" };
   } catch {
-    return off;
+    return { ...place, bytes: null, key: null, state: "off" };
   }
 }
 
-/** Keep `bytes` as `found`'s thing; copies of the same kind from other files go. Never throws. */
-export async function keep(found, bytes) {
+/**
+ * Keep `bytes` as `found`'s thing (their SHA-256, `digest`, is computed when not given); copies
+ * of the same kind from other files go. Says whether it could; never throws.
+ */
+export async function keep(found, bytes, digest = null) {
   if (!found.key) return false;
   try {
     const cache = await caches.open(found.cache);
     for (const request of await cache.keys()) {
       if (request.url.startsWith(found.prefix) && request.url !== found.key) await cache.delete(request);
     }
-    const headers = { "Content-Type": "application/octet-stream", [DIGEST_HEADER]: await sha256Hex(bytes) };
+    const headers = { "Content-Type": "application/octet-stream", [DIGEST_HEADER]: digest || await sha256Hex(bytes) };
     await cache.put(found.key, new Response(bytes, { headers }));
     return true;
   } catch (err) {
-    console.warn(`The ${found.kind} was not kept for the next start: ${(err && err.message) || err}`);
+    console.warn(`The ${found.kind} was not kept for the next visit: ${(err && err.message) || err}`);
     return false;
   }
 }
@@ -82,4 +100,9 @@ export async function drop(found) {
   } catch {
     // nothing kept, nothing to delete
   }
+}
+
+/** Delete every copy kept in `cache` (the learner takes the storage back). Never throws. */
+export async function dropAll(cache) {
+  if (usable()) await caches.delete(cache).catch(() => false);
 }

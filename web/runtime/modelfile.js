@@ -7,8 +7,12 @@
 // under its digest, so a return visit, online or not, reads it from there. A kept copy whose
 // digest does not match is deleted and the file downloaded again. Where Cache Storage is missing
 // or refuses the file (private windows, a full disk), the model still loads; it is just not kept.
+// Keeping and checking the copy is kept.js's, reading the download downloads.js's, as for the
+// files a start keeps and fetches.
 
+import { every, megabytes, readBody } from "./downloads.js";
 import { sha256Hex } from "./integrity.js";
+import { dropAll, find, keep } from "./kept.js";
 
 const SITE = new URL("../", import.meta.url);
 const LIST = new URL("models/models.json", SITE);
@@ -37,51 +41,14 @@ export async function listed(model) {
   return { ...entry, url: new URL(entry.path, SITE).href };
 }
 
-function keyOf(entry) {
-  return `${entry.url}#sha256=${entry.sha256}`;
-}
-
-async function openCache() {
-  if (typeof caches === "undefined") return null;
-  try {
-    return await caches.open(CACHE);
-  } catch {
-    return null;
-  }
-}
-
-/** The kept copy's bytes when there is one and it is whole, else null (a damaged one is deleted). */
-async function kept(entry) {
-  const cache = await openCache();
-  if (!cache) return null;
-  try {
-    const response = await cache.match(keyOf(entry));
-    if (!response) return null;
-    const bytes = new Uint8Array(await response.arrayBuffer());
-    if (bytes.byteLength === entry.bytes && await sha256Hex(bytes) === entry.sha256) return bytes;
-    await cache.delete(keyOf(entry));
-  } catch {
-    // an unreadable copy is no copy
-  }
-  return null;
-}
-
-/** Keep the checked bytes (copies of other files for this site go); says whether it could. */
-async function keep(entry, bytes) {
-  const cache = await openCache();
-  if (!cache) return false;
-  try {
-    for (const request of await cache.keys()) if (request.url !== keyOf(entry)) await cache.delete(request);
-    await cache.put(keyOf(entry), new Response(bytes, { headers: { "Content-Type": "application/octet-stream" } }));
-    return true;
-  } catch {
-    return false;
-  }
+/** Where the copy of `entry`'s file is kept: under its digest, in the cache of the site's models. */
+function placeOf(entry) {
+  return { kind: "model file", cache: CACHE, prefix: new URL("models/", SITE).href, key: `${entry.url}#sha256=${entry.sha256}`, sha256: entry.sha256 };
 }
 
 /** The kept copy goes (the page's "Forget the kept copy"). */
-export async function forget() {
-  if (typeof caches !== "undefined") await caches.delete(CACHE).catch(() => false);
+export function forget() {
+  return dropAll(CACHE);
 }
 
 /** The file's bytes from the network, into one buffer of the listed size, with progress. */
@@ -95,30 +62,25 @@ async function download(entry, signal, report) {
   }
   if (!response.ok || !response.body) throw new ModelFileError("network", `The download of the model failed (HTTP ${response.status}). Try again.`);
   const bytes = new Uint8Array(entry.bytes);
-  const reader = response.body.getReader();
   const began = performance.now();
+  const cut = (got) => new ModelFileError("cut", `The download stopped after ${megabytes(got)} of ${megabytes(entry.bytes)} MB. Try again.`);
+  const progress = every(EVERY_MS, (got) => {
+    const rate = got / Math.max(performance.now() - began, 1); // bytes per ms
+    report({ phase: "download", got, total: entry.bytes, left_ms: Math.round((entry.bytes - got) / rate) });
+  });
   let got = 0;
-  let last = 0;
-  for (;;) {
-    let chunk;
-    try {
-      chunk = await reader.read();
-    } catch (err) {
-      if (signal.aborted) throw err;
-      throw new ModelFileError("cut", `The download stopped after ${(got / 1e6).toFixed(1)} of ${(entry.bytes / 1e6).toFixed(1)} MB. Try again.`);
-    }
-    if (chunk.done) break;
-    if (got + chunk.value.byteLength > entry.bytes) throw new ModelFileError("damaged", "The download is longer than the file the site lists, so it is not that file. Nothing was kept; try again.");
-    bytes.set(chunk.value, got);
-    got += chunk.value.byteLength;
-    const now = performance.now();
-    if (now - last >= EVERY_MS) {
-      last = now;
-      const rate = got / Math.max(now - began, 1); // bytes per ms
-      report({ phase: "download", got, total: entry.bytes, left_ms: Math.round((entry.bytes - got) / rate) });
-    }
+  try {
+    got = await readBody(response, (chunk, upTo) => {
+      if (upTo > entry.bytes) throw new ModelFileError("damaged", "The download is longer than the file the site lists, so it is not that file. Nothing was kept; try again.");
+      bytes.set(chunk, got);
+      got = upTo;
+      progress(got);
+    });
+  } catch (err) {
+    if (signal.aborted || err instanceof ModelFileError) throw err;
+    throw cut(got);
   }
-  if (got !== entry.bytes) throw new ModelFileError("cut", `The download stopped after ${(got / 1e6).toFixed(1)} of ${(entry.bytes / 1e6).toFixed(1)} MB. Try again.`);
+  if (got !== entry.bytes) throw cut(got);
   report({ phase: "download", got, total: entry.bytes, left_ms: 0 });
   return { bytes, ms: Math.round(performance.now() - began) };
 }
@@ -131,8 +93,9 @@ async function download(entry, signal, report) {
 export async function obtain(model, signal, report) {
   const entry = await listed(model);
   const ms = { download: 0, check: 0 };
-  const found = await kept(entry);
-  if (found) return { bytes: found, entry, from: "kept", kept: true, ms };
+  const place = placeOf(entry);
+  const found = await find(place);
+  if (found.bytes) return { bytes: found.bytes, entry, from: "kept", kept: true, ms };
   const got = await download(entry, signal, report);
   ms.download = got.ms;
   report({ phase: "check", got: entry.bytes, total: entry.bytes, left_ms: 0 });
@@ -141,7 +104,7 @@ export async function obtain(model, signal, report) {
   ms.check = Math.round(performance.now() - began);
   if (signal.aborted) throw new DOMException("stopped", "AbortError");
   if (digest !== entry.sha256) throw new ModelFileError("damaged", "The downloaded file is damaged: its SHA-256 is not the one this site lists for it. Nothing was kept; try again.");
-  const isKept = await keep(entry, got.bytes);
+  const isKept = await keep(place, got.bytes, digest);
   return { bytes: got.bytes, entry, from: "site", kept: isKept, ms };
 }
 
