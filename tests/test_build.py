@@ -786,7 +786,7 @@ def test_the_posters_weight_is_what_a_start_fetches(tmp_path):
     (tmp_path / "embed").mkdir()
     (tmp_path / "embed" / "poster.js").write_text('note = "(about {{START_MB}}, once)";')
     sitelib.write_start_weight(tmp_path)
-    assert (tmp_path / "embed.html").read_text() == "<p>Python loads once (about 5 MB)</p>"
-    assert "(about 5 MB, once)" in (tmp_path / "embed" / "poster.js").read_text()
+    assert (tmp_path / "embed.html").read_text() == "<p>Python loads once (about 5 MiB)</p>"
+    assert "(about 5 MiB, once)" in (tmp_path / "embed" / "poster.js").read_text()
     with pytest.raises(ValueError, match="embed.html"):  # already filled in: refused, not guessed
         sitelib.write_start_weight(tmp_path)

@@ -185,7 +185,7 @@ def test_an_unsupported_type_is_refused_by_name(tmp_path):
 
 
 def test_a_file_over_the_limit_is_refused_before_it_is_read():
-    with pytest.raises(GGUFError, match="decodelab reads GGUF files up to 1 MB"):
+    with pytest.raises(GGUFError, match="decodelab reads GGUF files up to 1 MiB"):
         GGUF(bytes(3 * 2**20), max_bytes=2**20)
 
 
@@ -200,5 +200,5 @@ def test_a_file_on_disk_over_the_limit_is_refused_before_it_is_read(tmp_path, mo
         raise AssertionError("the file was opened")
 
     monkeypatch.setattr(reader, "open", never, raising=False)  # gguf.py's open, not the test's
-    with pytest.raises(GGUFError, match="the file is 3 MB; decodelab reads GGUF files up to 1 MB"):
+    with pytest.raises(GGUFError, match="the file is 3 MiB; decodelab reads GGUF files up to 1 MiB"):
         model.load(path, max_bytes=2**20)

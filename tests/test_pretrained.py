@@ -438,7 +438,7 @@ def test_the_prefix_tree_of_served_chats_starts_with_the_system_message(smol):
     ({"workload": ["0 6 a\x04b"]}, "Your workload, line 1: the text has characters this model "
                                     "cannot read: '\\x04'."),
     ({"workload": ["0 3000 hi"]}, "3000 new tokens after a prompt of 31 tokens do not fit"),
-    ({"memory_blocks": 100_000}, "at most 728 (512 MB) here"),
+    ({"memory_blocks": 100_000}, "at most 728 (512 MiB) here"),
 ])
 def test_serving_the_real_model_refuses_by_name(smol, req, words):
     from decodelab.lesson.serving import Serving

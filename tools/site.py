@@ -179,8 +179,9 @@ def start_weight(site: Path) -> int:
 
 
 def write_start_weight(site: Path) -> None:
-    """Put the start's weight, in whole megabytes, where the poster's words claim it."""
-    weight = f"{start_weight(site) / 1e6:.0f} MB"
+    """Put the start's weight, in whole MiB (the page's one unit: web/ui/bytes.js), where the
+    poster's words claim it."""
+    weight = f"{start_weight(site) / 2**20:.0f} MiB"
     for name in ("embed.html", "embed/poster.js"):
         path = site / name
         text = path.read_text()

@@ -256,7 +256,7 @@ def test_a_slow_start_counts_the_megabytes_as_they_arrive(chromium, base_url, si
     finally:
         context.close()
     counted = [(float(m[1]), float(m[2]), bar) for text, bar in seen
-               if (m := re.search(r"([\d.]+) of ([\d.]+) MB$", text))]
+               if (m := re.search(r"([\d.]+) of ([\d.]+) MiB$", text))]
     # the total is what a start fetches, from the build's lists: the runtime, numpy and the
     # package, then the lesson files too once their phase begins
     listed = json.loads((site_root / "pyodide" / "integrity.json").read_text())["files"]
@@ -266,9 +266,9 @@ def test_a_slow_start_counts_the_megabytes_as_they_arrive(chromium, base_url, si
     # (while Python starts, the bytes wait for it); how many depends on the machine, so: several
     assert len({g for g, _, _ in counted}) >= 3, seen
     totals = [t for _, t, _ in counted]
-    assert totals[0] == float(f"{runtime / 1e6:.1f}"), seen
-    assert set(totals) <= {totals[0], float(f"{(runtime + lesson) / 1e6:.1f}")}, seen
-    assert any("Checking the models and text" in text and text.endswith(" MB") for text, _ in seen), seen
+    assert totals[0] == float(f"{runtime / 2**20:.1f}"), seen
+    assert set(totals) <= {totals[0], float(f"{(runtime + lesson) / 2**20:.1f}")}, seen
+    assert any("Checking the models and text" in text and text.endswith(" MiB") for text, _ in seen), seen
     # the figure and the bar only go up, and the bar moves while the bytes come
     assert [g for g, _, _ in counted] == sorted(g for g, _, _ in counted)
     assert counted[-1][0] > counted[0][0] and counted[-1][2] > counted[0][2] + 0.2, counted

@@ -184,7 +184,7 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
     choose_the_real_model(app)
     app.locator("#pretrained-load").click()
     said = wait_status(app, "Loaded", "could not", "failed")
-    assert said.startswith("Loaded in ") and "downloaded 98.4 MB" in said
+    assert said.startswith("Loaded in ") and "downloaded 93.8 MiB" in said
     assert "Kept in this browser" in said
     assert len(app.evaluate(KEPT_MODEL)) == 1  # apart from the site's offline copy
     facts = app.locator("#pretrained-facts").inner_text()
@@ -220,7 +220,7 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
     said = wait_status(page, "Loaded", "could not", "failed")
     assert said.startswith("Loaded from the copy kept in this browser (checked)"), said
     assert asked == []
-    # and the learner takes the 98 MB of storage back
+    # and the learner takes the 94 MiB of storage back
     page.get_by_role("button", name="Forget the kept copy").click()
     assert "is deleted" in wait_status(page, "is deleted")
     assert page.evaluate(KEPT_MODEL) == []
@@ -316,7 +316,7 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
     app.locator("#pretrained-own summary").click()
     about = app.locator("#pretrained-own-about").inner_text()
     limit = MAX_FILE_BYTES // 2**20
-    assert f"up to {limit} MB" in about and "llama’s architecture" in about
+    assert f"up to {limit} MiB" in about and "llama’s architecture" in about
     assert "F32, F16, Q4_0, Q4_1 or Q8_0" in about
     chooser = app.get_by_label("GGUF file", exact=True)
 
@@ -325,8 +325,8 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
         fh.truncate(MAX_FILE_BYTES + 2**20)  # sparse: never written, and never read
     chooser.set_input_files(big)
     said = status(app)
-    assert said.startswith(f"Your file big.gguf is {(MAX_FILE_BYTES + 2**20) / 1e6:.1f} MB; "
-                           f"decodelab reads GGUF files up to {limit} MB") and "Nothing was read" in said
+    assert said.startswith(f"Your file big.gguf is {limit + 1} MiB; "  # one unit in the sentence
+                           f"decodelab reads GGUF files up to {limit} MiB") and "Nothing was read" in said
 
     text = tmp_path / "notes.gguf"
     text.write_bytes(b"not a model, whatever its name says")
@@ -368,7 +368,7 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
     name = GGUF(path).get("general.name")  # the file's own name for the model
     chooser.set_input_files(path)
     said = wait_status(app, "Loaded", "was not loaded")
-    assert said.startswith(f"Loaded {name} from your file {path.name} (98.4 MB)"), said
+    assert said.startswith(f"Loaded {name} from your file {path.name} (93.8 MiB)"), said
     assert "not kept in this browser" in said
     assert app.locator("#pretrained-facts").inner_text().startswith(f"{name}: 135 million")
     run_as_the_cli(app, 8)

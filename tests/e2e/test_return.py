@@ -79,8 +79,8 @@ def test_a_return_visit_restores_python_and_reads_kept_bytecode_and_answers_the_
         listed = json.loads((site_root / "pyodide" / "integrity.json").read_text())["files"]
         runtime = sum(f["bytes"] for f in listed if STARTUP_FILES.fullmatch(f["path"]) and not f["path"].endswith(".whl"))
         lesson = sum(f["bytes"] for f in json.loads((site_root / "assets" / "manifest.json").read_text())["files"])
-        totals = {m[1] for text, _ in page.evaluate("() => window.__statuses") if (m := re.search(r"of ([\d.]+) MB$", text))}
-        assert f"{runtime / 1e6:.1f}" in totals and totals <= {f"{runtime / 1e6:.1f}", f"{(runtime + lesson) / 1e6:.1f}"}, totals
+        totals = {m[1] for text, _ in page.evaluate("() => window.__statuses") if (m := re.search(r"of ([\d.]+) MiB$", text))}
+        assert f"{runtime / 2**20:.1f}" in totals and totals <= {f"{runtime / 2**20:.1f}", f"{(runtime + lesson) / 2**20:.1f}"}, totals
         # the standard library the start needs came with the snapshot (snapshot.js)
         assert again["imported_after_snapshot"] == [], again
         # the learner is told where the quick start came from

@@ -58,7 +58,7 @@ def test_the_model_select_offers_both_models(app):
     # the two kinds trained here, then the real model (loaded when asked: test_pretrained_page)
     assert options.evaluate_all("os => os.map(o => o.value)") == ["bigram", "transformer",
                                                                   "smollm2"]
-    assert options.last.inner_text() == "SmolLM2-135M-Instruct (real, 98 MB)"
+    assert options.last.inner_text() == "SmolLM2-135M-Instruct (real, 94 MiB)"
     assert app.get_by_label("Cache check", exact=True).is_checked()  # on by default
     assert reveal(app, app.get_by_label("Inject a bug", exact=True)).input_value() == "none"  # off by default
 

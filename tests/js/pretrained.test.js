@@ -29,7 +29,7 @@ test("a turn over the window says what it drops before the model reads it", () =
 test("a file of one's own: the reader's limits in words", () => {
   const words = ownFile({ max_file_bytes: 256 * 2 ** 20, architectures: ["llama"], types: ["F32", "F16", "Q4_0", "Q4_1", "Q8_0"] });
   assert.match(words, /^A model of llama’s architecture/);
-  assert.match(words, /stored as F32, F16, Q4_0, Q4_1 or Q8_0, a file of up to 256 MB\./);
+  assert.match(words, /stored as F32, F16, Q4_0, Q4_1 or Q8_0, a file of up to 256 MiB\./);
 });
 
 test("the loaded model's shape, and its KV cache per token", () => {

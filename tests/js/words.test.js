@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { bytes, sci } from "../../web/ui/plot.js";
+import { bytes, bytesOf } from "../../web/ui/bytes.js";
+import { sci } from "../../web/ui/plot.js";
 import { drawSegments, finishCode, finishSentence, pct, plural, readable, seconds, spoken, stepOdds, tokenName } from "../../web/ui/render.js";
 
 test("a token as a learner reads it", () => {
@@ -53,6 +54,12 @@ test("small numbers and bytes, as the cache panels write them", () => {
   assert.equal(bytes(4 * 2 ** 30), "4 GiB");
   assert.equal(bytes(1), "1 byte");
   assert.equal(bytes(1536), "1.5 KiB");
+  assert.equal(bytes(98_362_432), "93.8 MiB"); // the real model's file
+  assert.equal(bytes(256 * 2 ** 20), "256 MiB"); // the largest GGUF file decodelab reads
+  // a download's progress: both numbers in the whole's unit, so they compare
+  assert.equal(bytesOf(6_400_000, 17_700_000), "6.1 of 16.9 MiB");
+  assert.equal(bytesOf(512 * 1024, 98_362_432), "0.5 of 93.8 MiB");
+  assert.equal(bytesOf(0, 2048), "0.0 of 2.0 KiB");
 });
 
 test("why a run stopped, in words and as the trace writes it", () => {

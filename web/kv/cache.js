@@ -5,7 +5,8 @@
 
 import { cacheShape, shapeOf } from "./costs.js";
 import { $ } from "../ui/dom.js";
-import { bytes, drawResponsive, lineChart, sci, verdict } from "../ui/plot.js";
+import { drawResponsive, lineChart, sci, verdict } from "../ui/plot.js";
+import { bytes } from "../ui/bytes.js";
 import { el, plural, readable } from "../ui/render.js";
 
 // The tolerance the live check is judged against, and the cache's shape and bytes, come from

@@ -3,7 +3,8 @@
 // tiny transformer, live; and a measured sweep of time and K/V bytes per decode step against
 // context length, with the cache and without it (webapi.cost_sweep -> costs.step_costs).
 
-import { bytes, drawResponsive, lineChart } from "../ui/plot.js";
+import { drawResponsive, lineChart } from "../ui/plot.js";
+import { bytes } from "../ui/bytes.js";
 import { ask, el, fieldError, pct } from "../ui/render.js";
 import { fieldDefaults } from "../state/settings.js";
 import { $ } from "../ui/dom.js";

@@ -10,13 +10,10 @@
 
 import { $ } from "../ui/dom.js";
 import { readable } from "../ui/render.js";
+import { bytes, bytesOf } from "../ui/bytes.js";
 
 const MODEL = "smollm2";
 const SHORT_MEMORY_GB = 4; // navigator.deviceMemory under this: the page warns before loading
-
-function mb(bytes) {
-  return (bytes / 1e6).toFixed(1);
-}
 
 function seconds(ms) {
   return `${(ms / 1000).toFixed(1)} s`;
@@ -24,21 +21,20 @@ function seconds(ms) {
 
 /** What the loaded model is, in one line of the page's words. */
 export function facts(info) {
-  const kib = info.bytes_per_token / 1024;
   return (info.name ? `${info.name}: ` : "") + [
     `${Math.round(info.params / 1e6)} million parameters`,
     `${info.n_layer} layers`,
     `${info.n_head} query heads sharing ${info.n_kv_head} key-value heads of ${info.head_dim}`,
     `${info.vocab_size.toLocaleString("en")} tokens`,
     `${info.context_size.toLocaleString("en")} positions kept (trained on ${Number(info.trained_context).toLocaleString("en")})`,
-    `its KV cache takes ${kib.toLocaleString("en", { maximumFractionDigits: 1 })} KiB a token (float32)`,
+    `its KV cache takes ${bytes(info.bytes_per_token)} a token (float32)`,
   ].join(" · ") + ".";
 }
 
 /** What a file of one's own must be, from Python's reader (webapi.pretrained.reads). */
 export function ownFile(reads) {
   const types = reads.types.join(", ").replace(/, ([^,]*)$/, " or $1");
-  return `A model of ${reads.architectures.join(" or ")}’s architecture (as SmolLM2 is: the file says so) with a byte-level BPE tokenizer, its weights stored as ${types}, a file of up to ${Math.round(reads.max_file_bytes / 2 ** 20)} MB. It takes this model’s place in the page for this visit: runs and chats with Model SmolLM2 then use it, and it is not kept in this browser.`;
+  return `A model of ${reads.architectures.join(" or ")}’s architecture (as SmolLM2 is: the file says so) with a byte-level BPE tokenizer, its weights stored as ${types}, a file of up to ${bytes(reads.max_file_bytes)}. It takes this model’s place in the page for this visit: runs and chats with Model SmolLM2 then use it, and it is not kept in this browser.`;
 }
 
 /** What a chat turn read of its prompt (start's reply "chat"), in a sentence or two. */
@@ -154,7 +150,7 @@ export function createPretrained(store, client, runs) {
   const memory = typeof navigator !== "undefined" ? navigator.deviceMemory : undefined;
   if (typeof memory === "number" && memory < SHORT_MEMORY_GB) {
     dom.memory.hidden = false;
-    dom.memory.textContent = `This device says it has about ${memory} GB of memory; the model needs about 0.7 GB of it, so loading may fail here. The trained models work either way.`;
+    dom.memory.textContent = `This device says it has about ${memory} GiB of memory; the model needs about 0.7 GiB of it, so loading may fail here. The trained models work either way.`;
   }
 
   client.on("model-progress", (m) => {
@@ -162,7 +158,7 @@ export function createPretrained(store, client, runs) {
     if (m.phase === "download") {
       dom.bar.value = m.total ? m.got / m.total : 0;
       const left = m.left_ms > 0 ? `, about ${Math.max(1, Math.round(m.left_ms / 1000))} s left` : "";
-      say(`Downloading: ${mb(m.got)} of ${mb(m.total)} MB${left}.`);
+      say(`Downloading: ${bytesOf(m.got, m.total)}${left}.`);
     } else if (m.phase === "check") {
       dom.bar.removeAttribute("value"); // indeterminate while the digest is computed
       say(`Checking the file’s SHA-256 against the one this site lists…`);
@@ -187,13 +183,13 @@ export function createPretrained(store, client, runs) {
       return;
     }
     if (result.from === "disk") {
-      say(`Loaded ${result.info.name || "the model"} from your file ${result.name} (${mb(result.bytes)} MB) in ${seconds(ms.total)}. It is not kept in this browser. Press Generate to run it.`);
+      say(`Loaded ${result.info.name || "the model"} from your file ${result.name} (${bytes(result.bytes)}) in ${seconds(ms.total)}. It is not kept in this browser. Press Generate to run it.`);
       store.pretrainedLoaded(result.info);
       return;
     }
     const where = result.from === "kept"
       ? `from the copy kept in this browser (checked) in ${seconds(ms.total)}`
-      : `in ${seconds(ms.total)}: downloaded ${mb(result.bytes)} MB in ${seconds(ms.download)}, checked in ${seconds(ms.check)}, read in ${seconds(ms.read)}`;
+      : `in ${seconds(ms.total)}: downloaded ${bytes(result.bytes)} in ${seconds(ms.download)}, checked in ${seconds(ms.check)}, read in ${seconds(ms.read)}`;
     const keeping = result.from === "site"
       ? (result.kept ? " Kept in this browser, so the next visit needs no download." : " This browser would not keep it, so the next visit downloads it again.")
       : "";
@@ -233,7 +229,7 @@ export function createPretrained(store, client, runs) {
     if (!file || loading) return;
     const reads = store.state.info && store.state.info.pretrained && store.state.info.pretrained.reads;
     if (reads && file.size > reads.max_file_bytes) {
-      say(`Your file ${file.name} is ${mb(file.size)} MB; decodelab reads GGUF files up to ${Math.round(reads.max_file_bytes / 2 ** 20)} MB (their float32 weights must fit in this tab’s memory). Nothing was read.`, { failed: true });
+      say(`Your file ${file.name} is ${bytes(file.size)}; decodelab reads GGUF files up to ${bytes(reads.max_file_bytes)} (their float32 weights must fit in this tab’s memory). Nothing was read.`, { failed: true });
       return;
     }
     load(file);
@@ -245,7 +241,7 @@ export function createPretrained(store, client, runs) {
   dom.stop.addEventListener("click", () => {
     if (loading) client.post({ type: "stop", id: loading.id });
   });
-  // The kept copy is 98 MB of this browser's storage: the learner may take it back. The model
+  // The kept copy is 94 MiB of this browser's storage: the learner may take it back. The model
   // stays loaded in this page; the next load downloads the file again.
   dom.forget.addEventListener("click", async () => {
     await client.request({ type: "forget-model" });
@@ -387,7 +383,7 @@ export function createPretrained(store, client, runs) {
     /** For tests: load the model as the button does; a Promise of when it has ended. */
     load: () => load(),
     /** A link's run with the real model chosen and not loaded waits for the learner's Load
-     * (98 MB are never fetched unasked): true when `run` waits, false when there is nothing to
+     * (94 MiB are never fetched unasked): true when `run` waits, false when there is nothing to
      * wait for. */
     runWhenLoaded(run) {
       if (store.state.raw.model !== MODEL || store.state.pretrained.loaded) return false;

@@ -7,13 +7,9 @@
 // response Pyodide reads, and compiles as it streams, is left as it is. The total is the size of
 // the runtime files a start fetches (the build marks them `startup` in pyodide/integrity.json:
 // Pyodide, numpy and the decodelab wheel, less the wheels a return has installed already), so
-// "6.1 of 16.9 MB" is known from the first byte;
+// "6.1 of 16.9 MiB" is known from the first byte;
 // the lesson files' bytes (assets/manifest.json) join it when their phase begins.
 const EVERY_MS = 100; // at most this often a new figure
-
-export function megabytes(bytes) {
-  return (bytes / 1e6).toFixed(1);
-}
 
 /** `say` at most every `ms` milliseconds; `say.now(...)` calls it at once. */
 export function every(ms, say) {

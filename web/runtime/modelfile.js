@@ -2,7 +2,7 @@
 // from the site with its progress, and always checked against the SHA-256 the site lists
 // (models/models.json, written by the build) before Python reads a byte of it.
 //
-// The file is kept apart from the service worker's offline copy of the site (98 MB would make
+// The file is kept apart from the service worker's offline copy of the site (94 MiB would make
 // every new build's install that much bigger): in a cache of its own, "decodelab-model <site>",
 // under its digest, so a return visit, online or not, reads it from there. A kept copy whose
 // digest does not match is deleted and the file downloaded again. Where Cache Storage is missing
@@ -10,7 +10,8 @@
 // Keeping and checking the copy is kept.js's, reading the download downloads.js's, as for the
 // files a start keeps and fetches.
 
-import { every, megabytes, readBody } from "./downloads.js";
+import { every, readBody } from "./downloads.js";
+import { bytesOf } from "../ui/bytes.js";
 import { sha256Hex } from "./integrity.js";
 import { dropAll, find, keep } from "./kept.js";
 
@@ -63,7 +64,7 @@ async function download(entry, signal, report) {
   if (!response.ok || !response.body) throw new ModelFileError("network", `The download of the model failed (HTTP ${response.status}). Try again.`);
   const bytes = new Uint8Array(entry.bytes);
   const began = performance.now();
-  const cut = (got) => new ModelFileError("cut", `The download stopped after ${megabytes(got)} of ${megabytes(entry.bytes)} MB. Try again.`);
+  const cut = (got) => new ModelFileError("cut", `The download stopped after ${bytesOf(got, entry.bytes)}. Try again.`);
   const progress = every(EVERY_MS, (got) => {
     const rate = got / Math.max(performance.now() - began, 1); // bytes per ms
     report({ phase: "download", got, total: entry.bytes, left_ms: Math.round((entry.bytes - got) / rate) });

@@ -7,7 +7,8 @@
 
 import { useInterruptBuffer, watchFatal } from "./health.js";
 import { guardRuntime, runtimeProblem, sha256Hex } from "./integrity.js";
-import { createDownloads, megabytes } from "./downloads.js";
+import { createDownloads } from "./downloads.js";
+import { bytesOf } from "../ui/bytes.js";
 import { packBytecode, settleSources, unpackBytecode, useBytecodeDir } from "./bytecode.js";
 import { drop, findKept, keep } from "./kept.js";
 import { packInstalled, restoreInstalled } from "./installed.js";
@@ -39,8 +40,8 @@ function progress(phase, label, fraction) {
 const DOWNLOAD_BAR = [0.02, 0.75];
 const downloads = createDownloads(({ got, total, done }) => {
   if (!total || python.ready) return;
-  const label = shown.label.replace(/ [\d.]+ of [\d.]+ MB$/, "");
-  const bytes = done ? "" : ` ${megabytes(got)} of ${megabytes(total)} MB`;
+  const label = shown.label.replace(/ [\d.]+ of [\d.]+ [KMG]iB$/, "");
+  const bytes = done ? "" : ` ${bytesOf(got, total)}`;
   const fraction = DOWNLOAD_BAR[0] + (DOWNLOAD_BAR[1] - DOWNLOAD_BAR[0]) * Math.min(1, got / total);
   progress(shown.phase, label + bytes, fraction);
 });

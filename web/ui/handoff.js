@@ -4,6 +4,7 @@
 
 import { download } from "./exports.js";
 import { $ } from "./dom.js";
+import { bytes } from "./bytes.js";
 
 /** Base64 text (how bytes cross from Python) to bytes. */
 export function fromBase64(text) {
@@ -37,7 +38,7 @@ export function installHandoff({ store, call, hooks }) {
       }
       download(fromBase64(reply.zip), "application/zip", reply.name);
       hooks.handoff.last = { name: reply.name, bytes: reply.bytes };
-      status.textContent = `Downloaded ${reply.name} (${(reply.bytes / 1e6).toFixed(1)} MB). Unzip it and run python ${reply.script} inside the folder (pip install torch transformers first).`;
+      status.textContent = `Downloaded ${reply.name} (${bytes(reply.bytes)}). Unzip it and run python ${reply.script} inside the folder (pip install torch transformers first).`;
     } catch (err) {
       status.textContent = `The zip could not be made: ${err.message}`;
     } finally {

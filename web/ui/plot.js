@@ -42,21 +42,6 @@ export function sci(x) {
   return m === 1 ? pow10(k) : `${m} × ${pow10(k)}`;
 }
 
-/** Bytes in binary units, as memory is counted: 131072 -> "128 KiB". */
-export function bytes(n) {
-  if (n == null || !Number.isFinite(n)) return "–";
-  const units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-  let i = 0;
-  let v = n;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i += 1;
-  }
-  if (i === 0) return `${Math.round(v).toLocaleString("en")} ${n === 1 ? "byte" : "bytes"}`;
-  const shown = v >= 100 || Number.isInteger(v) ? Math.round(v).toLocaleString("en") : v.toFixed(1);
-  return `${shown} ${units[i]}`;
-}
-
 function niceTicks(lo, hi, count, integer = false) {
   const span = hi - lo || 1;
   const raw = span / count;

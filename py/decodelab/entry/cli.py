@@ -443,7 +443,7 @@ def build_parser() -> Parser:
                     "paged"):
             p.add_argument("--gguf", help="read the pretrained model from this GGUF file "
                                           "(Llama architecture; F32, F16, Q8_0, Q4_0 or Q4_1; at "
-                                          "most 256 MB) instead of SmolLM2's")
+                                          "most 256 MiB) instead of SmolLM2's")
         if name in ("generate", "chat", "ask", "experiment", "validity", "cache-check", "eval",
                     "tokenize", "detokenize", "export-hf", "paged"):
             p.add_argument("--assets", help="assets folder (default: $DECODELAB_ASSETS, the "

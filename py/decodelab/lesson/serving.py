@@ -270,8 +270,8 @@ class Serving(Planned):
             raise FieldError("memory_blocks", f"Memory blocks: {self.blocks:,} blocks of {b} "
                                               f"positions of this model take "
                                               f"{self.blocks * block_bytes(model, b) / 2**20:,.0f}"
-                                              f" MB; at most {most:,} ({MAX_POOL_BYTES // 2**20} "
-                                              f"MB) here.")
+                                              f" MiB; at most {most:,} ({MAX_POOL_BYTES // 2**20} "
+                                              f"MiB) here.")
         self.continuous = Scheduler(library, self.requests, num_blocks=self.blocks,
                                     block_size=b, max_running=running)
         least = self.continuous.least_blocks  # the largest request's join, as it counts it

@@ -146,8 +146,8 @@ class GGUF:
         else:
             self.bytes, self.size = None, os.path.getsize(self.path)
         if self.size > max_bytes:
-            raise GGUFError(f"the file is {self.size / 2**20:.0f} MB; decodelab reads GGUF "
-                            f"files up to {max_bytes / 2**20:.0f} MB (their float32 weights "
+            raise GGUFError(f"the file is {self.size / 2**20:.0f} MiB; decodelab reads GGUF "
+                            f"files up to {max_bytes / 2**20:.0f} MiB (their float32 weights "
                             "must fit in memory)")
         if self.path is None:
             self._parse(_Cursor(buf))

@@ -3,6 +3,7 @@
 
 import { plural, quoted } from "../../ui/render.js";
 import { sci } from "../../ui/plot.js";
+import { bytes } from "../../ui/bytes.js";
 
 export const TRIES = [
   {
@@ -102,9 +103,8 @@ export const TRIES = [
       return { gqa, both, mha };
     },
     answer({ both, mha }) {
-      const gib = (n) => `${(n / 2 ** 30).toFixed(n >= 10 * 2 ** 30 ? 0 : 1)} GiB`;
       return {
-        text: `Llama 2 70B shares 8 KV heads among its 64 query heads: ${both.bytes_per_token.toLocaleString("en")} bytes per token, so 8 sequences of 4096 tokens hold ${gib(both.total_bytes)} of keys and values, before any weights. With 64 KV heads, one per query head, it is ${gib(mha.total_bytes)}: ${Math.round(mha.total_bytes / both.total_bytes)} times as much. That saving is why large models use grouped-query attention.`,
+        text: `Llama 2 70B shares 8 KV heads among its 64 query heads: ${both.bytes_per_token.toLocaleString("en")} bytes per token, so 8 sequences of 4096 tokens hold ${bytes(both.total_bytes)} of keys and values, before any weights. With 64 KV heads, one per query head, it is ${bytes(mha.total_bytes)}: ${Math.round(mha.total_bytes / both.total_bytes)} times as much. That saving is why large models use grouped-query attention.`,
         evidence: [["#mem-formula", mha.total_bytes.toLocaleString("en")]],
       };
     },
