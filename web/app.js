@@ -5,7 +5,7 @@
 //             address), settings and query (pure helpers)
 //   ui/       the start-up line, the settings form, the run bar, the generated text, the step
 //             inspector, training on your own text, the share card, accessibility, the hooks
-//   pretrained/ the real model's card: loading SmolLM2 when the learner asks
+//   pretrained/ the real model: its load, its card, a file of one's own, the chat
 //   course/   the chapters: the map, the address of each, the trip of a Try this and back
 //   lesson/   the panels of the lesson, kv/ those of the KV cache, search/ beam search and
 //             speculative decoding, serving/ a paged cache serving many requests, embed/ the

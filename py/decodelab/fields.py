@@ -63,6 +63,7 @@ class Field:
     slider: tuple = ()
     rows: int | None = None
     choice_labels: tuple = ()
+    choice_help: tuple = ()  # what each choice is, in a sentence (the page's hint under it)
 
     def allowed(self) -> str:
         """The allowed values in words, as they appear in error messages."""
@@ -120,7 +121,15 @@ FIELDS = (
     F("model", "Model", "choice", "bigram", "The model that scores each possible next token.",
       choices=MODELS + PRETRAINED,
       group="model", choice_labels=("Bigram (counts)", "Transformer (KV cache)",
-                                    "SmolLM2-135M-Instruct (real, 94 MiB)")),
+                                    "SmolLM2-135M-Instruct (real, 94 MiB)"),
+      choice_help=(
+          "A bigram model looks only at the last character. Its scores are the logarithms of "
+          "how often each character followed that one in the training text.",
+          "A tiny transformer reads every earlier character through attention. It keeps their "
+          "keys and values in a cache, so each new step computes only one new position.",
+          "A real transformer of the same kind (Llama’s architecture), trained by Hugging "
+          "Face on trillions of tokens and tuned to chat. It brings its own byte-level BPE "
+          "tokenizer of 49,152 tokens, so the dataset and tokenizer settings do not apply to it.")),
     F("dataset", "Dataset", "choice", "names", "The text the model learned from.",
       choices=("names", "prose", "tasks"),
       group="model"),

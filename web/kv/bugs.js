@@ -7,11 +7,11 @@ import { checkChart } from "./cache.js";
 import { drawResponsive, sci, svg, verdict } from "../ui/plot.js";
 import { $ } from "../ui/dom.js";
 import { ask, el, fieldError, plural, tableHead } from "../ui/render.js";
+import { modelOf } from "../state/settings.js";
 
 const BUG_DEFAULT_PROMPTS = { names: "mar", prose: "The cache " };
-const REAL_PROMPT = "The capital of France is"; // with Model SmolLM2: an answer it knows
+const REAL_PROMPT = "The capital of France is"; // with the real model: an answer it knows
 const REAL_STEPS = "8"; // and fewer steps: each is a full pass of the real model (Python caps them)
-const REAL = "smollm2";
 
 export function createBugs(app, batch) {
   const dom = {
@@ -47,10 +47,13 @@ export function createBugs(app, batch) {
     for (const name of ["bug", "test_prompt", "check_steps"]) showError(name, null);
   }
 
+  // the workbench's model is the real one (Python says which is: setup's models)
+  const real = () => Boolean((modelOf(app.info(), app.settings().model) || {}).pretrained);
+
   function defaultPrompt() {
-    if (app.settings().model === REAL && !stepsTouched) dom.steps.value = REAL_STEPS;
+    if (real() && !stepsTouched) dom.steps.value = REAL_STEPS;
     if (promptTouched) return;
-    dom.prompt.value = app.settings().model === REAL ? REAL_PROMPT : BUG_DEFAULT_PROMPTS[app.settings().dataset] || "";
+    dom.prompt.value = real() ? REAL_PROMPT : BUG_DEFAULT_PROMPTS[app.settings().dataset] || "";
   }
   dom.steps.addEventListener("input", () => { stepsTouched = true; });
   dom.prompt.addEventListener("input", () => { promptTouched = true; });
@@ -72,7 +75,7 @@ export function createBugs(app, batch) {
       bug: dom.bug.value,
       dataset: app.settings().dataset,
       tokenizer: app.settings().tokenizer, // the lab's model reads the tokens the workbench's does
-      model: app.settings().model === REAL ? REAL : "transformer", // the real model, once loaded
+      model: real() ? app.settings().model : "transformer", // the real model, once loaded
       test_prompt: dom.prompt.value,
       check_steps: dom.steps.value.trim() === "" || !Number.isFinite(steps) ? dom.steps.value : steps,
       seed: Number(app.settings().seed) || 0,

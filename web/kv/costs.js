@@ -6,7 +6,7 @@
 import { drawResponsive, lineChart } from "../ui/plot.js";
 import { bytes } from "../ui/bytes.js";
 import { ask, el, fieldError, pct } from "../ui/render.js";
-import { fieldDefaults } from "../state/settings.js";
+import { fieldDefaults, modelOf } from "../state/settings.js";
 import { $ } from "../ui/dom.js";
 
 /** The tiny transformer's cache shape for a dataset, from the info Python sent at boot. */
@@ -136,10 +136,12 @@ export function createMemoryView(app, live) {
   // next to what it allocated.
   function updateLive() {
     const usage = live.usage();
-    if (dom.preset.value === "smollm2" && usage && usage.model === "smollm2") {
+    // a preset with the shape of a model of this page (Python says which) draws that model's run
+    const preset = presets.find((x) => x.id === dom.preset.value);
+    if (preset && preset.model && usage && usage.model === preset.model) {
       const { shape, filled, allocated } = usage;
       const growth = shape.reserve ? ` (float32 there, as the preset counts it). It takes ${shape.reserve} positions at a time as the run fills them, not the window’s ${bytes(shape.allocated)} at once.` : " (float32 there, as the preset counts it).";
-      dom.live.textContent = `Live, from the latest run of SmolLM2 in this page: ${filled} of ${shape.context_size} positions in use, ${bytes(filled * shape.perToken)} of the ${bytes(allocated)} its session allocated${growth}`;
+      dom.live.textContent = `Live, from the latest run of ${(modelOf(app.info(), preset.model) || {}).name || preset.label} in this page: ${filled} of ${shape.context_size} positions in use, ${bytes(filled * shape.perToken)} of the ${bytes(allocated)} its session allocated${growth}`;
       dom.live.hidden = false;
       return;
     }

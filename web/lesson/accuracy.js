@@ -8,6 +8,7 @@ import { createPlanned } from "./planned.js";
 import { svg } from "../ui/plot.js";
 import { el, foldedList, pct, plural, tableHead } from "../ui/render.js";
 import { $ } from "../ui/dom.js";
+import { realModel } from "../state/settings.js";
 const W = 420;
 const H = 190;
 const PAD = { left: 44, right: 16, top: 14, bottom: 30 };
@@ -127,7 +128,7 @@ export function createAccuracy({ call }) {
       for (const option of inputs.model.options) option.disabled = !(option.value in models) || (option.value === "transformer" && !on);
       fit(true);
       for (const c of form.elements) c.disabled = false;
-      if (!on) status.textContent = "This site was built without the tasks model; SmolLM2 can still be asked.";
+      if (!on) status.textContent = `This site was built without the tasks model; ${(realModel(info) || {}).name || "the real model"} can still be asked.`;
       box.dataset.state = "idle";
       if (section) section.dataset.state = "idle";
     },

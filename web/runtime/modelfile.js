@@ -38,7 +38,7 @@ export async function listed(model) {
     throw new ModelFileError("offline", "The list of this site's models could not be read: the site is not reachable, and this browser has not kept it.");
   }
   const entry = files.find((f) => f.model === model);
-  if (!entry) throw new ModelFileError("absent", "This site was built without the real model's file, so SmolLM2 cannot be loaded here; the trained models work as before.");
+  if (!entry) throw new ModelFileError("absent", "This site was built without the real model's file, so it cannot be loaded here; the trained models work as before.");
   return { ...entry, url: new URL(entry.path, SITE).href };
 }
 

@@ -255,7 +255,7 @@ async function loadModel(client, message) {
     if (!python.ready) return finish({ ok: false, problem: "python", message: "Python did not start, so the model cannot be read." });
     got = message.file // a File the learner opened: read as it is, not kept
       ? await fromDisk(message.file)
-      : await obtainModelFile(String(message.model || "smollm2"), load.abort.signal, report);
+      : await obtainModelFile(String(message.model), load.abort.signal, report);
   } catch (err) {
     if (load.stopped) return stopped();
     if (err instanceof ModelFileError) return finish({ ok: false, problem: err.kind, message: err.message });

@@ -17,6 +17,17 @@ export function formValue(kind, value) {
   return value == null ? "" : String(value);
 }
 
+/** Python's words for the model `id` (setup's models: {id, label, about, pretrained, ...}), or null. */
+export function modelOf(info, id) {
+  return ((info && info.models) || []).find((m) => m.id === id) || null;
+}
+
+/** The real model, read from its file when the learner asks (its entry also has its name and
+ * its card's words: {id, name, ...}), or null when Python offers none. */
+export function realModel(info) {
+  return ((info && info.models) || []).find((m) => m.pretrained) || null;
+}
+
 /** Python's defaults of these fields (rows of its field table), as their controls show them. */
 export function fieldDefaults(fields, names) {
   const specs = Object.fromEntries((fields || []).map((f) => [f.name, f]));

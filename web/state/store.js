@@ -20,13 +20,17 @@
 //              it), opened from the map, the address, a Try this or its way back
 //   progress   the chapters seen and the Try this suggestions run (kept for the next visit)
 //   trip       {trip}: a Try this has taken the learner to the workbench (null: the trip is over)
-//   pretrained the real model was loaded, or went with its worker (state.pretrained)
+//   pretrained the real model's load: begun, its progress in words, loaded (or gone with its
+//              worker), its copy kept or forgotten (state.pretrained)
 //   chat       the conversation with it changed (state.chat)
 //
 // Every rule about the settings is Python's (decodelab.entry.webapi.run, endpoint "check"): this
 // module asks and keeps the answer. It needs a way to call Python, given by connect().
 
 import { countChanged, formValue, forPython } from "./settings.js";
+
+// The real model before any load: not read, nothing on its way, nothing said, nothing kept.
+const NOT_LOADED = Object.freeze({ loaded: false, info: null, loading: null, said: { text: "", failed: false }, bar: null, from: null, kept: false });
 
 const CHECK_MS = 350; // a quiet spell of typing after which the settings are checked
 
@@ -67,7 +71,7 @@ export function createStore() {
     locks: null, // setting -> value: kept whatever asks to change it (an embed's hidden controls)
     baseline: null, // what Reset goes back to (null: Python's defaults)
     run: null, // the run on screen
-    pretrained: { loaded: false, info: null }, // the real model: read into this page's Python yet?
+    pretrained: NOT_LOADED, // the real model: read into this page's Python yet, or on its way
     chat: [], // the conversation with it: {role, content}, oldest first (a system message first)
     // the course: the chapter on screen, the chapters seen and the suggestions run, and a Try
     // this that took the learner to the workbench: {id, from, text, status, answer}
@@ -209,7 +213,7 @@ export function createStore() {
       state.specs = Object.fromEntries((info.fields || []).map((spec) => [spec.name, spec]));
       state.datasets = { ...(info.datasets || {}) };
       const loaded = info.pretrained && info.pretrained.loaded; // (a widget's shared Python)
-      state.pretrained = loaded ? { loaded: true, info: info.pretrained } : { loaded: false, info: null };
+      state.pretrained = loaded ? { ...NOT_LOADED, loaded: true, info: info.pretrained } : NOT_LOADED;
       state.names = Object.keys(state.specs).filter((name) => names.includes(name)); // the table's order
       emit({ type: "info" });
       return apply(info.defaults || {});
@@ -307,12 +311,34 @@ export function createStore() {
       return countChanged(state.raw, (state.info && state.info.defaults) || {}, names, state.specs);
     },
 
-    /** The real model was read into Python (info: what Python said of it), or went with the
-     * worker that held it (null). The settings are checked again: a run of it may start now. */
-    pretrainedLoaded(info) {
-      state.pretrained = info ? { loaded: true, info } : { loaded: false, info: null };
+    /** The real model was read into Python (info: what Python said of it; from: "site", "kept"
+     * or "disk"; kept: this browser keeps a copy), or went with the worker that held it (null:
+     * where it came from is remembered, to read it back). The settings are checked again: a run
+     * of it may start now. */
+    pretrainedLoaded(info, { from = state.pretrained.from, kept = state.pretrained.kept } = {}) {
+      state.pretrained = info ? { ...state.pretrained, loaded: true, info, from, kept } : { ...state.pretrained, loaded: false, info: null };
       emit({ type: "pretrained" });
       if (call && state.info) ask("model", true);
+    },
+
+    /** A load of the real model began ({id, again: read back after a restart, file: the name of
+     * a file of the learner's own}) or ended (null). */
+    pretrainedLoading(loading) {
+      state.pretrained = { ...state.pretrained, loading };
+      emit({ type: "pretrained" });
+    },
+
+    /** How the load goes, in words ({text, failed}), and how far (bar: a fraction, "busy" while
+     * it cannot say, or null when no bar shows). */
+    pretrainedSaid(said, bar = state.pretrained.bar) {
+      state.pretrained = { ...state.pretrained, said, bar };
+      emit({ type: "pretrained" });
+    },
+
+    /** This browser keeps a copy of the file (or no longer does: the learner deleted it). */
+    pretrainedKept(kept) {
+      state.pretrained = { ...state.pretrained, kept };
+      emit({ type: "pretrained" });
     },
 
     /** The conversation with the real model: these messages (a turn's question and answer,

@@ -8,15 +8,6 @@
 import { $, el } from "./dom.js";
 import { fieldError, fixed, readable } from "./render.js";
 
-// What each kind of model does, in a sentence (Python may send its own description instead).
-const MODEL_HINTS = {
-  bigram: "A bigram model looks only at the last character. Its scores are the logarithms of how often each character followed that one in the training text.",
-  transformer: "A tiny transformer reads every earlier character through attention. It keeps their keys and values in a cache, so each new step computes only one new position.",
-  smollm2: "A real transformer of the same kind (Llama’s architecture), trained by Hugging Face on trillions of tokens and tuned to chat. It brings its own byte-level BPE tokenizer of 49,152 tokens, so the dataset and tokenizer settings do not apply to it.",
-};
-// What the dataset hint says for a model trained elsewhere, with its own data and tokenizer.
-const OWN_DATA = "Not trained here: it learned from Hugging Face’s own mix of web text, code and maths, and writes any text its tokenizer can spell.";
-
 export function createForm(store, { generate }) {
   const form = $("settings");
   const dom = {
@@ -222,12 +213,13 @@ export function createForm(store, { generate }) {
   function describeDataset(state) {
     const d = state.datasets[state.raw.dataset];
     if (!d) return;
-    const own = (state.info.models || []).some((m) => m.id === state.raw.model && m.pretrained);
-    if (own) {
-      dom.datasetHint.textContent = OWN_DATA;
-      dom.modelHint.textContent = MODEL_HINTS[state.raw.model] || "";
-      dom.vocabSummary.textContent = "Tokens this model knows (49,152)";
-      dom.vocabWords.textContent = "Any text: byte-level BPE with 17 special tokens, such as <|im_start|> and <|im_end|>, that typed text never produces.";
+    // what the model is, in Python's words (setup's models: the Model field's choices)
+    const model = (state.info.models || []).find((m) => m.id === state.raw.model);
+    dom.modelHint.textContent = model ? model.about : "";
+    if (model && model.pretrained) { // its own data and tokens: its card's words
+      dom.datasetHint.textContent = model.data;
+      dom.vocabSummary.textContent = model.vocab_summary;
+      dom.vocabWords.textContent = model.vocab_words;
       dom.vocabList.replaceChildren();
       return;
     }
@@ -260,8 +252,6 @@ export function createForm(store, { generate }) {
       dom.vocabSummary.textContent = `Characters this model knows (${vocab.length})`;
       dom.vocabWords.textContent = Array.isArray(d.vocab) ? `${d.vocab_words}. The prompt may use only these.` : "";
     }
-    const model = (state.info.models || []).find((m) => m.id === state.raw.model);
-    dom.modelHint.textContent = (model && model.description) || MODEL_HINTS[state.raw.model] || "The model that scores each possible next character.";
   }
 
   // Only the chosen controls show (an embed's controls=): the others, the groups left empty and

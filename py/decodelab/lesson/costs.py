@@ -22,7 +22,7 @@ import numpy as np
 from decodelab.core.models.kvcache import kv_cache_bytes
 from decodelab.core.serving.paged import blocks_for
 from decodelab.errors import FieldError
-from decodelab.fields import read
+from decodelab.fields import PRETRAINED, read
 
 # Published shapes (layers, query heads, KV heads, head dim), with 2-byte (16-bit) elements.
 PRESETS = (
@@ -43,6 +43,7 @@ PRESETS = (
      "kv_heads": 12, "head_dim": 64, "bytes_per_element": 2,
      "note": "The 124M-parameter GPT-2: 12 layers of 12 heads of 64 dimensions."},
     {"id": "smollm2", "label": "SmolLM2-135M (GQA)", "kind": "GQA", "layers": 30, "heads": 9,
+     "model": PRETRAINED[0],  # the shape of the page's real model: a run of it is drawn live
      "kv_heads": 3, "head_dim": 64, "bytes_per_element": 4,
      "note": "The real model decodelab reads from its GGUF file (the command line's --model "
              "smollm2): 9 query heads share 3 KV heads, and it runs in float32, 4 bytes a number."},

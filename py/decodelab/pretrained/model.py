@@ -26,6 +26,7 @@ from decodelab.core.models.layers import Config, matmul_layout
 from decodelab.core.loops.slices import chunks
 from decodelab.core.models.transformer import TransformerModel
 from decodelab.fields import PRETRAINED, PRETRAINED_TEXTS
+from decodelab.pretrained.card import LABEL
 from decodelab.pretrained.chat import ChatTemplate
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError, described
 from decodelab.pretrained.limits import ARCHITECTURES
@@ -49,7 +50,7 @@ class PretrainedModel(TransformerModel):
     reference_texts = PRETRAINED_TEXTS  # the corpus its texts' words are looked up in
     exports = True  # as transformers' LlamaForCausalLM, with its own tokenizer.json
     handoff = False  # its float32 weights would make a 540 MB zip: its script reads the file
-    name, label = PRETRAINED[0], "SmolLM2"  # the Model field's value for it; its name in words
+    name, label = PRETRAINED[0], LABEL  # the Model field's value for it; its name in words
     # The lesson's heavier features, each step of which is a pass over this model: a search's
     # tokens (beam search, speculative decoding) and the bugs lab's checked steps, each about a
     # second in the page; and no cache check after each of speculative decoding's rounds (a

@@ -22,9 +22,19 @@ from decodelab.lesson.search import ACCEPTANCE_DEFAULTS, BEAM_FIELDS, DRAFT_FIEL
 from decodelab.lesson.serving import LINK_FIELDS as SERVING_LINK_FIELDS
 from decodelab.lesson.serving import PRETRAINED_DEFAULTS as SERVING_PRETRAINED
 from decodelab.lesson.shapes import DEFAULTS as VALIDITY_DEFAULTS
+from decodelab.pretrained.card import card
 
-# the models' words, as the form's choices say them
+# the models' words, as the form's choices say them, and what each is in a sentence
 MODEL_LABELS = dict(zip(MODELS + PRETRAINED, FIELD_BY_NAME["model"].choice_labels))
+MODEL_ABOUT = dict(zip(MODELS + PRETRAINED, FIELD_BY_NAME["model"].choice_help))
+
+
+def models() -> list:
+    """The Model field's choices as the page draws them: the trained models, then the real one
+    (read when the learner asks), with its name and the words of its card."""
+    return [{"id": m, "label": MODEL_LABELS[m], "about": MODEL_ABOUT[m],
+             "pretrained": m in PRETRAINED, **(card() if m in PRETRAINED else {})}
+            for m in MODELS + PRETRAINED]
 
 
 def _transformer_info(library, name: str, tokenizer: str = "chars"):
@@ -107,8 +117,7 @@ def _setup(session: Session, req: dict) -> dict:
             f["choices"] = library.datasets()
     return {"version": __version__,
             # the trained models, then the real one (read when the learner asks: "pretrained")
-            "models": [{"id": m, "label": MODEL_LABELS[m], "pretrained": m in PRETRAINED}
-                       for m in MODELS + PRETRAINED],
+            "models": models(),
             "pretrained": state(library),
             "datasets": {n: dataset_info(library, n) for n in library.datasets()},
             "fields": fields, "defaults": Settings().to_json(), "endpoints": list(ENDPOINTS),

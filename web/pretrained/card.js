@@ -1,0 +1,102 @@
+// The real model's card, under the model list while the real model is chosen: what it is, Load
+// and Stop, the load's progress and its words, then the model's shape, and Forget the kept copy.
+// It draws the store's state.pretrained and asks the load (load.js) for everything it does.
+//
+// Panels that ask for the real model in a form of their own (right answers against
+// temperature, serving) carry a Load of their own, [data-load-real]: a button and a line that
+// follows this card's words while a load goes on. The same load, for a chapter or a widget
+// where this card is not on screen.
+
+import { $ } from "../ui/dom.js";
+import { bytes } from "../ui/bytes.js";
+import { realModel } from "../state/settings.js";
+
+const SHORT_MEMORY_GIB = 4; // navigator.deviceMemory (in GiB) under this: the page warns before loading
+
+/** What the loaded model is, in one line of the page's words. */
+export function facts(info) {
+  return (info.name ? `${info.name}: ` : "") + [
+    `${Math.round(info.params / 1e6)} million parameters`,
+    `${info.n_layer} layers`,
+    `${info.n_head} query heads sharing ${info.n_kv_head} key-value heads of ${info.head_dim}`,
+    `${info.vocab_size.toLocaleString("en")} tokens`,
+    `${info.context_size.toLocaleString("en")} positions kept (trained on ${Number(info.trained_context).toLocaleString("en")})`,
+    `its KV cache takes ${bytes(info.bytes_per_token)} a token (float32)`,
+  ].join(" · ") + ".";
+}
+
+export function createCard(store, load) {
+  const dom = {
+    card: $("pretrained"),
+    load: $("pretrained-load"),
+    stop: $("pretrained-stop"),
+    bar: $("pretrained-bar"),
+    status: $("pretrained-status"),
+    facts: $("pretrained-facts"),
+    memory: $("pretrained-memory"),
+    forget: $("pretrained-forget"),
+  };
+  const mirrors = [...document.querySelectorAll("[data-load-real]")].map((node) => {
+    const line = node.querySelector("[data-load-status]");
+    return { node, button: node.querySelector("button"), line, idle: line.textContent };
+  });
+
+  function place(chosen) {
+    if (!chosen) return;
+    // a widget whose link fixes the model (its control not shown, its group locked) still
+    // needs the card, to load the model on the learner's request: it stands before the group
+    const group = dom.card.closest(".group");
+    if (group && group.dataset.locked) group.before(dom.card);
+    // and a widget without its controls panel has it before the first part it shows
+    if (dom.card.closest("[data-panel-off]")) {
+      const shown = document.querySelector("#main [data-panel]:not([data-panel-off])");
+      if (shown) shown.before(dom.card);
+    }
+  }
+
+  function draw() {
+    const state = store.state;
+    const real = realModel(state.info);
+    const chosen = Boolean(real) && state.raw.model === real.id;
+    dom.card.hidden = !chosen;
+    place(chosen);
+    const { loaded, info, loading, said, bar, kept } = state.pretrained;
+    const busy = Boolean(loading);
+    const down = state.phase === "loading" || state.phase === "error";
+    dom.status.textContent = said.text;
+    dom.status.classList.toggle("error", said.failed);
+    for (const m of mirrors) {
+      m.node.hidden = loaded;
+      m.button.disabled = busy || down;
+      m.line.textContent = busy || said.failed ? said.text : m.idle;
+      m.line.classList.toggle("failed", said.failed);
+    }
+    dom.load.hidden = loaded || busy;
+    dom.load.disabled = down;
+    if (said.retry) dom.load.textContent = "Try again";
+    dom.stop.hidden = !busy;
+    dom.bar.hidden = !busy;
+    if (bar === "busy") dom.bar.removeAttribute("value"); // indeterminate
+    else if (typeof bar === "number") dom.bar.value = bar;
+    dom.facts.hidden = !loaded;
+    if (loaded && info) dom.facts.textContent = facts(info);
+    dom.forget.hidden = !kept || busy;
+  }
+
+  // The device says it has little memory: said before anything is downloaded.
+  const memory = typeof navigator !== "undefined" ? navigator.deviceMemory : undefined;
+  if (typeof memory === "number" && memory < SHORT_MEMORY_GIB) {
+    dom.memory.hidden = false;
+    dom.memory.textContent = `This device says it has about ${memory} GiB of memory; the model needs about 0.7 GiB of it, so loading may fail here. The trained models work either way.`;
+  }
+
+  dom.load.addEventListener("click", () => load.load());
+  for (const m of mirrors) m.button.addEventListener("click", () => load.load());
+  dom.stop.addEventListener("click", () => load.stop());
+  dom.forget.addEventListener("click", () => load.forget());
+
+  store.subscribe((change) => {
+    if (["info", "settings", "phase", "pretrained"].includes(change.type)) draw();
+  });
+  draw();
+}
