@@ -104,10 +104,42 @@ EXPORT void dl_quantize_q8(const float *x, int n, int k, int8_t *q, float *d, fl
  * A group's weights are read once for all n activation rows (a prefill's positions). */
 
 #define ROWS 8
+#define UNPACK_FROM 4 /* activation rows from which a block is unpacked once for all */
 
-/* wq (rows/8, nb, 16, 8) uint8: byte j of each of 8 rows' blocks (value j in its low
- * nibble, value j + 16 in its high one); wd, wm (rows/8, nb, 8). */
-EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, int rows,
+/* The integer sums of one block of 8 weight rows (w: 32 values x 8 rows, as 16-bit integers)
+ * with one activation block x (32 int8): acc[r] = sum_j w[j][r] * x[j], exact. `small`: the
+ * weights are 4-bit (0..15), so 16 products (at most 15 x 128 each) add in 16 bits. */
+static inline void block_sums(const int16_t *w, const int8_t *x, int32_t *acc, int small) {
+#ifdef __wasm_simd128__
+    v128_t a0 = wasm_i32x4_splat(0), a1 = a0;
+    if (small) {
+        for (int half = 0; half < QK; half += 16) {
+            v128_t s = wasm_i16x8_splat(0);
+            for (int j = half; j < half + 16; j++)
+                s = wasm_i16x8_add(s, wasm_i16x8_mul(wasm_v128_load(w + j * ROWS),
+                                                     wasm_i16x8_splat(x[j])));
+            a0 = wasm_i32x4_add(a0, wasm_i32x4_extend_low_i16x8(s));
+            a1 = wasm_i32x4_add(a1, wasm_i32x4_extend_high_i16x8(s));
+        }
+    } else {
+        for (int j = 0; j < QK; j++) {
+            v128_t v = wasm_v128_load(w + j * ROWS), xj = wasm_i16x8_splat(x[j]);
+            a0 = wasm_i32x4_add(a0, wasm_i32x4_extmul_low_i16x8(v, xj));
+            a1 = wasm_i32x4_add(a1, wasm_i32x4_extmul_high_i16x8(v, xj));
+        }
+    }
+    wasm_v128_store(acc, a0);
+    wasm_v128_store(acc + 4, a1);
+#else
+    (void)small;
+    for (int r = 0; r < ROWS; r++) acc[r] = 0;
+    for (int j = 0; j < QK; j++)
+        for (int r = 0; r < ROWS; r++) acc[r] += (int32_t)w[j * ROWS + r] * x[j];
+#endif
+}
+
+/* A few activation rows (a decode step): each block's nibbles read straight, no unpacking. */
+static void q4_1_direct(const uint8_t *wq, const float *wd, const float *wm, int rows,
                            int k, const int8_t *xq, const float *xd, const float *xs, int n,
                            float *out) {
     int nb = k / QK;
@@ -159,8 +191,7 @@ EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, 
     }
 }
 
-/* wq (rows/8, nb, 32, 8) int8: value j of each of 8 rows' blocks; wd (rows/8, nb, 8). */
-EXPORT void dl_matmul_q8_0(const int8_t *wq, const float *wd, int rows, int k,
+static void q8_0_direct(const int8_t *wq, const float *wd, int rows, int k,
                            const int8_t *xq, const float *xd, int n, float *out) {
     int nb = k / QK;
     for (int g = 0; g < rows / ROWS; g++) {
@@ -193,6 +224,73 @@ EXPORT void dl_matmul_q8_0(const int8_t *wq, const float *wd, int rows, int k,
                 for (int r = 0; r < ROWS; r++) sum[r] = sum[r] + (d[r] * dxb) * (float)acc[r];
             }
             for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = sum[r];
+        }
+    }
+}
+
+/* Q4_1 weights: wq (rows/8, nb, 16, 8) uint8, byte j of each of 8 rows' blocks (value j in its
+ * low nibble, value j + 16 in its high one); wd, wm (rows/8, nb, 8). Each block of 8 rows is
+ * unpacked once and used for all n activation rows, whose sums build up in `out`. */
+EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, int rows,
+                           int k, const int8_t *xq, const float *xd, const float *xs, int n,
+                           float *out) {
+    if (n < UNPACK_FROM) {
+        q4_1_direct(wq, wd, wm, rows, k, xq, xd, xs, n, out);
+        return;
+    }
+    int nb = k / QK;
+    int16_t w[QK * ROWS];
+    int32_t acc[ROWS];
+    for (int g = 0; g < rows / ROWS; g++) {
+        for (int t = 0; t < n; t++)
+            for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = 0.0f;
+        for (int b = 0; b < nb; b++) {
+            int64_t at = (int64_t)g * nb + b;
+            const uint8_t *p = wq + at * 16 * ROWS;
+            const float *d = wd + at * ROWS, *m = wm + at * ROWS;
+            for (int i = 0; i < 16 * ROWS; i++) {
+                w[i] = p[i] & 15;               /* value j = i / 8 */
+                w[i + 16 * ROWS] = p[i] >> 4;   /* value j + 16 */
+            }
+            for (int t = 0; t < n; t++) {
+                block_sums(w, xq + (int64_t)t * k + b * QK, acc, 1);
+                float dx = xd[(int64_t)t * nb + b], sx = xs[(int64_t)t * nb + b];
+                float *o = out + (int64_t)t * rows + g * ROWS;
+                for (int r = 0; r < ROWS; r++) {
+                    float part = (d[r] * dx) * (float)acc[r];
+                    float shift = m[r] * sx;
+                    o[r] = o[r] + (part + shift);
+                }
+            }
+        }
+    }
+}
+
+/* Q8_0 weights: wq (rows/8, nb, 32, 8) int8, value j of each of 8 rows' blocks;
+ * wd (rows/8, nb, 8). */
+EXPORT void dl_matmul_q8_0(const int8_t *wq, const float *wd, int rows, int k,
+                           const int8_t *xq, const float *xd, int n, float *out) {
+    if (n < UNPACK_FROM) {
+        q8_0_direct(wq, wd, rows, k, xq, xd, n, out);
+        return;
+    }
+    int nb = k / QK;
+    int16_t w[QK * ROWS];
+    int32_t acc[ROWS];
+    for (int g = 0; g < rows / ROWS; g++) {
+        for (int t = 0; t < n; t++)
+            for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = 0.0f;
+        for (int b = 0; b < nb; b++) {
+            int64_t at = (int64_t)g * nb + b;
+            const int8_t *p = wq + at * QK * ROWS;
+            const float *d = wd + at * ROWS;
+            for (int i = 0; i < QK * ROWS; i++) w[i] = p[i];
+            for (int t = 0; t < n; t++) {
+                block_sums(w, xq + (int64_t)t * k + b * QK, acc, 0);
+                float dx = xd[(int64_t)t * nb + b];
+                float *o = out + (int64_t)t * rows + g * ROWS;
+                for (int r = 0; r < ROWS; r++) o[r] = o[r] + (d[r] * dx) * (float)acc[r];
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ converted exactly) and the weights eight rows side by side (`arithmetic.interlea
 import numpy as np
 
 from decodelab.core.kernels import arithmetic
-from decodelab.core.kernels.library import kernels
+from decodelab.core.kernels.library import address, kernels
 
 QK = arithmetic.QK
 KINDS = {"Q4_1": 20, "Q8_0": 34}  # the block types with a kernel: bytes per block of 32
@@ -41,6 +41,14 @@ class QuantizedMatrix:
             self.m = None
             self.q = arithmetic.interleave(blocks[..., 2:].view(np.int8))  # (rows/8, nb, 32, 8)
 
+        # the weights' addresses, read once (a read costs microseconds, a kernel call in
+        # WebAssembly about ten)
+        self._at = tuple(address(a) if a is not None else None for a in (self.q, self.d, self.m))
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1]
+
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.q, self.d, self.m) if a is not None)
@@ -48,8 +56,18 @@ class QuantizedMatrix:
     def times(self, x: np.ndarray) -> np.ndarray:
         """x (..., k) @ W -> (..., rows), the activations quantized as llama.cpp does."""
         k, rows = self.shape
-        flat = x.reshape(-1, k)
+        flat = np.ascontiguousarray(x.reshape(-1, k), np.float32)
         kern = kernels()
+        if kern.compiled:  # by address: the activations' blocks in scratch kept per shape
+            n, q4 = flat.shape[0], self.kind == "Q4_1"
+            (q, d, s), at = scratch(n, k)
+            out = np.empty((n, rows), np.float32)
+            kern._quantize_q8(address(flat), n, k, at[0], at[1], at[2] if q4 else None)
+            if q4:
+                kern._matmul_q4_1(*self._at, rows, k, *at, n, address(out))
+            else:
+                kern._matmul_q8_0(*self._at[:2], rows, k, *at[:2], n, address(out))
+            return out.reshape(*x.shape[:-1], rows)
         if self.kind == "Q4_1":
             q, d, s = kern.quantize_q8(flat, sums=True)
             out = kern.matmul_q4_1(self.q, self.d, self.m, q, d, s)
@@ -71,3 +89,18 @@ class QuantizedMatrix:
         else:
             out = self.q[g, :, :, r].astype(np.float32) * d
         return out.reshape(*idx.shape, self.shape[0])
+
+
+_scratch = {}
+
+
+def scratch(n: int, k: int):
+    """Quantized activations' arrays for n rows of k (q, d, s) and their addresses, made once
+    per shape (decode steps reuse one; a kernel writes them before it reads them)."""
+    if (n, k) not in _scratch:
+        if len(_scratch) > 16:  # (prefills of many lengths: keep a few)
+            _scratch.clear()
+        arrays = (np.empty((n, k), np.int8), np.empty((n, k // QK), np.float32),
+                  np.empty((n, k // QK), np.float32))
+        _scratch[(n, k)] = arrays, tuple(address(a) for a in arrays)
+    return _scratch[(n, k)]
