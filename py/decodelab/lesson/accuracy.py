@@ -26,7 +26,8 @@ import math
 
 from decodelab.core.tasks import data as tasks
 from decodelab.core.loops.generate import Generation, chat_ids
-from decodelab.core.serving.paged import BlockPool, PagedPrefix, PagedSession, blocks_for
+from decodelab.core.models.kvcache import blocks_for
+from decodelab.core.serving.paged import BlockPool, PagedPrefix, PagedSession
 from decodelab.core.rules.sampling import FILTER_NAMES
 from decodelab.core.rules.settings import validate
 from decodelab.errors import FieldError, FieldErrors

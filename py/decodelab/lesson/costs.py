@@ -19,8 +19,7 @@ import time
 
 import numpy as np
 
-from decodelab.core.models.kvcache import kv_cache_bytes
-from decodelab.core.serving.paged import blocks_for
+from decodelab.core.models.kvcache import blocks_for, kv_cache_bytes
 from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED, read
 

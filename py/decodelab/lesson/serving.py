@@ -38,7 +38,7 @@ import codecs
 import random
 import re
 
-from decodelab.core.serving.paged import blocks_for
+from decodelab.core.models.kvcache import blocks_for
 from decodelab.core.serving.scheduler import CannotFit, Request, Scheduler
 from decodelab.errors import FieldError
 from decodelab.fields import (FIELD_BY_NAME, POOL_MB, PRETRAINED, PRETRAINED_TEXTS, encode,

@@ -28,6 +28,7 @@ import struct
 
 import numpy as np
 
+from decodelab.core.models.kvcache import blocks_for
 from decodelab.pretrained.limits import BLOCKS, MAX_FILE_BYTES
 
 MAGIC = b"GGUF"
@@ -221,7 +222,7 @@ class GGUF:
             type_id = c.unpack("<I", f"the type of {name}")
             offset = c.unpack("<Q", f"the offset of {name}")
             infos.append((name, tuple(reversed(dims)), type_id, offset))
-        self.data_start = -(-c.at // self.alignment) * self.alignment
+        self.data_start = blocks_for(c.at, self.alignment) * self.alignment  # aligned up
         self.tensors = {}
         for name, shape, type_id, offset in infos:
             self.tensors[name] = self._info(name, shape, type_id, offset)

@@ -35,6 +35,13 @@ import numpy as np
 from decodelab.core.models.layers import NEG
 
 
+def blocks_for(positions: int, block_size: int) -> int:
+    """The blocks of `block_size` positions that hold `positions` positions: whole blocks, the
+    last one maybe partly filled (a ceiling division). A cache grown by blocks, a pool's block
+    table and a file's aligned sections all round up by it."""
+    return -(-positions // block_size)
+
+
 def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, bytes_per_element: float,
                    tokens: int, sequences: int = 1) -> dict:
     per_token = 2 * layers * kv_heads * head_dim * bytes_per_element
@@ -88,7 +95,7 @@ class KVCache:
         max_len), one layer at a time, the filled positions copied over."""
         if self.reserve is None or S <= self.allocated:
             return
-        size = min(-(-S // self.reserve) * self.reserve, self.max_len)
+        size = min(blocks_for(S, self.reserve) * self.reserve, self.max_len)
         n = self.length
         for arrays in (self.k, self.v):
             for i, a in enumerate(arrays):  # (B, Hkv, allocated, D)

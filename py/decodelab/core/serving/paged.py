@@ -34,17 +34,11 @@ Dimension legend: N blocks in the pool, Hkv KV heads, b block size, D head dim, 
 import numpy as np
 
 from decodelab.core.models.inference import Session, cached_forward, generation_dtype
-from decodelab.core.models.kvcache import NEG, KVCache
+from decodelab.core.models.kvcache import NEG, KVCache, blocks_for
 
 
 class PoolFull(MemoryError):
     """No free block is left in the pool."""
-
-
-def blocks_for(positions: int, block_size: int) -> int:
-    """The blocks of `block_size` positions that hold `positions` positions: whole blocks, the
-    last one maybe partly filled."""
-    return -(-positions // block_size)
 
 
 class BlockPool:
@@ -203,7 +197,7 @@ class PagedCache(KVCache):
             self._writable(t0, S)
         b = self.pool.block_size
         K, V = self.pool.k[layer], self.pool.v[layer]  # (N, Hkv, b, D)
-        for i in range(t0 // b, (S - 1) // b + 1):  # the new positions, block by block
+        for i in range(t0 // b, blocks_for(S, b)):  # the new positions, block by block
             lo, hi = max(t0, i * b), min(S, (i + 1) * b)
             K[self.table[i], :, lo - i * b:hi - i * b] = k[0, :, lo - t0:hi - t0]
             V[self.table[i], :, lo - i * b:hi - i * b] = v[0, :, lo - t0:hi - t0]
