@@ -195,7 +195,8 @@ def weights_of(model, dtype) -> InferenceWeights:
 def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: bool = False,
                    rows=None):
     """Run n new tokens per row through the model, writing their keys and values into the cache
-    at positions cache.length.. and attending over everything cached so far.
+    at positions cache.length.. and attending over everything cached so far; then the cache
+    advances past them (`KVCache.advance`: a cache moves its own length, no caller sets it).
 
     idx, pos: (B, n). Prefill is n = prompt length (one pass); decode is n = 1.
     Returns the logits of each row's last new token (B, V), or with every_row those of every new
@@ -230,7 +231,7 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
         x = x + times(o, w_o)  # (B, n, C)
         h = swiglu_forward(times(w.unit(x, g_mlp), w_fc))  # (B, n, 2F) -> (B, n, F)
         x = x + times(h, w_proj)  # (B, n, C)
-    cache.length += n
+    cache.advance(n)
     if rows is not None:
         if len(rows) == 0:  # (a piece of a chunked pass with no row asked for: no head)
             return np.empty((B, 0, w.w_head.shape[1]), x.dtype)

@@ -103,7 +103,12 @@ class KVCache:
                 grown[:, :, :n] = a[:, :, :n]
                 arrays[i] = grown
 
-    # --- what a session does to its cache: cut it back, reorder its rows, shift it ------------
+    # --- what a session does to its cache: advance it, cut it back, reorder its rows, shift it
+
+    def advance(self, n: int) -> None:
+        """The n positions every layer has just written (`attend`) count as filled: the next
+        write goes after them. A forward pass calls it once, after its last layer."""
+        self.length += n
 
     def truncate(self, n: int) -> None:
         """Forget every position from n on (the keys and values before n stay valid)."""
@@ -149,7 +154,8 @@ class KVCache:
         """Write the new keys and values, then attend from the new queries to all filled slots.
 
         q: (B, Hkv, G*n, D), already scaled by 1/sqrt(D); k, v: (B, Hkv, n, D).
-        Returns (B, Hkv, G*n, D). Does not advance `length`: every layer writes the same slots.
+        Returns (B, Hkv, G*n, D). Does not advance `length`: every layer writes the same slots,
+        and the pass calls `advance` after the last.
         """
         n = k.shape[2]
         t0, S = self.length, self.length + n

@@ -222,7 +222,7 @@ class _StepBatch:
     and writes."""
 
     def __init__(self, caches):
-        self.caches, self.length = caches, 0  # each cache's own length moves after the step
+        self.caches = caches  # each cache's own length moves after the step (advance)
         pool = self.pool = caches[0].pool
         b = pool.block_size
         lengths = np.array([c.length for c in caches])  # (B,) positions before the new one
@@ -240,6 +240,11 @@ class _StepBatch:
         blocks = arrays[self.tables]  # (B, n, Hkv, b, D)
         B, n, H, b, D = blocks.shape
         return blocks.transpose(0, 2, 1, 3, 4).reshape(B, H, n * b, D)
+
+    def advance(self, n: int) -> None:
+        """Each row's cache holds its new position now."""
+        for c in self.caches:
+            c.advance(n)
 
     def attend(self, layer: int, q, k, v):
         """q: (B, Hkv, G, D); k, v: (B, Hkv, 1, D) -> (B, Hkv, G, D)."""
@@ -270,7 +275,6 @@ def decode_together(sessions, tokens) -> None:
     batch = _StepBatch([s.cache for s, _ in rows])
     logits = cached_forward(weights, batch, idx, pos)  # (B, V)
     for i, (s, t) in enumerate(rows):
-        s.cache.length += 1
         s.ready = (t, logits[i])
 
 
