@@ -4,7 +4,7 @@ float64; one-pass prefill against token-by-token; batches against single rows; c
 import numpy as np
 import pytest
 from decodelab.core.models import layers as tf
-from decodelab.core.models.inference import BatchSession, cache_check, left_pad
+from decodelab.core.models.inference import BatchSession, Uncached, cache_check, left_pad
 from decodelab.core.models.kvcache import KVCache, kv_cache_bytes
 from decodelab.core.models.layers import window_start
 from decodelab.core.tokens.tokenizer import CharTokenizer
@@ -197,6 +197,24 @@ def test_a_long_prompt_is_windowed_as_if_fed_token_by_token():
         logits_step = step.decode(t)
     assert one.tokens == step.tokens and one.shifts == step.shifts > 0
     np.testing.assert_allclose(logits_one, logits_step, atol=1e-12)
+
+
+def test_the_uncached_session_follows_the_cached_sessions_window_rule():
+    """One context-shift rule for both: after a long prompt, decode steps through full windows
+    and an append that overflows, the windows, the logits and the shift counts agree."""
+    model = make_model("gqa", context=8)
+    cached = model.session(dtype=np.float64)
+    uncached = Uncached(model).session(dtype=np.float64)
+    for s in (cached, uncached):
+        s.prefill([1 + i % 10 for i in range(13)])  # longer than the window: shifted at once
+    assert cached.tokens == uncached.tokens and cached.shifts == uncached.shifts == 2
+    for t in [3, 4, 5, 6, 7]:
+        a, b = cached.decode(t), uncached.decode(t)
+        assert cached.tokens == uncached.tokens and cached.shifted == uncached.shifted
+        np.testing.assert_allclose(a, b, atol=1e-12)
+    a, b = cached.append([1, 2, 3, 4, 5, 6, 7]), uncached.append([1, 2, 3, 4, 5, 6, 7])
+    assert cached.tokens == uncached.tokens and cached.shifts == uncached.shifts
+    np.testing.assert_allclose(a, b, atol=1e-12)
 
 
 def test_left_pad_positions_are_the_cumulative_mask_minus_one():

@@ -241,6 +241,20 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
     return times(w.unit(x[:, -1], w.g_f), w.w_head)  # (B, C) -> (B, V)
 
 
+def window_after(window, new, shifts: int, T: int) -> tuple:
+    """The context-shift rule, once for every session: (the window after the `new` tokens
+    follow `window`, the shifts counted since the first token), where `window` is what the
+    context holds after `shifts` shifts. Tokens that do not fit push out the oldest, a whole
+    context_drop(T) at a time (`layers.window_start` over every token seen), so a prompt read
+    at once and the same tokens fed one by one end in the same window."""
+    drop = context_drop(T)
+    tokens = list(window) + list(new)
+    if len(tokens) <= T:
+        return tokens, shifts
+    start = window_start(shifts * drop + len(tokens), T)
+    return tokens[start - shifts * drop:], start // drop
+
+
 class Session(SessionBase):
     """One generation (a batch of one) with a KV cache: prefill the prompt, then decode.
 
@@ -307,9 +321,9 @@ class Session(SessionBase):
         tokens = self.start + [int(i) for i in ids]
         if not tokens:  # (a FieldError: every panel that reads a prompt says it by name)
             raise FieldError("prompt", EMPTY_PROMPT)
-        start = window_start(len(tokens), self.cache.max_len)  # a long prompt: shifted already
-        self.shifts, self.shifted = start // context_drop(self.cache.max_len), start > 0
-        self.logits = yield from self._fill_steps(tokens[start:])
+        window, self.shifts = window_after([], tokens, 0, self.cache.max_len)
+        self.shifted = self.shifts > 0  # a long prompt: shifted already
+        self.logits = yield from self._fill_steps(window)
         self.prefilled = self.cache.length
         return self.logits
 
@@ -318,10 +332,11 @@ class Session(SessionBase):
         T = self.cache.max_len
         self.shifted = self.cache.length == T
         if self.shifted:
-            self.shifts += 1
             if self.shift == "reread":  # full: keep the newest tokens, re-prefill them
-                self.logits = self._fill(self.tokens[window_start(T + 1, T):] + [token])
+                window, self.shifts = window_after(self.tokens, [token], self.shifts, T)
+                self.logits = self._fill(window)
                 return self.logits
+            self.shifts += 1
             self.k_shift(context_drop(T))  # full: turn the kept keys back, read nothing
         self.tokens.append(token)
         idx = self.feed(token)
@@ -339,12 +354,9 @@ class Session(SessionBase):
     def append_steps(self, ids):
         """append, sliced (`slices`): PREFILL_CHUNK positions a piece."""
         ids = [int(i) for i in ids]
-        T, drop = self.cache.max_len, context_drop(self.cache.max_len)
-        if self.cache.length + len(ids) > T:
-            seen = self.shifts * drop + len(self.tokens) + len(ids)
-            start = window_start(seen, T)
-            window = (self.tokens + ids)[start - self.shifts * drop:]
-            self.shifts, self.shifted = start // drop, True
+        if self.cache.length + len(ids) > self.cache.max_len:
+            window, self.shifts = window_after(self.tokens, ids, self.shifts, self.cache.max_len)
+            self.shifted = True
             self.logits = yield from self._fill_steps(window)
             return self.logits
         self.shifted = False
@@ -628,28 +640,19 @@ class UncachedSession(SessionBase):
         return len(self.tokens)
 
     def prefill(self, ids) -> np.ndarray:
-        tokens = list(self.model.tokenizer.start_ids) + [int(i) for i in ids]
-        start = window_start(len(tokens), self.model.context_size)
-        self.shifted, self.tokens = start > 0, tokens[start:]
-        return self.model.full_logits(self.tokens, self.dtype)
+        self.tokens, self.shifts = [], 0
+        return self.append(list(self.model.tokenizer.start_ids) + [int(i) for i in ids])
 
     def decode(self, token_id: int) -> np.ndarray:
-        T = self.model.context_size
-        self.shifted = len(self.tokens) == T
-        if self.shifted:  # full: keep the newest tokens, as the cached session does
-            self.shifts += 1
-            self.tokens = self.tokens[window_start(T + 1, T):]
-        self.tokens.append(int(token_id))
-        return self.model.full_logits(self.tokens, self.dtype)
-
+        return self.append([token_id])
 
     def append(self, ids) -> np.ndarray:
-        T = self.model.context_size
-        tokens = self.tokens + [int(i) for i in ids]
-        start = window_start(len(tokens), T)
-        self.shifted = start > 0
-        self.shifts += start > 0
-        self.tokens = tokens[start:]
+        """The window after the new tokens (the cached session's rule, `window_after`), run
+        whole through the full forward."""
+        before = self.shifts
+        self.tokens, self.shifts = window_after(self.tokens, [int(i) for i in ids], self.shifts,
+                                                self.model.context_size)
+        self.shifted = self.shifts > before
         return self.model.full_logits(self.tokens, self.dtype)
 
 
