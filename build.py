@@ -203,8 +203,8 @@ def build_corpora(cache: UserCache, stamps: Stamps) -> dict[str, Path]:
 
 # The modules a training loads: decodelab.core.models.train (its main() reads the corpus, and imports the
 # bigram model when asked for one) and what they import at import time (tools/keys.py,
-# module_files; inference, sampling and fields load only when a model generates, so they are not
-# here). The recipes are data: a model's key holds its own recipe, not the file.
+# module_files; the sessions, sampling and fields load only when a model generates, so they are
+# not here). The recipes are data: a model's key holds its own recipe, not the file.
 TRAIN_MODULES = {
     "bigram": ("decodelab.core.models.train", "decodelab.core.tokens.corpus", "decodelab.core.models.bigram"),
     "transformer": ("decodelab.core.models.train", "decodelab.core.tokens.corpus"),

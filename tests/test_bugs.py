@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from decodelab.core.models.inference import CHECK_TOLERANCE
+from decodelab.core.models.base import Model
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.library import Library
 from decodelab.errors import FieldError
@@ -42,7 +42,7 @@ def test_each_cache_bug_fails_the_live_cache_check(kind, bug):
     for prompt in ([1, 2, 3], [4, 4, 7, 1, 9]):
         clean = bugs.run_bug(model, "none", prompt, 8, seed=2)["cache"]
         broken = bugs.run_bug(model, bug, prompt, 8, seed=2)["cache"]
-        assert clean["ok"] and clean["max_abs_diff"] < CHECK_TOLERANCE["float64"]
+        assert clean["ok"] and clean["max_abs_diff"] < Model.check_tolerance["float64"]
         assert not broken["ok"], (kind, bug, broken["per_step"])
         # not a rounding accident: wrong by many orders of magnitude beyond the tolerance
         assert broken["max_abs_diff"] > 1e4 * broken["tolerance"]
@@ -180,7 +180,7 @@ def test_the_normal_path_never_loads_or_builds_a_bug(artifacts):
 import json, sys
 from decodelab.entry import webapi
 from decodelab.core.loops import generate
-from decodelab.core.models import inference, kvcache
+from decodelab.core.models import kvcache, session
 from decodelab.core.library import Library
 call = lambda name, req: json.loads(webapi.call(name, json.dumps(req)))
 call("setup", {{"assets": {str(artifacts)!r}}})
@@ -193,7 +193,7 @@ for ds in ("names", "prose"):
 assert call("batch_view", {{"dataset": "names", "prompts": ["", "al"]}})["ok"]
 model = Library({str(artifacts)!r}).model("transformer", "names")
 s = model.session()
-assert type(s) is inference.Session and type(s.cache) is kvcache.KVCache
+assert type(s) is session.Session and type(s.cache) is kvcache.KVCache
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("decodelab"))))
 """
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))

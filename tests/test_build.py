@@ -469,7 +469,7 @@ def test_a_models_key_covers_every_module_its_training_loads(kind, tmp_path):
     assert build.PACKAGE_DIR / "core" / "models" / "train.py" in loaded
     assert loaded <= covered, f"loaded but not in the key: {sorted(loaded - covered)}"
     # generating is not training: its modules stay out of the process, and so out of the key
-    assert not {build.PACKAGE_DIR / "core" / f"{m}.py" for m in ("models/inference", "rules/sampling")} & loaded
+    assert not {build.PACKAGE_DIR / "core" / f"{m}.py" for m in ("models/session", "models/cachedforward", "rules/sampling")} & loaded
     assert build.PACKAGE_DIR / "fields.py" not in loaded
     assert (tmp_path / "m.npz").exists()
 
@@ -543,7 +543,7 @@ def test_only_what_training_reads_changes_a_models_key(tmp_path, monkeypatch):
     edit("core/models/train.py", '"""Training the transformer', '"""Training, explained again: the transformer')
     edit("core/tokens/corpus.py", "Training text must be text.", "Please paste text.")  # an error's words
     edit("core/models/layers.py", "\n\n", "\n\n# another comment\n")
-    edit("core/models/inference.py", "\n\n", "\nSOMETHING_NEW = 1\n\n")  # generating, not training
+    edit("core/models/session.py", "\n\n", "\nSOMETHING_NEW = 1\n\n")  # generating, not training
     assert model_keys(data) == before
     assert build.tokenizer_artifact("tasks", data["tasks"]).key == tasks_tokenizer
 

@@ -3,7 +3,7 @@ held to independent arithmetic and to the single-row, cached and CLI paths."""
 
 import numpy as np
 import pytest
-from decodelab.core.models import inference
+from decodelab.core.models.uncached import Uncached
 from decodelab.core.loops.generate import Generation
 from decodelab.core.library import Library
 from decodelab.core.rules.settings import Settings
@@ -93,7 +93,7 @@ def test_generation_without_the_cache_gives_the_same_tokens_through_context_shif
     s = Settings(model="transformer", dataset="names", prompt="jo", seed=4, ignore_eos=True,
                  max_new_tokens=100, cache_check=False)
     cached = Generation(model, s).run()
-    uncached = Generation(inference.Uncached(model), s).run()
+    uncached = Generation(Uncached(model), s).run()
     assert uncached.text == cached.text and len(cached.text) == 100
     for a, b in zip(cached.records, uncached.records):
         assert a["prob"] == pytest.approx(b["prob"], abs=1e-9)

@@ -27,7 +27,7 @@ from decodelab.core.interop import hf, safetensors
 from decodelab.core.models import layers
 from decodelab.core.loops.generate import start
 from decodelab.core.interop.hftokenizer import tokenizer_files
-from decodelab.core.models.inference import BatchSession
+from decodelab.core.models.batchsession import BatchSession
 from decodelab.core.library import Library
 from decodelab.core.tokens.tokenizer import EOS, CharTokenizer
 from decodelab.core.models.transformer import TransformerModel
@@ -372,7 +372,7 @@ def test_the_start_token_is_where_the_penalties_differ(tmp_path, float64_steps):
 def test_each_cache_bug_fails_against_transformers_by_the_amount_the_page_shows(tmp_path, bug):
     """The break-it panel measures a bug against decodelab's own recomputation; transformers'
     logits for the same window say the same, to within transformers' float32 steps."""
-    from decodelab.core.models.inference import cache_check
+    from decodelab.core.models.checks import cache_check
     from decodelab.lesson import bugs
 
     model = shipped("prose", "chars")

@@ -4,7 +4,9 @@ float64; one-pass prefill against token-by-token; batches against single rows; c
 import numpy as np
 import pytest
 from decodelab.core.models import layers as tf
-from decodelab.core.models.inference import BatchSession, Uncached, cache_check, left_pad
+from decodelab.core.models.batchsession import BatchSession, left_pad
+from decodelab.core.models.checks import cache_check
+from decodelab.core.models.uncached import Uncached
 from decodelab.core.models.kvcache import KVCache, kv_cache_bytes
 from decodelab.core.models.layers import window_start
 from decodelab.core.tokens.tokenizer import CharTokenizer
@@ -298,7 +300,7 @@ def test_the_k_shift_turns_keys_back_and_is_exact_in_the_first_layer_only():
     layer 0's keys (the token alone, turned by its new position) agree with a re-read to the
     rounding of float32 angles, deeper layers do not (they saw the dropped tokens), and the
     live check says so at the shift and less and less after it."""
-    from decodelab.core.models.inference import Session
+    from decodelab.core.models.session import Session
 
     model = make_model("gqa", context=16, layers=3, seed=4)
     reread, kshift = Session(model, np.float64), Session(model, np.float64, shift="kshift")
@@ -387,10 +389,10 @@ def test_a_batch_reorders_its_cache_tokens_padding_and_positions_together():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_without_blas_large_matrices_go_through_einsum_with_the_same_logits(monkeypatch, dtype):
     """Pyodide's numpy has no BLAS: there a decode step's vector, and a prefill's rows, times a
-    large matrix go through einsum (inference.times), twice as fast as `@` there. Here, with
+    large matrix go through einsum (products.times), twice as fast as `@` there. Here, with
     that path switched on (and einsum's calls made small, so a prefill's rows are split), the
     same prefill and decode steps give the same logits, and einsum did the products."""
-    from decodelab.core.models import inference
+    from decodelab.core.models import cachedforward, products
 
     tok = CharTokenizer("abcdefghij")
     cfg = tf.Config(vocab_size=tok.vocab_size, context_size=16, n_layer=2, n_embd=384,
@@ -407,25 +409,25 @@ def test_without_blas_large_matrices_go_through_einsum_with_the_same_logits(monk
         return np.array(out)
 
     with_blas = steps()
-    products = []
+    calls = []
     einsum = np.einsum
 
     def counted(subscripts, *operands, **kw):
-        products.append((subscripts, operands[0].shape[0]))
+        calls.append((subscripts, operands[0].shape[0]))
         return einsum(subscripts, *operands, **kw)
 
-    monkeypatch.setattr(inference, "NO_BLAS", True)
+    monkeypatch.setattr(products, "NO_BLAS", True)
     # at most 3 rows of the largest matrix (384 x 2048) per call: the prefill's rows in two
-    monkeypatch.setattr(inference, "EINSUM_MOST", 3 * 384 * 2048)
+    monkeypatch.setattr(products, "EINSUM_MOST", 3 * 384 * 2048)
     monkeypatch.setattr(np, "einsum", counted)
     without = steps()
     # per layer: the qkv, output and two MLP matrices (the head, 384 x 11, is under
     # EINSUM_FROM and keeps `@`); each decode step's vector in one call, the prefill's rows in
     # calls of at most EINSUM_MOST multiply-adds
-    big = [w for w in inference.weights_of(model, dtype).layers[0]]
-    assert all(m.size >= inference.EINSUM_FROM for m in big)
-    vectors = [n for sub, n in products if sub == "oi,i->o"]
-    rows = [n for sub, n in products if sub == "ti,oi->to"]
+    big = [w for w in cachedforward.weights_of(model, dtype).layers[0]]
+    assert all(m.size >= products.EINSUM_FROM for m in big)
+    vectors = [n for sub, n in calls if sub == "oi,i->o"]
+    rows = [n for sub, n in calls if sub == "ti,oi->to"]
     assert len(vectors) == 4 * cfg.n_layer * 4
     prefilled = model.session(dtype=dtype)
     prefilled.prefill(ids)
@@ -439,7 +441,7 @@ def test_a_large_model_shares_its_matrices_and_gives_the_folded_logits(monkeypat
     """Over FOLD_UP_TO bytes of parameters (SmolLM2), the inference weights are the parameters
     themselves where the dtype is theirs, with the norms' gains and the query scale applied to
     vectors: the same prefill and steps, batched too, give the logits of the folded form."""
-    from decodelab.core.models import inference
+    from decodelab.core.models import cachedforward
 
     model = make_model("gqa", context=16, layers=2, seed=4)
     # column-major, as a GGUF file's matrices are read (pretrained/model.py: transposed views)
@@ -455,11 +457,11 @@ def test_a_large_model_shares_its_matrices_and_gives_the_folded_logits(monkeypat
         batch = BatchSession(model, 2, dtype)
         rows = [batch.prefill([ids, ids[:3]])]
         rows.append(batch.decode([2, 7]))
-        return np.array(out), np.array(rows), inference.weights_of(model, dtype)
+        return np.array(out), np.array(rows), cachedforward.weights_of(model, dtype)
 
     folded, folded_rows, w = steps()
     assert w.folded and w.q_scale is None
-    monkeypatch.setattr(inference, "FOLD_UP_TO", 0)
+    monkeypatch.setattr(cachedforward, "FOLD_UP_TO", 0)
     shared, shared_rows, w = steps()
     assert not w.folded and w.q_scale == pytest.approx(1 / np.sqrt(model.cfg.head_dim))
     same = np.dtype(dtype) == model.params["h0.w_fc"].dtype  # float32 parameters

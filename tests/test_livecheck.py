@@ -5,7 +5,7 @@
 import numpy as np
 import pytest
 from decodelab.core.loops.generate import Generation
-from decodelab.core.models.inference import Session
+from decodelab.core.models.session import Session
 from decodelab.core.loops.livecheck import LiveCheck
 from decodelab.core.rules.settings import validate
 from decodelab.lesson.bugs import FrozenPositionSession

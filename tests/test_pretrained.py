@@ -133,10 +133,11 @@ def test_a_message_over_the_window_shifts_and_checks_within_the_model_s_own_limi
     """A message longer than the 2,048 positions kept: its oldest part is dropped (a context
     shift), and the live check judges the cached logits by SmolLM2's float32 limit, which its
     long sums need (they round further than the small models' do)."""
-    from decodelab.core.models.inference import CHECK_TOLERANCE, check_tolerance
+    from decodelab.core.models.base import Model
+    from decodelab.core.models.checks import check_tolerance
 
     assert check_tolerance(smol) == smol.check_tolerance["float32"] == 1e-3
-    assert check_tolerance(smol, np.float32) > CHECK_TOLERANCE["float32"]
+    assert check_tolerance(smol, np.float32) > Model.check_tolerance["float32"]
     message = "Numbers count up: " + " ".join(str(i) for i in range(600))  # ~2,300 tokens
     assert len(smol.tokenizer.encode(message)) > smol.cfg.context_size
     code, out, err = cli("chat", "--message", message, "--greedy", "--max-new-tokens", "3",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from decodelab.core.loops import slices
 from decodelab.core.loops.generate import Generation
-from decodelab.core.models.inference import cached_forward
+from decodelab.core.models.cachedforward import cached_forward
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.rules.settings import validate
 from decodelab.entry.webapi import registry

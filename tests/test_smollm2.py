@@ -23,7 +23,7 @@ import torch
 import transformers
 from decodelab.core.loops.beam import BeamRules, beam_search
 from decodelab.core.loops.generate import Generation
-from decodelab.core.models.inference import BatchSession
+from decodelab.core.models.batchsession import BatchSession
 from decodelab.core.rules.settings import validate
 from decodelab.errors import UnknownCharacters
 from decodelab.pretrained import files, model as pretrained
@@ -262,7 +262,7 @@ def test_sampling_rules_teacher_forced_equal_transformers_processors(smol, tm64,
 
 @pytest.mark.parametrize("bug", ["frozen-position", "token-twice", "no-causal-mask"])
 def test_each_cache_bug_fails_against_transformers(smol, tm64, bug, float64_steps):
-    from decodelab.core.models.inference import cache_check
+    from decodelab.core.models.checks import cache_check
     from decodelab.lesson import bugs
 
     seen = []

@@ -4,7 +4,7 @@ transformer, in float64 where rounding is ~1e-14."""
 
 import numpy as np
 import pytest
-from decodelab.core.models import inference
+from decodelab.core.models import checks, session
 from decodelab.core.tasks import data as tasks
 from decodelab.core.tokens.bpe import BPE
 from decodelab.core.loops.generate import Generation, Prefix
@@ -36,8 +36,8 @@ def test_append_computes_only_the_new_tokens_and_matches_a_recomputation(monkeyp
     before = [k[:, :, :s.length].copy() for k in s.cache.k]
     n_before = s.length
     fed = []
-    real = inference.cached_forward
-    monkeypatch.setattr(inference, "cached_forward",
+    real = session.cached_forward
+    monkeypatch.setattr(session, "cached_forward",
                         lambda w, c, idx, pos: fed.append(idx.shape[1]) or real(w, c, idx, pos))
     logits = s.append(extra)
     assert fed == [len(extra)]  # one pass over the appended tokens, nothing else
@@ -97,7 +97,7 @@ def test_runs_from_a_shared_prefix_equal_runs_with_their_own_prefill():
 def test_what_a_cache_is_not():
     m = model()
     prompt, extra = ids(10), ids(4, seed=5)
-    r = inference.reuse_check(m, prompt, extra, change_at=3, new_token=(prompt[3] % 50) + 1)
+    r = checks.reuse_check(m, prompt, extra, change_at=3, new_token=(prompt[3] % 50) + 1)
     assert r["append"]["ok"] and r["append"]["diff"] < 1e-9
     assert not r["edit"]["ok"] and r["edit"]["diff"] > 1e-3
     assert r["append"]["cache_length"] == 1 + len(prompt) + len(extra)

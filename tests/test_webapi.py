@@ -3,7 +3,7 @@ pages kept apart in sessions, the start-up warm-up leaving no trace in the state
 and a run made again after a restart."""
 
 import pytest
-from decodelab.core.models.inference import CHECK_TOLERANCE
+from decodelab.core.models.base import Model
 from decodelab.entry import webapi
 from decodelab.pretrained.files import find_smollm2
 
@@ -69,7 +69,7 @@ def test_pages_of_one_python_share_its_models_but_not_their_own_text(fresh):
 
 def test_warm_up_runs_every_model_and_keeps_nothing(fresh):
     info = api("setup", {"assets": str(fresh)})
-    assert info["cache_tolerance"] == CHECK_TOLERANCE["float64"] == 1e-9
+    assert info["cache_tolerance"] == Model.check_tolerance["float64"] == 1e-9
     assert api("start", {"seed": 5, "max_new_tokens": 12})["ok"]
     api("advance", {"budget_ms": 500})
     assert api("explain_step", {"step": 1})["ok"]  # the lesson's replay
@@ -138,13 +138,13 @@ def test_a_run_says_its_own_model_s_cache_and_check_limit(fresh):
     """start's reply carries the KV cache of the model that runs and the live check's limit
     for its logits, which the page's cache card and step notes draw (not the dataset's
     transformer's): the BPE transformer's, not the character one's; none for the bigram."""
-    from decodelab.core.models.inference import cache_shape
+    from decodelab.core.models.kvcache import cache_shape
 
     library = webapi.SESSIONS["page"].library
     started = api("start", {"model": "transformer", "dataset": "prose", "tokenizer": "bpe",
                             "prompt": "The", "seed": 1})
     bpe = library.model("transformer", "prose", "bpe")
-    assert started["cache"] == {**cache_shape(bpe), "tolerance": CHECK_TOLERANCE["float64"]}
+    assert started["cache"] == {**cache_shape(bpe), "tolerance": Model.check_tolerance["float64"]}
     assert started["cache"]["bytes_per_token"] == (2 * bpe.cfg.n_layer * bpe.cfg.n_kv_head
                                                    * bpe.cfg.head_dim * 8)
     assert "cache" not in api("start", {"model": "bigram", "dataset": "prose", "prompt": "The",

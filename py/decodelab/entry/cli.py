@@ -244,7 +244,7 @@ def cmd_kv_memory(args) -> dict:
 def cmd_cache_check(args) -> dict:
     import numpy as np
 
-    from decodelab.core.models.inference import cache_check
+    from decodelab.core.models.checks import cache_check
 
     needs_dataset(args)
     values = read(given(args, CHECK), CHECK[:1] + CHECK[2:])

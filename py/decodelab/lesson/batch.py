@@ -3,7 +3,7 @@ same prompt run alone: what the page's batch view shows.
 
 Left padding puts every prompt's last token in the same column, so one decode step serves all
 rows. The padding slots must then be invisible: the attention mask hides their keys, and each
-row counts positions over its real tokens only (inference.BatchSession). `batch_run` checks
+row counts positions over its real tokens only (batchsession.BatchSession). `batch_run` checks
 that at every step: row b's logits against a single-row session fed the same tokens.
 
 Tokens are drawn per row at temperature 1 (one uniform draw per row and step from
@@ -17,7 +17,8 @@ Left out: rows that finish early, per-row sampling settings.
 import numpy as np
 
 from decodelab.core.rules import sampling
-from decodelab.core.models.inference import BatchSession, check_tolerance
+from decodelab.core.models.batchsession import BatchSession
+from decodelab.core.models.checks import check_tolerance
 
 
 def batch_run(model, prompts, steps: int, seed: int = 0, dtype=np.float64, session=None) -> dict:

@@ -1,5 +1,5 @@
 """Break it on purpose: five classic KV-cache bugs, each one override of a named hook of the
-correct session or cache (`inference`), and the check that catches it.
+correct session or cache (`core.models.session`, `kvcache`), and the check that catches it.
 
 The lesson of the seed's falsifiable experiment: run the cached path and a full recomputation
 side by side and compare the last-position logits. A correct cache agrees to rounding; each of
@@ -12,11 +12,11 @@ plain sight.
     dropout-on        inference keeps dropout switched on
     unmasked-padding  a padded batch does not hide its padding from attention
 
-The first four fail the live cache check (`inference.cache_check`, the same function as the CLI);
+The first four fail the live cache check (`checks.cache_check`, the same function as the CLI);
 the last fails the batch check (`batch.batch_run`: each row against the same prompt alone).
 
 Nothing in the normal path imports this module: the generation loop, the CLI and the page's
-Generate button only ever build `inference.Session` and `inference.BatchSession`. The bugs
+Generate button only ever build `session.Session` and `batchsession.BatchSession`. The bugs
 are reached only through `run_bug(model, bug, ...)`, which the page calls from its separate
 "Break it on purpose" panel (webapi.break_it).
 
@@ -28,7 +28,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from decodelab.core.models.inference import BatchSession, Session, cache_check_steps, generation_dtype
+from decodelab.core.models.batchsession import BatchSession
+from decodelab.core.models.checks import cache_check_steps
+from decodelab.core.models.session import Session
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.loops.slices import drain
 from decodelab.errors import FieldError
@@ -212,7 +214,7 @@ def run_bug_steps(model, bug: str, prompt_ids, steps: int, seed: int = 0, batch_
     """
     if bug not in BUG_IDS:
         raise FieldError("bug", f"Bug must be one of {', '.join(BUG_IDS)}; got {bug!r}.")
-    dtype = dtype or generation_dtype(model)
+    dtype = dtype or model.generation_dtype
     unit = "character" if model.tokenizer.name == "chars" else "token"
     spec = BUGS.get(bug)
     if spec is not None:

@@ -93,7 +93,7 @@ MAX_POOL_BYTES = 512 * 2**20  # and any pool at most this
 
 def block_bytes(model, block_size: int) -> int:
     """One block's keys and values over every layer, in the dtype its sessions compute in."""
-    from decodelab.core.models.inference import cache_shape
+    from decodelab.core.models.kvcache import cache_shape
 
     return block_size * cache_shape(model)["bytes_per_token"]
 

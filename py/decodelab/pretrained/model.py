@@ -20,7 +20,7 @@ live cache check's tolerance is float32's.
 
 import numpy as np
 
-from decodelab.core.models.inference import cached_forward, weights_of
+from decodelab.core.models.cachedforward import cached_forward, weights_of
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.models.layers import Config, matmul_layout
 from decodelab.core.loops.slices import chunks

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodelab.core.models.inference import BatchSession, generation_dtype
+from decodelab.core.models.batchsession import BatchSession
 from decodelab.core.rules.sampling import likeliest
 from decodelab.core.loops.slices import drain
 
@@ -101,7 +101,7 @@ def beam_search_steps(model, prompt_ids, rules: BeamRules, eos=None, check: bool
                          f"positions; the model's window holds {model.cfg.context_size}")
     # one cache, a row per beam, in the model's own dtype (float64 for the models trained
     # here; float32 for the real one, whose float64 copy would be another gigabyte)
-    session = BatchSession(model, N, generation_dtype(model))
+    session = BatchSession(model, N, model.generation_dtype)
     logits = yield from session.prefill_steps([prompt[len(start):]] * N)  # (N, V): every
     # row the same prompt
     seqs = [list(prompt) for _ in range(N)]  # running beams, prompt included

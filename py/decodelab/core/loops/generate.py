@@ -45,7 +45,7 @@ import numpy as np
 from decodelab.core.rules import grammar, healing, jsonshape, sampling, stopping
 from decodelab.core.tasks import records
 from decodelab.core.loops import search
-from decodelab.core.models.inference import EMPTY_PROMPT
+from decodelab.core.models.session import EMPTY_PROMPT
 from decodelab.core.loops.livecheck import CHECK_EVERY, LiveCheck
 from decodelab.core.rules.settings import Settings, validate
 from decodelab.core.loops.slices import Slices

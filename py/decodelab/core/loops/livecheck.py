@@ -1,7 +1,7 @@
 """The live cache check of a run, behind its text.
 
 Every logits vector a cached step hands out should equal what the full forward pass gives for
-the same window without a cache (`inference`; the tolerance is rounding's, per dtype). Checking
+the same window without a cache (`core.models.checks`; the tolerance is rounding's, per dtype). Checking
 each step on its own costs a full pass over the window per step: a 200-token run would do 200
 passes for 200 cached steps, and the text would crawl. One full pass over a window scores every
 position at once, though, so the steps that read one window can all be checked by one pass.
@@ -20,7 +20,7 @@ Measured natively (tests/benchmark.py, prose transformer, 256 new tokens, float6
 went at the cached speed, then the check caught up in about 16 ms; checked at every step as it
 was made, the same run went about ten times slower.
 
-Left out: batches (`inference.BatchSession` is checked per step by the batch panel).
+Left out: batches (`batchsession.BatchSession` is checked per step by the batch panel).
 """
 
 import numpy as np

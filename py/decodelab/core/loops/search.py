@@ -19,7 +19,7 @@ The text of a path is its answer's bytes (a call's tokens are not text), decoded
 
 from decodelab.core.loops import beam, speculative
 from decodelab.core.tasks import data as tasks
-from decodelab.core.models.inference import check_tolerance
+from decodelab.core.models.checks import check_tolerance
 from decodelab.core.loops.slices import drain
 from decodelab.core.rules.stopping import StopMatcher
 from decodelab.core.tasks.toolcalls import ToolCalls

@@ -21,7 +21,7 @@ activations. Grouped-query and multi-query attention shrink it by using fewer KV
 query heads.
 
 The model side (what is written, at which positions, and the check against a recomputation) is
-in `inference`.
+in `cachedforward`, `session` and `checks`.
 
 Dimension legend: B batch rows, Hkv KV heads, G query heads per KV head, D head dim,
 T_max allocated positions, n new positions, S = length + n keys visible.
@@ -48,6 +48,18 @@ def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, bytes_per_element:
     total = per_token * tokens * sequences
     as_int = lambda x: int(x) if float(x).is_integer() else x  # noqa: E731
     return {"bytes_per_token": as_int(per_token), "total_bytes": as_int(total)}
+
+
+def cache_shape(model) -> dict:
+    """A model's KV cache as its sessions hold it (in its generation dtype): the window, the
+    shape of a position's keys and values, the bytes of one position, and the positions it
+    allocates at a time (None: the whole window at once)."""
+    cfg, itemsize = model.cfg, np.dtype(model.generation_dtype).itemsize
+    return {"context_size": cfg.context_size, "reserve": model.cache_reserve,
+            "n_layer": cfg.n_layer,
+            "n_kv_head": cfg.n_kv_head, "head_dim": cfg.head_dim, "bytes_per_element": itemsize,
+            "bytes_per_token": kv_cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim,
+                                              itemsize, 1)["total_bytes"]}
 
 
 class KVCache:
@@ -126,7 +138,7 @@ class KVCache:
     def shift(self, drop: int, turn) -> None:
         """Forget the oldest `drop` positions and move the rest to the front without computing
         them again: each value as it is, each key through turn(keys) (the rotation back by
-        `drop` positions, which the model knows: `inference.Session.k_shift`)."""
+        `drop` positions, which the model knows: `session.Session.k_shift`)."""
         n = self.length
         for K, V in zip(self.k, self.v):  # (B, Hkv, T_max, D) each
             K[:, :, :n - drop] = turn(K[:, :, drop:n])

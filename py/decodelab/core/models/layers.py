@@ -1,7 +1,7 @@
 """A tiny decoder-only transformer in numpy, the maths: every layer's forward and its
 hand-written backward pass, the full (uncached) forward, the loss. The model object that holds
 the weights is in `transformer`; generating with them (the KV cache, sessions, batches) in
-`inference`; training them in `train`.
+`cachedforward` and `session`; training them in `train`.
 
 The architecture is Llama's (transformers' `LlamaForCausalLM`, loaded as it is from an export:
 `export`). One block, pre-norm:
@@ -28,8 +28,9 @@ Choices, and why:
     hides everything before it ("document masking"), so several names packed into one row are
     scored exactly as if each ran alone, which is how generation sees them.
   * No biases in linear layers, an untied output head.
-  * Inference folds the norm gains and 1/sqrt(D) into the next matrices (`inference_weights`),
-    so a decode step does fewer elementwise calls; the full forward keeps them separate.
+  * Inference folds the norm gains and 1/sqrt(D) into the next matrices
+    (`cachedforward.InferenceWeights`), so a decode step does fewer elementwise calls; the full
+    forward keeps them separate.
 
 Dimension legend:
   B batch rows, T time (tokens in a row), C channels (n_embd), H query heads, Hkv KV heads,

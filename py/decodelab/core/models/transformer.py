@@ -3,7 +3,7 @@ trained, the logits of a window computed from scratch, cached generation session
 It offers the interface the bigram offers too (`tokenizer`, `context_size`, `session()`), so one
 generation loop serves both.
 
-The maths of every layer is in `layers`; the cached forward and the sessions in `inference`.
+The maths of every layer is in `layers`; the cached forward in `cachedforward`, the sessions in `session`.
 """
 
 import io
@@ -75,16 +75,16 @@ class TransformerModel(Model):
         return total / max(count, 1.0)
 
     def session(self, dtype=None, shift: str = "reread"):
-        """A cached generation session (inference.Session); its cache holds the whole context
+        """A cached generation session (session.Session); its cache holds the whole context
         window.
 
         Generation runs in float64 unless asked otherwise: the native build and WebAssembly
         then agree to ~1e-15 on every probability (float32 sums in a different BLAS order would
         differ by ~1e-6), and the live cache check can hold a tight tolerance. It costs about
-        15% per step. shift: how a full window goes on ("reread" or "kshift", inference.Session).
+        15% per step. shift: how a full window goes on ("reread" or "kshift", session.Session).
         """
-        from decodelab.core.models.inference import Session  # here: training never generates,
-        # so inference is not part of a trained model's key (build.py, model_artifact)
+        from decodelab.core.models.session import Session  # here: training never generates,
+        # so the session is not part of a trained model's key (build.py, model_artifact)
 
         return Session(self, self.generation_dtype if dtype is None else dtype, shift)
 

@@ -15,7 +15,7 @@ PagedAttention keeps them, instead of one array per sequence sized for the whole
   copies it (`copies_on_write` counts them): a shared, partly filled last block is copied by
   each fork that writes after it; full blocks stay shared for good.
 
-`PagedSession` is `inference.Session` on a pool: the same prefill, decode, append, score, fork
+`PagedSession` is `session.Session` on a pool: the same prefill, decode, append, score, fork
 and rewind, and the live check works on it unchanged (it recomputes from the tokens).
 
 `PagedPrefix` is a prompt prefilled once for many runs (samples of one question) that fork it.
@@ -33,7 +33,8 @@ Dimension legend: N blocks in the pool, Hkv KV heads, b block size, D head dim, 
 
 import numpy as np
 
-from decodelab.core.models.inference import Session, cached_forward, generation_dtype
+from decodelab.core.models.cachedforward import cached_forward
+from decodelab.core.models.session import Session
 from decodelab.core.models.kvcache import NEG, KVCache, blocks_for
 
 
@@ -63,7 +64,7 @@ class BlockPool:
         """A pool for the model's caches, in what its sessions compute in unless told."""
         cfg = model.cfg
         return cls(cfg.n_layer, num_blocks, cfg.n_kv_head, block_size, cfg.head_dim,
-                   dtype or generation_dtype(model))
+                   dtype or model.generation_dtype)
 
     def blocks_for(self, positions: int) -> int:
         """The blocks of this pool that hold `positions` positions."""
@@ -279,7 +280,7 @@ def decode_together(sessions, tokens) -> None:
 
 
 class PagedSession(Session):
-    """inference.Session with its cache in a pool's blocks (`pool`, a BlockPool); with a
+    """session.Session with its cache in a pool's blocks (`pool`, a BlockPool); with a
     prefix tree (`prefixtree.PrefixTree`), new blocks may come from evicting its leaves, and
     `prefill` starts from the blocks of the longest prefix it holds."""
 

@@ -16,7 +16,7 @@ from decodelab.core.tasks import data as tasks
 from decodelab.core.tokens.bpe import BPE
 from decodelab.core.loops.generate import Generation, Prefix
 from decodelab.core.loops.generate import start as start_generation
-from decodelab.core.models.inference import Uncached
+from decodelab.core.models.uncached import Uncached
 from decodelab.core.loops.replay import Replay
 from decodelab.core.rules.settings import validate
 from decodelab.core.loops.speculative import speculate

@@ -4,13 +4,13 @@ endpoints, and the few numbers the page draws with (candidates per step, the cac
 tolerance, the experiments' defaults, a held-out card to start from).
 """
 
-import numpy as np
-
 from decodelab import __version__
 from decodelab.core.tasks import data as tasks
 from decodelab.core.tokens.bpe import FIRST_MERGE
 from decodelab.core.loops.generate import TOP_N
-from decodelab.core.models.inference import CHECK_TOLERANCE, SESSION_DTYPE, cache_shape
+from decodelab.core.models.base import Model
+from decodelab.core.models.checks import check_tolerance
+from decodelab.core.models.kvcache import cache_shape
 from decodelab.core.loops.livecheck import CHECK_EVERY
 from decodelab.core.rules.settings import Settings
 from decodelab.entry.webapi.pretrained import state
@@ -44,7 +44,7 @@ def _transformer_info(library, name: str, tokenizer: str = "chars"):
     cfg = m.cfg
     return {"params": m.n_params, "val_nll": m.info.get("val_nll"), "curve": m.curve,
             "n_head": cfg.n_head, "n_embd": cfg.n_embd, "train_seconds": m.info.get("seconds"),
-            # K and V of every layer, as the page's sessions hold them (in SESSION_DTYPE)
+            # K and V of every layer, as the page's sessions hold them (in its generation dtype)
             **cache_shape(m)}
 
 
@@ -133,7 +133,8 @@ def _setup(session: Session, req: dict) -> dict:
                                "serving": list(SERVING_LINK_FIELDS)},
             # a held-out card question, for the lesson's three answers
             "sample_card": sample_card(library),
-            # what the live cache check of a run is judged against (the page draws it)
-            "cache_tolerance": CHECK_TOLERANCE[np.dtype(SESSION_DTYPE).name],
+            # what the live cache check of a run of a model trained here is judged against
+            # (the page draws it): its limit in what those models generate in
+            "cache_tolerance": check_tolerance(Model()),
             # and how far behind the text it may fall before it catches up (in steps)
             "cache_check_every": CHECK_EVERY}

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import time
 
-from decodelab.core.models.inference import cache_shape
+from decodelab.core.models.kvcache import cache_shape
 from decodelab.entry.webapi.registry import Session, endpoint, experiment
 from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED

@@ -1,9 +1,9 @@
 """What a cache is not: the tasks model's cache of a question, reused after appending tokens
 (valid) and after changing one digit of the question (not valid), each against a full
-recomputation (`core.models.inference.reuse_check`)."""
+recomputation (`core.models.checks.reuse_check`)."""
 
 from decodelab.core.tasks import data as tasks
-from decodelab.core.models.inference import reuse_check
+from decodelab.core.models.checks import reuse_check
 from decodelab.entry.webapi.registry import Session, endpoint, tasks_model
 from decodelab.errors import FieldError
 from decodelab.fields import check
@@ -16,7 +16,7 @@ REUSE_APPENDED = "12+7"
 def _reuse_check(session: Session, req: dict) -> dict:
     """What a cache is not: the tasks model's cache of a question, reused after appending (the
     start of its answer) and after changing one digit of the question; each against a full
-    recomputation (inference.reuse_check)."""
+    recomputation (checks.reuse_check)."""
     question = check("question", req.get("question", REUSE_QUESTION))
     library = session.library
     tasks_model(library)

@@ -15,7 +15,8 @@ from decodelab.core.rules import sampling
 from decodelab.core.tokens.corpus import corpus_from_text
 from decodelab.core.loops.generate import Generation, prepare
 from decodelab.core.loops.generate import start as start_generation
-from decodelab.core.models.inference import cache_shape, check_tolerance
+from decodelab.core.models.checks import check_tolerance
+from decodelab.core.models.kvcache import cache_shape
 from decodelab.core.rules.settings import NAMES, Settings, check_each
 from decodelab.core.loops.slices import drain
 from decodelab.entry.webapi.catalog import dataset_info
