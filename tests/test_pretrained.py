@@ -306,8 +306,11 @@ def test_speculative_decoding_on_the_real_model_with_the_ngram_draft(smol):
     (["tokenize", "--text", "hi"], "--dataset: Dataset is required with a model trained here"),
     (["chat", "--message", "Hi", "--greedy", "--history", "/nonexistent.json"],
      "--history: History: cannot read"),
+    # chat goes through the page's checks too: a search that cannot fit the window is refused
+    (["chat", "--message", "Hi", "--strategy", "beam", "--num-beams", "2", "--max-new-tokens",
+      "2040"], "--max-new-tokens: Max new tokens must be at most 2016 here: beam search"),
 ], ids=["markup", "no-seed", "no-message", "not-chat", "dataset", "draft", "unencodable",
-        "empty", "no-dataset", "history"])
+        "empty", "no-dataset", "history", "chat-search-window"])
 def test_bad_input_is_one_sentence_that_names_the_option(args, words):
     code, out, err = cli(*args)
     assert code == 2 and out == ""

@@ -183,6 +183,28 @@ def test_a_chat_turn_over_the_window_says_what_it_dropped(fresh):
     assert steps[0]["context_shift"] and steps[0]["cache_length"] == chat["prompt_tokens"] - 1024
 
 
+def test_a_chat_turn_checks_and_renders_its_conversation_once(fresh, monkeypatch):
+    """The page's chat turn (start, its batches, its trace) and the command line's go through one
+    path (pretrained.chat.start_turn): the conversation is checked and rendered once a turn,
+    and the trace says what the run read."""
+    from decodelab.pretrained.chat import ChatTemplate
+    from decodelab.pretrained.model import load
+
+    library = webapi.SESSIONS["page"].library
+    if not library.has_pretrained():
+        library.keep_pretrained(load(find_smollm2()))
+    checked, check = [], ChatTemplate.check
+    monkeypatch.setattr(ChatTemplate, "check",
+                        lambda self, messages: checked.append(1) or check(self, messages))
+    messages = [{"role": "user", "content": "Name a colour."}]
+    run_to_end({"greedy": True, "max_new_tokens": 3, "cache_check": False, "messages": messages})
+    trace = api("trace")["trace"]
+    assert len(checked) == 1
+    model = library.pretrained()
+    assert trace["prompt_ids"] == model.template.ids(messages)
+    assert trace["messages"] == [*messages, {"role": "assistant", "content": trace["text"]}]
+
+
 def test_restore_makes_the_same_run_again_finished_or_stopped(fresh):
     settings = {"seed": 8, "max_new_tokens": 60, "stop": ["an"], "top_k": 12, "temperature": 1.3}
     finished = run_to_end(settings)

@@ -145,12 +145,7 @@ def cmd_chat(args) -> dict:
     """One chat turn: the history, an optional system message and the new message rendered by
     the model's chat template, then a run from those ids. The trace, plus the rendered prompt's
     ids and the conversation with the answer appended (write it to a file for --history)."""
-    import dataclasses
-
-    from decodelab.core.loops import search
-    from decodelab.core.loops.generate import Generation
-    from decodelab.core.rules.settings import validate
-    from decodelab.pretrained.chat import turn_seed
+    from decodelab.pretrained.chat import start_turn
 
     if args.model not in (None, *PRETRAINED) and args.gguf is None:
         raise FieldError("model", f"Model: chat needs a chat model; give --model "
@@ -158,11 +153,6 @@ def cmd_chat(args) -> dict:
     args.model = PRETRAINED[0]
     pretrained(args)
     raw = drawn(args, given(args, CHAT_RUN))
-    settings = validate({**raw, "model": PRETRAINED[0]})
-    model = library(args).pretrained()
-    if model.template is None:
-        raise FieldError("gguf", "GGUF: this file's chat template is not ChatML as SmolLM2 "
-                                 "writes it, so chat cannot render it; use generate.")
     messages = history(args.history) if args.history else []
     if args.system is not None:
         if messages:
@@ -172,13 +162,9 @@ def cmd_chat(args) -> dict:
     if args.message is None:
         raise FieldError("message", "Message is required: the text you say to the model.")
     messages.append({"role": "user", "content": args.message})
-    prompt_ids = model.template.ids(messages)
-    settings = dataclasses.replace(settings, seed=turn_seed(settings.seed, messages))
-    if search.kind(settings) is not None:
-        run = search.start(library(args), settings, model, prompt_ids).run()
-    else:
-        run = Generation(model, settings, prompt=(prompt_ids, None)).run()
-    return model.template.trace(run.trace(), messages)
+    # the page's chat's path (pretrained.chat.start_turn): the same checks, the same run
+    run = start_turn(library(args), {**raw, "model": PRETRAINED[0]}, messages).run()
+    return run.model.template.trace(run.trace(), run.chat)
 
 
 def history(path) -> list:

@@ -17,6 +17,7 @@ may not contain a marker: a message with "<|im_end|>" typed in is refused, namin
 the model would read it as the end of the turn if any tokenizer took the markup at its word.
 """
 
+import dataclasses
 import re
 
 from decodelab.errors import FieldError, UnknownCharacters
@@ -30,6 +31,17 @@ CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role']
           "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
           "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 _CHATML = re.compile(re.escape(CHATML).replace(re.escape("{SYSTEM}"), "([^'\\\\]*)"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Turn:
+    """A conversation checked once and what the template makes of it: the messages as given
+    (checked), the prompt as text (markers written out) and its ids. A turn's run and its trace
+    read these; nothing checks or renders the conversation again."""
+
+    messages: list
+    text: str
+    ids: list
 
 
 class ChatTemplate:
@@ -82,24 +94,34 @@ class ChatTemplate:
             out.append({"role": role, "content": content})
         return out
 
-    def turns(self, messages) -> list:
-        """The messages the template renders: the default system message first when the first
-        message is not a system one."""
+    def turn(self, messages, add_generation_prompt: bool = True) -> Turn:
+        """The conversation checked (FieldError naming the bad message), rendered and encoded,
+        once: what a chat turn runs from and what its trace says."""
         messages = self.check(messages)
-        if messages[0]["role"] != "system":
-            messages = [{"role": "system", "content": self.default_system}] + messages
-        return messages
+        turns = messages if messages[0]["role"] == "system" else \
+            [{"role": "system", "content": self.default_system}] + messages
+        return Turn(messages, self._text(turns, add_generation_prompt),
+                    self._ids(turns, len(turns) - len(messages), add_generation_prompt))
 
     def render(self, messages, add_generation_prompt: bool = True) -> str:
         """The prompt as text, markers written out, as transformers' apply_chat_template."""
-        text = "".join(f"{START}{m['role']}\n{m['content']}{END}\n" for m in self.turns(messages))
-        return text + (f"{START}assistant\n" if add_generation_prompt else "")
+        return self.turn(messages, add_generation_prompt).text
 
     def ids(self, messages, add_generation_prompt: bool = True) -> list:
         """The prompt's ids: each marker one special id, everything else encoded as text."""
+        return self.turn(messages, add_generation_prompt).ids
+
+    @staticmethod
+    def _text(turns, add_generation_prompt: bool) -> str:
+        """The messages the template renders (the default system message first when the first
+        message is not a system one) as text."""
+        text = "".join(f"{START}{m['role']}\n{m['content']}{END}\n" for m in turns)
+        return text + (f"{START}assistant\n" if add_generation_prompt else "")
+
+    def _ids(self, turns, first: int, add_generation_prompt: bool) -> list:
+        """The same as ids; `first` is 1 when the default system message was put first (a bad
+        message is named by its place in the conversation as given)."""
         enc, out = self.tokenizer.encode, []
-        turns = self.turns(messages)
-        first = len(turns) - len(messages)  # 1 when the default system message was put first
         for i, m in enumerate(turns):
             try:
                 text = enc(f"{m['role']}\n{m['content']}")
@@ -109,13 +131,50 @@ class ChatTemplate:
             out += [self.start_id] + text + [self.end_id] + enc("\n")
         return out + ([self.start_id] + enc("assistant\n") if add_generation_prompt else [])
 
-    def trace(self, trace: dict, messages) -> dict:
+    @staticmethod
+    def trace(trace: dict, turn: Turn) -> dict:
         """A chat turn's trace: the run's, with the prompt as rendered, its ids, and the
         conversation with the answer appended (what `chat` prints and the page exports)."""
-        trace.update(prompt_ids=self.ids(messages), prompt=self.render(messages),
-                     messages=list(messages) + [{"role": "assistant",
-                                                 "content": trace.get("text", "")}])
+        trace.update(prompt_ids=list(turn.ids), prompt=turn.text,
+                     messages=list(turn.messages) + [{"role": "assistant",
+                                                      "content": trace.get("text", "")}])
         return trace
+
+
+def dropped(model, prompt_ids) -> int:
+    """How many of a prompt's first tokens the window has no room for: the context shift's rule
+    (`layers.window_start`), so the model reads the prompt without them."""
+    from decodelab.core.models.layers import window_start
+
+    start = len(model.tokenizer.start_ids)
+    return max(0, window_start(start + len(prompt_ids), model.cfg.context_size) - start)
+
+
+def start_turn(library, raw: dict, messages, last=None):
+    """One chat turn, the page's and the command line's alike: the settings and the conversation
+    go through every check a run makes (`generate.prepare_chat`: the settings, the messages,
+    the stop strings, JSON mode, a search's needs), the turn draws with its own seed
+    (`turn_seed`), and the run is a Generation, or with Strategy beam or a Draft model the
+    search. `last`: the page's previous run; when it was a turn of this conversation whose
+    cache still holds the prompt's beginning, its cache is forked there and only the new
+    tokens are read (a conversation over the window is read anew). The run's `chat` is the
+    checked turn (`Turn`), which its trace reads."""
+    from decodelab.core.loops import search
+    from decodelab.core.loops.generate import Generation, Prefix, prepare_chat
+
+    settings, model, turn = prepare_chat(library, raw, messages)
+    settings = dataclasses.replace(settings, seed=turn_seed(settings.seed, turn.messages))
+    if search.kind(settings) is not None:
+        run = search.start(library, settings, model, turn.ids)
+    else:
+        prefix = None
+        if last is not None and dropped(model, turn.ids) == 0 and \
+                getattr(last, "chat", None) is not None and last.model is model and \
+                getattr(last, "session", None) is not None:
+            prefix = Prefix.kept(last.session, turn.ids, settings.context_shift)
+        run = Generation(model, settings, prefix=prefix, prompt=(turn.ids, None))
+    run.chat = turn
+    return run
 
 
 def turn_seed(seed: int, messages) -> int:

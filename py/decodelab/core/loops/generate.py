@@ -73,7 +73,7 @@ class Generation:
         self.model = model
         self.prefix = prefix
         self.reused = 0  # the prompt's tokens that came from the prefix's cache
-        self.chat = None  # a chat turn: its messages (webapi.pretrained.chat_start)
+        self.chat = None  # a chat turn: its checked turn (pretrained.chat.start_turn)
         self.settings = settings
         self.rules = settings.rules
         self.tokenizer = model.tokenizer
@@ -502,15 +502,35 @@ def prepare(library, raw: dict, not_a_number=(), reads_prompt: bool = True):
     raw with "messages" instead of a prompt: a chat, rendered by the model's chat template."""
     messages = raw.get("messages") if isinstance(raw, dict) else None
     if messages is not None:
-        raw = {**{k: v for k, v in raw.items() if k != "messages"}, "prompt": ""}
+        raw = {k: v for k, v in raw.items() if k != "messages"}
+    settings, model, prompt, _ = _prepare(library, raw, messages, not_a_number, reads_prompt)
+    return settings, model, prompt
+
+
+def prepare_chat(library, raw: dict, messages):
+    """`prepare` for a chat turn: raw settings (no prompt) and the conversation -> (settings,
+    model, turn), where turn is the conversation checked and rendered once by the model's
+    chat template (`pretrained.chat.Turn`: its messages, text and ids)."""
+    settings, model, _, turn = _prepare(library, raw, messages)
+    return settings, model, turn
+
+
+def _prepare(library, raw, messages=None, not_a_number=(), reads_prompt: bool = True):
+    """prepare's checks; with messages, the prompt is the chat template's turn, returned too."""
+    if messages is not None:
+        raw = {**raw, "prompt": ""} if isinstance(raw, dict) else raw
     try:
         settings = validate(raw, datasets=library.catalog(), not_a_number=not_a_number)
     except FieldErrors as e:
         raise FieldErrors(e.errors + _prompt_errors(library, raw, e.errors)) from None
+    turn = None
     try:
         model = library.for_settings(settings)
-        prompt = healing.prompt_ids(model.tokenizer, settings) if messages is None \
-            else (chat_ids(model, messages), None)
+        if messages is None:
+            prompt = healing.prompt_ids(model.tokenizer, settings)
+        else:
+            turn = chat_turn(model, messages)
+            prompt = (turn.ids, None)
         if reads_prompt and not prompt[0] and not model.tokenizer.start_ids:
             raise FieldError("prompt", EMPTY_PROMPT)
         stop = stopping.vocabulary_error(settings.stop, model.tokenizer)
@@ -523,16 +543,22 @@ def prepare(library, raw: dict, not_a_number=(), reads_prompt: bool = True):
     errors = search.model_errors(settings, model, prompt[0])
     if errors:
         raise FieldErrors(errors)
-    return settings, model, prompt
+    return settings, model, prompt, turn
 
 
-def chat_ids(model, messages) -> list:
-    """A conversation's prompt ids, rendered by the model's chat template (FieldError naming
-    the bad message, or a model that has no template decodelab renders)."""
+def chat_turn(model, messages):
+    """A conversation checked and rendered by the model's chat template, once (its `turn`:
+    messages, text, ids), or a FieldError naming the bad message, or saying the model has no
+    template decodelab renders."""
     if not model.has_template:
         raise FieldError("messages", "Messages: this model's chat template is not one "
                                      "decodelab renders, so it cannot chat; use the prompt.")
-    return model.template.ids(messages)
+    return model.template.turn(messages)
+
+
+def chat_ids(model, messages) -> list:
+    """A conversation's prompt ids (`chat_turn`)."""
+    return chat_turn(model, messages).ids
 
 
 def start(library, raw: dict):

@@ -14,7 +14,6 @@ template, and when the page's last run was a turn of the same conversation, its 
 and cut where the two prompts part, so only the new turn's tokens are prefilled.
 """
 
-import dataclasses
 import os
 import time
 
@@ -23,7 +22,7 @@ from decodelab.entry.webapi.registry import Session, endpoint, experiment
 from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED
 from decodelab.lesson.planned import Planned
-from decodelab.pretrained.chat import turn_seed
+from decodelab.pretrained.chat import start_turn
 
 NAME = PRETRAINED[0]
 
@@ -115,29 +114,9 @@ def _pretrained(session: Session, req: dict) -> dict:
     return state(session.library)
 
 
-def dropped(model, prompt_ids) -> int:
-    """How many of a prompt's first tokens the window has no room for: the context shift's rule
-    (`layers.window_start`), so the model reads the prompt without them."""
-    from decodelab.core.models.layers import window_start
-
-    start = len(model.tokenizer.start_ids)
-    return max(0, window_start(start + len(prompt_ids), model.cfg.context_size) - start)
-
-
 def chat_start(session: Session, req: dict):
     """A chat turn: req is a run's settings with "messages" (the conversation so far, the new
-    user message last) -> its Generation, from the last turn's cache where it can."""
-    from decodelab.core.loops.generate import Generation, Prefix, prepare
-
-    settings, model, prompt = prepare(session.library, {**req, "model": NAME})
-    prompt_ids = prompt[0]  # (prepare checked every message, naming the bad one)
-    settings = dataclasses.replace(settings, seed=turn_seed(settings.seed, req["messages"]))
-    last = session.last
-    prefix = None
-    fits = dropped(model, prompt_ids) == 0  # (a conversation over the window is read anew)
-    if fits and last is not None and getattr(last, "chat", None) is not None \
-            and last.model is model and getattr(last, "session", None) is not None:
-        prefix = Prefix.kept(last.session, prompt_ids, settings.context_shift)
-    run = Generation(model, settings, prefix=prefix, prompt=prompt)
-    run.chat = model.template.check(req["messages"])
-    return run
+    user message last) -> its run (`pretrained.chat.start_turn`, the command line's chat too),
+    from the last turn's cache where it can."""
+    raw = {k: v for k, v in req.items() if k != "messages"}
+    return start_turn(session.library, {**raw, "model": NAME}, req["messages"], session.last)

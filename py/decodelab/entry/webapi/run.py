@@ -198,7 +198,7 @@ def _start(session: Session, req: dict) -> dict:
         out["cache"] = {**cache_shape(run.model), "tolerance": check_tolerance(run.model)}
     if run.chat is not None:  # a chat turn: its prompt's tokens (the special ones marked), how
         # many of them the last turn's cache holds, and how many the window had no room for
-        from decodelab.entry.webapi.pretrained import dropped
+        from decodelab.pretrained.chat import dropped
 
         tok = run.tokenizer
         out["chat"] = {"prompt_tokens": len(run.prompt_ids),
