@@ -5,7 +5,6 @@ of the unquantized ones within what 8-bit activations cost)."""
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +118,23 @@ def test_the_products_are_the_dot_products_they_claim(in_numpy, given):
     assert np.allclose(in_numpy["f32"], true32, rtol=0, atol=1e-5 * np.abs(true32).max())
     assert np.array_equal(in_numpy["f32_one"], in_numpy["f32"][3:4])  # one row, as in many
     assert np.array_equal(in_numpy["q4_1_one"], in_numpy["q4_1"][2:3])
+
+
+def test_attentions_sums_are_what_they_claim_and_ignore_hidden_keys(in_numpy, given):
+    q, keys, w = (given[n].astype(np.float64) for n in ("q", "keys", "weights"))
+    scores = np.einsum("hrd,hsd->hrs", q, keys[:, :13])
+    assert np.allclose(in_numpy["scores"], scores, rtol=0, atol=1e-5 * np.abs(scores).max())
+    assert np.allclose(in_numpy["row_sums"], w.reshape(15, 13).sum(-1), rtol=1e-6)
+    values = np.einsum("hrs,hsd->hrd", w, keys[:, :13])
+    assert np.allclose(in_numpy["values"], values, rtol=0, atol=1e-5 * np.abs(values).max())
+    assert np.allclose(in_numpy["sumsq"], (given["x"].astype(np.float64) ** 2).sum(-1), rtol=1e-5)
+    # keys a query may not see weigh exactly 0: the sums are the same bits with them or not
+    k = library.Compiled(library.BUILT / native_name())
+    wider = np.concatenate([given["weights"], np.zeros((3, 5, 7), np.float32)], axis=-1)
+    assert np.array_equal(k.attn_values(wider, given["keys"], 20 * 64), in_numpy["values"])
+    assert np.array_equal(k.row_sums(wider.reshape(15, 20)), in_numpy["row_sums"])
+    leading = np.concatenate([np.zeros((15, 4), np.float32), wider.reshape(15, 20)], axis=-1)
+    assert np.array_equal(k.row_sums(leading), in_numpy["row_sums"])  # (left padding too)
 
 
 def test_without_a_build_the_package_says_so_and_runs_numpy(monkeypatch, tmp_path):

@@ -24,6 +24,9 @@ def inputs(seed: int = 0) -> dict:
         "w_m": (-rng.random((rows, 18)) * 0.05).astype(np.float16).astype(f32),
         "w_q8": rng.integers(-128, 128, (rows, 576), dtype=np.int8),
         "w_f32": rng.standard_normal((rows, 576)).astype(f32),
+        "q": rng.standard_normal((3, 5, 64)).astype(f32),  # 3 heads, 5 queries each
+        "keys": rng.standard_normal((3, 20, 64)).astype(f32),  # a cache of 20 slots a head
+        "weights": rng.random((3, 5, 13)).astype(f32),  # over the first 13 slots
     }
 
 
@@ -44,6 +47,10 @@ def outputs(k, given: dict) -> dict:
         "q8_0": k.matmul_q8_0(*w8, q0, d0),
         "f32": k.matmul_f32(given["w_f32"], x),
         "f32_one": k.matmul_f32(given["w_f32"], x[3:4]),
+        "sumsq": k.sumsq_rows(x),
+        "scores": k.attn_scores(given["q"], given["keys"][:, :13], 20 * 64),
+        "row_sums": k.row_sums(given["weights"].reshape(15, 13)),
+        "values": k.attn_values(given["weights"], given["keys"][:, :13], 20 * 64),
     }
 
 

@@ -87,11 +87,12 @@ def nothing_found(root) -> str:
 class Library:
     """The datasets and models available in one assets folder, loaded lazily and cached."""
 
-    def __init__(self, root=None, gguf=None):
+    def __init__(self, root=None, gguf=None, engine: str = "reference"):
         """root: an assets folder; None takes the first place of search_path() with a corpus
         (when there is none, asking for any dataset says where it looked). gguf: the file the
-        pretrained model is read from (default: SmolLM2's, where the build keeps it)."""
-        self.gguf = gguf
+        pretrained model is read from (default: SmolLM2's, where the build keeps it); engine:
+        the arithmetic it runs on (decodelab.pretrained.engines)."""
+        self.gguf, self.engine = gguf, engine
         self.given = root is not None
         self.root = Path(root) if root is not None else default_dir()
         self._corpora, self._models, self._custom = {}, {}, {}
@@ -103,7 +104,7 @@ class Library:
         """A library on the same folder that shares this one's loaded corpora and models, with
         custom datasets of its own: one Python serving several widgets loads each model once,
         and text one widget trained on stays that widget's."""
-        other = Library(self.root, self.gguf)
+        other = Library(self.root, self.gguf, self.engine)
         other.given = self.given
         other._corpora, other._models = self._corpora, self._models
         return other
@@ -170,7 +171,7 @@ class Library:
 
     def pretrained(self):
         """The pretrained model, read once from `gguf` or from the file the build keeps."""
-        key = ("pretrained", str(self.gguf))
+        key = ("pretrained", str(self.gguf), self.engine)
         if key not in self._models:
             if self.gguf is None and sys.platform == "emscripten":
                 raise NotLoaded("model", "Model: SmolLM2 is not loaded in this page yet; load "
@@ -180,17 +181,18 @@ class Library:
             if read is None:
                 raise FieldError("model", f"Model: {PRETRAINED[0]} is read by decodelab.pretrained,"
                                           f" which this Python has not imported.")
-            self._models[key] = read(self.gguf)
+            self._models[key] = read(self.gguf, self.engine)
         return self._models[key]
 
     def keep_pretrained(self, model) -> None:
         """The pretrained model read elsewhere (the page reads it a part at a time): runs that
         ask for it get this one, and so do the libraries that share this one's models."""
-        self._models[("pretrained", str(self.gguf))] = model
+        self.engine = model.engine  # runs ask for the model as it was read
+        self._models[("pretrained", str(self.gguf), model.engine)] = model
 
     def has_pretrained(self) -> bool:
         """Is the pretrained model read already (so asking for it costs nothing)?"""
-        return ("pretrained", str(self.gguf)) in self._models
+        return ("pretrained", str(self.gguf), self.engine) in self._models
 
     def for_settings(self, settings):
         """The model a run with these settings uses."""

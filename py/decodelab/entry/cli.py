@@ -88,7 +88,7 @@ def given(args, names) -> dict:
 def library(args):
     from decodelab.core.library import Library
 
-    return Library(args.assets, getattr(args, "gguf", None))
+    return Library(args.assets, getattr(args, "gguf", None), getattr(args, "engine", "reference"))
 
 
 def pretrained(args) -> bool:
@@ -427,6 +427,10 @@ def build_parser() -> Parser:
             p.add_argument("--json", action="store_true", help="JSON (the only output form)")
         if name in ("generate", "chat", "cache-check", "tokenize", "detokenize", "export-hf",
                     "paged"):
+            p.add_argument("--engine", default="reference",
+                           help="the pretrained model's arithmetic: reference (float32, as "
+                                "transformers; the default) or quantized (the file's Q4_1 and "
+                                "Q8_0 blocks multiplied as llama.cpp multiplies them)")
             p.add_argument("--gguf", help="read the pretrained model from this GGUF file "
                                           "(Llama architecture; F32, F16, Q8_0, Q4_0 or Q4_1; at "
                                           "most 256 MiB) instead of SmolLM2's")

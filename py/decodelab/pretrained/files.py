@@ -40,15 +40,19 @@ def smollm2_path(environ=None) -> Path:
     return cache_dir(environ) / "downloads" / GGUF_SHA256 / GGUF_NAME
 
 
-def read(path=None):
+def read(path=None, engine: str = "reference"):
     """The model read from `path` (a GGUF file), or from where the build keeps SmolLM2's when
-    None: a FieldError naming the field at fault when it cannot be."""
+    None, on `engine` (engines.ENGINES): a FieldError naming the field at fault when it cannot
+    be."""
     from decodelab.errors import FieldError
-    from decodelab.pretrained import model
+    from decodelab.pretrained import engines, model
     from decodelab.pretrained.gguf import GGUFError
 
+    if engine not in engines.ENGINES:
+        raise FieldError("engine", f"Engine: {engine!r} is not an engine; choose "
+                                   f"{' or '.join(engines.ENGINES)}.")
     try:
-        return model.load(path if path is not None else find_smollm2())
+        return model.load(path if path is not None else find_smollm2(), engine=engine)
     except FileNotFoundError as e:
         raise FieldError("model", str(e)) if path is None else \
             FieldError("gguf", f"GGUF: no file at {path}.") from None

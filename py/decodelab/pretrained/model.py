@@ -20,13 +20,14 @@ live cache check's tolerance is float32's.
 
 import numpy as np
 
-from decodelab.core.models.cachedforward import cached_forward, weights_of
+from decodelab.core.models.cachedforward import InferenceWeights, cached_forward, weights_of
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.models.layers import Config, matmul_layout
 from decodelab.core.loops.slices import chunks
 from decodelab.core.models.transformer import TransformerModel
 from decodelab.fields import PRETRAINED, PRETRAINED_TEXTS
 from decodelab.pretrained.card import LABEL
+from decodelab.pretrained import engines
 from decodelab.pretrained.chat import ChatTemplate
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError, described
 from decodelab.pretrained.limits import ARCHITECTURES
@@ -70,20 +71,29 @@ class PretrainedModel(TransformerModel):
     cache_reserve = 256
 
     def __init__(self, cfg: Config, params: dict, tokenizer: GGUFTokenizer, info=None,
-                 template=None):
+                 template=None, engine: str = "reference"):
         super().__init__(cfg, params, tokenizer, info=info)
         self.template = template  # ChatTemplate, or None when the file's template is unknown
+        self.engine = engine  # engines.ENGINES: which arithmetic its weights are held for
+        if engine == "quantized":  # the file's blocks through the kernels, every sum in a
+            # fixed order, attention's inputs held as float16 as llama.cpp's cache holds them
+            self.derived[("inference", np.dtype(np.float32))] = InferenceWeights(
+                params, cfg, np.float32, fixed_order=True)
 
     @property
     def n_params(self) -> int:
         """Each weight once: a tied head is the embedding, not a second matrix."""
-        tied = np.shares_memory(self.params["w_head"], self.params["wte"])
+        head, wte = self.params["w_head"], self.params["wte"]
+        tied = head is wte or (isinstance(head, np.ndarray) and np.shares_memory(head, wte))
         return int(sum(a.size for k, a in self.params.items() if not (tied and k == "w_head")))
 
     def params_as(self, dtype) -> dict:
         """The parameters in `dtype` for a full forward (the live check): its own arrays when
         they are in that dtype already (float32, the matrices column-major as the file is
         read), where a trained model's copy would keep another half gigabyte."""
+        if self.engine != "reference":
+            raise ValueError(f"the {self.engine} engine keeps the file's blocks, not float "
+                             "arrays; this needs the model read on the reference engine")
         if any(v.dtype != np.dtype(dtype) for v in self.params.values()):
             return super().params_as(dtype)
         return {k: matmul_layout(v) if k.split(".")[-1].startswith("w_") else v
@@ -270,11 +280,16 @@ class Reader:
     The page loads the model this way, a part per batch, so it can show progress and stop
     between two parts; `load` reads every part in one go."""
 
-    def __init__(self, data, window: int = WINDOW, max_bytes=None):
+    def __init__(self, data, window: int = WINDOW, max_bytes=None, engine: str = "reference"):
+        if engine not in engines.ENGINES:
+            raise ValueError(f"engine is {engine!r}; it is one of {', '.join(engines.ENGINES)}")
         limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
         self.gguf = GGUF(data, limit)  # a path: read a tensor at a time
         self.cfg = config_of(self.gguf, window)
         check_shapes(self.gguf, self.cfg)  # every tensor, before any is read
+        self.engine = engine
+        if engine == "quantized":
+            engines.check_types(self.gguf, self.cfg)  # a kernel for every matrix, before
         self.tokenizer = None
         self.params = {}
         self.parts = ["tokenizer", *(f"block {i}" for i in range(self.cfg.n_layer)), "embedding"]
@@ -283,9 +298,11 @@ class Reader:
         if name == "tokenizer":
             self.tokenizer = GGUFTokenizer.from_gguf(self.gguf)
         elif name == "embedding":
-            self.params.update(head_params(self.gguf, self.cfg))
+            read = engines.head_params if self.engine == "quantized" else head_params
+            self.params.update(read(self.gguf, self.cfg))
         else:
-            self.params.update(block_params(self.gguf, self.cfg, int(name.split()[1])))
+            read = engines.block_params if self.engine == "quantized" else block_params
+            self.params.update(read(self.gguf, self.cfg, int(name.split()[1])))
 
     def model(self) -> PretrainedModel:
         gguf, cfg = self.gguf, self.cfg
@@ -294,12 +311,13 @@ class Reader:
                                                 cfg.context_size)),
                 "file_types": sorted({t.type for t in gguf.tensors.values()})}
         return PretrainedModel(cfg, self.params, self.tokenizer, info,
-                               ChatTemplate.from_gguf(gguf, self.tokenizer))
+                               ChatTemplate.from_gguf(gguf, self.tokenizer), self.engine)
 
 
-def load(data, window: int = WINDOW, max_bytes=None) -> PretrainedModel:
-    """A GGUF file's bytes (or its path) -> the model. Nothing is kept of a file that fails."""
-    reader = Reader(data, window, max_bytes)
+def load(data, window: int = WINDOW, max_bytes=None, engine: str = "reference") -> PretrainedModel:
+    """A GGUF file's bytes (or its path) -> the model, on `engine` (engines.ENGINES). Nothing
+    is kept of a file that fails."""
+    reader = Reader(data, window, max_bytes, engine)
     for name in reader.parts:
         reader.part(name)
     return reader.model()

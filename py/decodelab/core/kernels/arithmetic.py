@@ -127,3 +127,43 @@ def matmul_f32(w, x) -> np.ndarray:
             lane = [(s[:, i] + s[:, i + 4]) + (s[:, i + 8] + s[:, i + 12]) for i in range(4)]
             out[t, a:a + ROWS_AT_ONCE] = (lane[0] + lane[1]) + (lane[2] + lane[3])
     return out
+
+
+def _dot16(a, b):
+    """Rows of a . rows of b (..., k), k a multiple of 16, in the sixteen-lane order."""
+    products = a * b  # (broadcast)
+    k, shape = products.shape[-1], products.shape[:-1]
+    products = products.reshape(*shape, k // LANES, LANES)
+    s = np.zeros((*shape, LANES), F32)
+    for j in range(k // LANES):
+        s = s + products[..., j, :]
+    lane = [(s[..., i] + s[..., i + 4]) + (s[..., i + 8] + s[..., i + 12]) for i in range(4)]
+    return (lane[0] + lane[1]) + (lane[2] + lane[3])
+
+
+def sumsq_rows(a) -> np.ndarray:
+    """Each row's sum of squares, as a dot product of sixteen lanes."""
+    a = np.asarray(a, F32)
+    return _dot16(a, a)
+
+
+def attn_scores(q, k, head_stride=None) -> np.ndarray:
+    """q (heads, rows, D) . keys (heads, S, D) -> (heads, rows, S), each a sixteen-lane dot.
+    (head_stride: where the compiled kernel finds heads; here `k` is the (heads, S, D) array.)"""
+    return _dot16(q[:, :, None, :], k[:, None, :, :])
+
+
+def row_sums(x) -> np.ndarray:
+    """Each row's values added one after another from 0."""
+    total = np.zeros(x.shape[0], F32)
+    for s in range(x.shape[1]):
+        total = total + x[:, s]
+    return total
+
+
+def attn_values(p, v, head_stride=None) -> np.ndarray:
+    """sum over s, one key after another from 0, of p (heads, rows, S) times v (heads, S, D)."""
+    out = np.zeros((p.shape[0], p.shape[1], v.shape[-1]), F32)
+    for s in range(p.shape[2]):
+        out = out + p[:, :, s, None] * v[:, None, s, :]
+    return out

@@ -228,17 +228,15 @@ static void q8_0_direct(const int8_t *wq, const float *wd, int rows, int k,
     }
 }
 
-/* Q4_1 weights: wq (rows/8, nb, 16, 8) uint8, byte j of each of 8 rows' blocks (value j in its
- * low nibble, value j + 16 in its high one); wd, wm (rows/8, nb, 8). Each block of 8 rows is
- * unpacked once and used for all n activation rows, whose sums build up in `out`. */
-EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, int rows,
-                           int k, const int8_t *xq, const float *xd, const float *xs, int n,
-                           float *out) {
-    if (n < UNPACK_FROM) {
-        q4_1_direct(wq, wd, wm, rows, k, xq, xd, xs, n, out);
-        return;
-    }
-    int nb = k / QK;
+/* Many activation rows: each block of 8 weight rows is unpacked once to 16-bit values and
+ * used for all n of them, whose sums build up in `out`. Q4_1 (wm given): wq (rows/8, nb, 16, 8)
+ * uint8, byte j of each of 8 rows' blocks (value j in its low nibble, value j + 16 in its high
+ * one), wd and wm (rows/8, nb, 8), and the activations' sums xs. Q8_0 (wm, xs 0):
+ * wq (rows/8, nb, 32, 8) int8, value j of each of 8 rows' blocks, wd (rows/8, nb, 8). */
+static void matmul_unpacked(const void *wq, const float *wd, const float *wm, int rows, int k,
+                            const int8_t *xq, const float *xd, const float *xs, int n,
+                            float *out) {
+    int nb = k / QK, q4 = wm != 0;
     int16_t w[QK * ROWS];
     int32_t acc[ROWS];
     for (int g = 0; g < rows / ROWS; g++) {
@@ -246,85 +244,128 @@ EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, 
             for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = 0.0f;
         for (int b = 0; b < nb; b++) {
             int64_t at = (int64_t)g * nb + b;
-            const uint8_t *p = wq + at * 16 * ROWS;
-            const float *d = wd + at * ROWS, *m = wm + at * ROWS;
-            for (int i = 0; i < 16 * ROWS; i++) {
-                w[i] = p[i] & 15;               /* value j = i / 8 */
-                w[i + 16 * ROWS] = p[i] >> 4;   /* value j + 16 */
+            const float *d = wd + at * ROWS, *m = q4 ? wm + at * ROWS : 0;
+            if (q4) {
+                const uint8_t *p = (const uint8_t *)wq + at * 16 * ROWS;
+                for (int i = 0; i < 16 * ROWS; i++) {
+                    w[i] = p[i] & 15;               /* value j = i / 8 */
+                    w[i + 16 * ROWS] = p[i] >> 4;   /* value j + 16 */
+                }
+            } else {
+                const int8_t *p = (const int8_t *)wq + at * QK * ROWS;
+                for (int i = 0; i < QK * ROWS; i++) w[i] = p[i];
             }
             for (int t = 0; t < n; t++) {
-                block_sums(w, xq + (int64_t)t * k + b * QK, acc, 1);
-                float dx = xd[(int64_t)t * nb + b], sx = xs[(int64_t)t * nb + b];
+                block_sums(w, xq + (int64_t)t * k + b * QK, acc, q4);
+                float dx = xd[(int64_t)t * nb + b];
                 float *o = out + (int64_t)t * rows + g * ROWS;
-                for (int r = 0; r < ROWS; r++) {
-                    float part = (d[r] * dx) * (float)acc[r];
-                    float shift = m[r] * sx;
-                    o[r] = o[r] + (part + shift);
+                if (q4) {
+                    float sx = xs[(int64_t)t * nb + b];
+                    for (int r = 0; r < ROWS; r++) {
+                        float part = (d[r] * dx) * (float)acc[r];
+                        float shift = m[r] * sx;
+                        o[r] = o[r] + (part + shift);
+                    }
+                } else {
+                    for (int r = 0; r < ROWS; r++) o[r] = o[r] + (d[r] * dx) * (float)acc[r];
                 }
             }
         }
     }
 }
 
-/* Q8_0 weights: wq (rows/8, nb, 32, 8) int8, value j of each of 8 rows' blocks;
- * wd (rows/8, nb, 8). */
+EXPORT void dl_matmul_q4_1(const uint8_t *wq, const float *wd, const float *wm, int rows,
+                           int k, const int8_t *xq, const float *xd, const float *xs, int n,
+                           float *out) {
+    if (n < UNPACK_FROM) q4_1_direct(wq, wd, wm, rows, k, xq, xd, xs, n, out);
+    else matmul_unpacked(wq, wd, wm, rows, k, xq, xd, xs, n, out);
+}
+
 EXPORT void dl_matmul_q8_0(const int8_t *wq, const float *wd, int rows, int k,
                            const int8_t *xq, const float *xd, int n, float *out) {
-    if (n < UNPACK_FROM) {
-        q8_0_direct(wq, wd, rows, k, xq, xd, n, out);
-        return;
+    if (n < UNPACK_FROM) q8_0_direct(wq, wd, rows, k, xq, xd, n, out);
+    else matmul_unpacked(wq, wd, 0, rows, k, xq, xd, 0, n, out);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * float32. A dot product of k values (k a multiple of 16) keeps sixteen running sums, lane l
+ * taking the elements j = l mod 16, and combines them in one fixed order. */
+static inline float dot16(const float *a, const float *b, int k) {
+#ifdef __wasm_simd128__
+    v128_t a0 = wasm_f32x4_splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    for (int j = 0; j < k; j += 16) {
+        a0 = wasm_f32x4_add(a0, wasm_f32x4_mul(wasm_v128_load(a + j), wasm_v128_load(b + j)));
+        a1 = wasm_f32x4_add(a1, wasm_f32x4_mul(wasm_v128_load(a + j + 4),
+                                               wasm_v128_load(b + j + 4)));
+        a2 = wasm_f32x4_add(a2, wasm_f32x4_mul(wasm_v128_load(a + j + 8),
+                                               wasm_v128_load(b + j + 8)));
+        a3 = wasm_f32x4_add(a3, wasm_f32x4_mul(wasm_v128_load(a + j + 12),
+                                               wasm_v128_load(b + j + 12)));
     }
-    int nb = k / QK;
-    int16_t w[QK * ROWS];
-    int32_t acc[ROWS];
-    for (int g = 0; g < rows / ROWS; g++) {
+    v128_t v = wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3));
+    float l0 = wasm_f32x4_extract_lane(v, 0), l1 = wasm_f32x4_extract_lane(v, 1);
+    float l2 = wasm_f32x4_extract_lane(v, 2), l3 = wasm_f32x4_extract_lane(v, 3);
+#else
+    float s[16] = {0};
+    for (int j = 0; j < k; j += 16)
+        for (int l = 0; l < 16; l++) s[l] = s[l] + a[j + l] * b[j + l];
+    float l0 = (s[0] + s[4]) + (s[8] + s[12]), l1 = (s[1] + s[5]) + (s[9] + s[13]);
+    float l2 = (s[2] + s[6]) + (s[10] + s[14]), l3 = (s[3] + s[7]) + (s[11] + s[15]);
+#endif
+    return (l0 + l1) + (l2 + l3);
+}
+
+/* out (n, rows) = x (n, k) times w's rows (rows, k). */
+EXPORT void dl_matmul_f32(const float *w, int rows, int k, const float *x, int n, float *out) {
+    for (int r = 0; r < rows; r++)
         for (int t = 0; t < n; t++)
-            for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = 0.0f;
-        for (int b = 0; b < nb; b++) {
-            int64_t at = (int64_t)g * nb + b;
-            const int8_t *p = wq + at * QK * ROWS;
-            const float *d = wd + at * ROWS;
-            for (int i = 0; i < QK * ROWS; i++) w[i] = p[i];
-            for (int t = 0; t < n; t++) {
-                block_sums(w, xq + (int64_t)t * k + b * QK, acc, 0);
-                float dx = xd[(int64_t)t * nb + b];
-                float *o = out + (int64_t)t * rows + g * ROWS;
-                for (int r = 0; r < ROWS; r++) o[r] = o[r] + (d[r] * dx) * (float)acc[r];
-            }
+            out[(int64_t)t * rows + r] = dot16(w + (int64_t)r * k, x + (int64_t)t * k, k);
+}
+
+/* out[i] = a_i . a_i for n rows of k (an RMS norm's sum of squares). */
+EXPORT void dl_sumsq_rows(const float *a, int n, int k, float *out) {
+    for (int i = 0; i < n; i++) out[i] = dot16(a + (int64_t)i * k, a + (int64_t)i * k, k);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Attention in a fixed order, so a position's result does not depend on how many positions
+ * are computed with it, nor on hidden keys (their weights are exactly 0, and 0 added to a sum
+ * leaves it as it was, before or after the visible keys). heads: attention heads, each with
+ * `rows` queries (q: heads x rows x D, contiguous) over S keys/values whose rows of D lie
+ * head_stride floats apart from one head to the next (a cache's layout). */
+
+/* scores (heads, rows, S) = q . k, each a dot16 over D (D a multiple of 16). */
+EXPORT void dl_attn_scores(const float *q, const float *k, int heads, int rows, int S, int D,
+                           int64_t head_stride, float *out) {
+    for (int h = 0; h < heads; h++)
+        for (int r = 0; r < rows; r++) {
+            const float *qr = q + ((int64_t)h * rows + r) * D;
+            float *o = out + ((int64_t)h * rows + r) * S;
+            for (int s = 0; s < S; s++) o[s] = dot16(qr, k + h * head_stride + (int64_t)s * D, D);
         }
+}
+
+/* out[i] = the n values of row i added one after another, from 0 (a softmax's total). */
+EXPORT void dl_row_sums(const float *x, int n, int S, float *out) {
+    for (int i = 0; i < n; i++) {
+        float sum = 0.0f;
+        for (int s = 0; s < S; s++) sum = sum + x[(int64_t)i * S + s];
+        out[i] = sum;
     }
 }
 
-/* float32: out (n, rows) = x (n, k) times w's rows (rows, k), k a multiple of 16. Sixteen
- * running sums, lane j mod 16, combined in one fixed order. */
-EXPORT void dl_matmul_f32(const float *w, int rows, int k, const float *x, int n, float *out) {
-    for (int r = 0; r < rows; r++) {
-        const float *wr = w + (int64_t)r * k;
-        for (int t = 0; t < n; t++) {
-            const float *xr = x + (int64_t)t * k;
-#ifdef __wasm_simd128__
-            v128_t a0 = wasm_f32x4_splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
-            for (int j = 0; j < k; j += 16) {
-                a0 = wasm_f32x4_add(a0, wasm_f32x4_mul(wasm_v128_load(wr + j),
-                                                       wasm_v128_load(xr + j)));
-                a1 = wasm_f32x4_add(a1, wasm_f32x4_mul(wasm_v128_load(wr + j + 4),
-                                                       wasm_v128_load(xr + j + 4)));
-                a2 = wasm_f32x4_add(a2, wasm_f32x4_mul(wasm_v128_load(wr + j + 8),
-                                                       wasm_v128_load(xr + j + 8)));
-                a3 = wasm_f32x4_add(a3, wasm_f32x4_mul(wasm_v128_load(wr + j + 12),
-                                                       wasm_v128_load(xr + j + 12)));
+/* out (heads, rows, D) = sum over s, one key after another from 0, of p[h, r, s] * v[h, s]. */
+EXPORT void dl_attn_values(const float *p, const float *v, int heads, int rows, int S, int D,
+                           int64_t head_stride, float *out) {
+    for (int h = 0; h < heads; h++)
+        for (int r = 0; r < rows; r++) {
+            const float *pr = p + ((int64_t)h * rows + r) * S;
+            float *o = out + ((int64_t)h * rows + r) * D;
+            for (int d = 0; d < D; d++) o[d] = 0.0f;
+            for (int s = 0; s < S; s++) {
+                float w = pr[s];
+                const float *vs = v + h * head_stride + (int64_t)s * D;
+                for (int d = 0; d < D; d++) o[d] = o[d] + w * vs[d];
             }
-            v128_t v = wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3));
-            float l0 = wasm_f32x4_extract_lane(v, 0), l1 = wasm_f32x4_extract_lane(v, 1);
-            float l2 = wasm_f32x4_extract_lane(v, 2), l3 = wasm_f32x4_extract_lane(v, 3);
-#else
-            float s[16] = {0};
-            for (int j = 0; j < k; j += 16)
-                for (int l = 0; l < 16; l++) s[l] = s[l] + wr[j + l] * xr[j + l];
-            float l0 = (s[0] + s[4]) + (s[8] + s[12]), l1 = (s[1] + s[5]) + (s[9] + s[13]);
-            float l2 = (s[2] + s[6]) + (s[10] + s[14]), l3 = (s[3] + s[7]) + (s[11] + s[15]);
-#endif
-            out[(int64_t)t * rows + r] = (l0 + l1) + (l2 + l3);
         }
-    }
 }

@@ -33,8 +33,12 @@ def library_path() -> Path | None:
     return path if path.exists() else None
 
 
-P, I = ctypes.c_void_p, ctypes.c_int
+P, I, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
 SIGNATURES = {
+    "dl_sumsq_rows": (P, I, I, P),
+    "dl_attn_scores": (P, P, I, I, I, I, L, P),
+    "dl_row_sums": (P, I, I, P),
+    "dl_attn_values": (P, P, I, I, I, I, L, P),
     "dl_half_round": (P, P, I),
     "dl_quantize_q8": (P, I, I, P, P, P),
     "dl_matmul_q4_1": (P, P, P, I, I, P, P, P, I, P),
@@ -43,10 +47,14 @@ SIGNATURES = {
 }
 
 
-def address(a: np.ndarray) -> int:
+def address(a: np.ndarray, rows_only: bool = False) -> int:
     """A C-contiguous array's data address (read once per array where it is kept: the read
-    costs microseconds, a kernel call in WebAssembly about ten)."""
-    assert a.flags.c_contiguous, "the kernels read arrays laid out row by row"
+    costs microseconds, a kernel call in WebAssembly about ten). rows_only: the array need only
+    have its last two axes contiguous (a cache's keys: the caller says where heads lie)."""
+    if rows_only:
+        assert a.dtype == np.float32 and a.strides[-1] == 4 and a.strides[-2] == 4 * a.shape[-1]
+    else:
+        assert a.flags.c_contiguous, "the kernels read arrays laid out row by row"
     return a.__array_interface__["data"][0]
 
 
@@ -105,6 +113,39 @@ class Compiled:
         self._matmul_f32(address(w), rows, k, address(x), x.shape[0], address(out))
         return out
 
+    def sumsq_rows(self, a):
+        """Each row's sum of squares (n, k) -> (n,), a dot product of sixteen lanes."""
+        return self._per_row(self._sumsq_rows, a)
+
+    def attn_scores(self, q, k, head_stride):
+        """q (heads, rows, D) contiguous; k (heads, S, D), its rows contiguous, head_stride
+        floats from one head to the next (a cache's layout) -> (heads, rows, S)."""
+        return self._heads(self._attn_scores, q, k, head_stride, k.shape[-2])
+
+    def row_sums(self, x):
+        """Each row's values (n, S) added one after another from 0 -> (n,)."""
+        return self._per_row(self._row_sums, x)
+
+    @staticmethod
+    def _per_row(kernel, x):
+        x = np.ascontiguousarray(x, np.float32)
+        out = np.empty(x.shape[0], np.float32)
+        kernel(address(x), x.shape[0], x.shape[1], address(out))
+        return out
+
+    def attn_values(self, p, v, head_stride):
+        """p (heads, rows, S) contiguous; v as attn_scores' k -> (heads, rows, D)."""
+        return self._heads(self._attn_values, p, v, head_stride, v.shape[-1])
+
+    @staticmethod
+    def _heads(kernel, a, b, head_stride, width):
+        heads, rows = a.shape[:2]
+        S, D = b.shape[-2:]
+        out = np.empty((heads, rows, width), np.float32)
+        kernel(address(a), address(b, rows_only=True), heads, rows, S, D, head_stride,
+               address(out))
+        return out
+
 
 class InNumpy:
     """The same arithmetic in numpy (`arithmetic`): exact, and slow."""
@@ -129,6 +170,11 @@ class InNumpy:
 
     def matmul_f32(self, w, x, out=None):
         return arithmetic.matmul_f32(w, x)
+
+    sumsq_rows = staticmethod(arithmetic.sumsq_rows)
+    attn_scores = staticmethod(arithmetic.attn_scores)
+    row_sums = staticmethod(arithmetic.row_sums)
+    attn_values = staticmethod(arithmetic.attn_values)
 
 
 _chosen = None

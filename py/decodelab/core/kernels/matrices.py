@@ -76,6 +76,9 @@ class QuantizedMatrix:
             out = kern.matmul_q8_0(self.q, self.d, q, d)
         return out.reshape(*x.shape[:-1], rows)
 
+    def __getitem__(self, idx) -> np.ndarray:  # an embedding's lookup: wte[ids]
+        return self.rows(idx)
+
     def rows(self, idx) -> np.ndarray:
         """Rows of the matrix (token ids, for an embedding), dequantized: (..., k) float32."""
         idx = np.asarray(idx)

@@ -15,6 +15,9 @@ import math
 
 import numpy as np
 
+from decodelab.core.kernels import kernels
+from decodelab.core.kernels.arithmetic import half_round
+from decodelab.core.kernels.attention import fixed_order_attention
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.models.layers import (
     layer_params,
@@ -46,16 +49,26 @@ class InferenceWeights:
     x @ W with a contiguous inner loop, 2 to 5 times faster; with BLAS it makes no difference.
     """
 
-    def __init__(self, params: dict, cfg, dtype):
+    def __init__(self, params: dict, cfg, dtype, fixed_order: bool = False):
+        """fixed_order: a quantized engine's arithmetic (`fixed_order_attention`, `unit`):
+        every sum in an order that does not depend on how many positions are computed at once,
+        and attention's queries, keys, values and weights held as float16 values, as
+        llama.cpp's default cache holds them."""
         C, HD = cfg.n_embd, cfg.n_head * cfg.head_dim
         self.cfg, self.dtype, self.c_eps = cfg, np.dtype(dtype), C * cfg.norm_eps
-        self.folded = sum(a.nbytes for a in params.values()) <= FOLD_UP_TO
+        self.fixed_order = fixed_order
+        self.attention = fixed_order_attention if fixed_order else None  # None: the cache's
+        quantized = [k for k, a in params.items() if not isinstance(a, np.ndarray)]
+        if quantized and self.dtype != np.float32:
+            raise ValueError(f"{quantized[0]} is a quantized matrix, which multiplies in "
+                             "float32 alone")
+        self.folded = not quantized and sum(a.nbytes for a in params.values()) <= FOLD_UP_TO
         gain = lambda g: (math.sqrt(C) * g.astype(np.float64)).astype(dtype)  # noqa: E731
         if self.folded:
             fold = lambda g, w: folded(math.sqrt(C) * g.astype(np.float64), w, dtype)  # noqa: E731
         else:
-            fold = lambda g, w: w.astype(dtype, copy=False)  # noqa: E731
-        self.wte = params["wte"].astype(dtype, copy=False)
+            fold = lambda g, w: stored(w, dtype)  # noqa: E731
+        self.wte = stored(params["wte"], dtype, layout=False)  # (a quantized one looks rows up)
         self.cos, self.sin = rope_tables(cfg, dtype)  # (T, D) each, made once
         self.layers, self.gains = [], []
         for layer in range(cfg.n_layer):
@@ -63,24 +76,47 @@ class InferenceWeights:
             w_qkv = fold(lp["g_attn"], lp["w_qkv"])  # (C, (H+2Hkv)*D)
             if self.folded:
                 w_qkv[:, :HD] /= math.sqrt(cfg.head_dim)
-            self.layers.append(tuple(map(matmul_layout, (
-                w_qkv, lp["w_o"].astype(dtype, copy=False), fold(lp["g_mlp"], lp["w_fc"]),
-                lp["w_proj"].astype(dtype, copy=False)))))
+            self.layers.append(tuple(stored(w, dtype) for w in (
+                w_qkv, lp["w_o"], fold(lp["g_mlp"], lp["w_fc"]), lp["w_proj"])))
             self.gains.append((None, None) if self.folded
                               else (gain(lp["g_attn"]), gain(lp["g_mlp"])))
-        self.w_head = matmul_layout(fold(params["g_f"], params["w_head"]))  # (C, V)
+        self.w_head = stored(fold(params["g_f"], params["w_head"]), dtype)  # (C, V)
         self.g_f = None if self.folded else gain(params["g_f"])
         self.q_scale = None if self.folded else 1.0 / math.sqrt(cfg.head_dim)
 
     def unit(self, x, gain=None):
         """x / sqrt(sum(x^2) + C*eps): the norm without its gain and 1/C where they are folded
         into W, or times `gain` (sqrt(C) * g) where they are not."""
-        if x.size == x.shape[-1]:  # one vector (a decode step of one row): a dot product and
+        if self.fixed_order:  # each row's sum of squares in the kernels' order, whatever n
+            flat = x.reshape(-1, x.shape[-1])
+            scale = np.float32(1) / np.sqrt(kernels().sumsq_rows(flat) + np.float32(self.c_eps))
+            x = (flat * scale[:, None]).reshape(x.shape)
+        elif x.size == x.shape[-1]:  # one vector (a decode step of one row): a dot product and
             v = x.reshape(-1)  # Python floats take 2 numpy calls instead of 5 (WebAssembly)
             x = x * (1.0 / math.sqrt(float(v @ v) + self.c_eps))
         else:
             x = x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + self.c_eps)
         return x if gain is None else x * gain
+
+
+def halved(attend, math):
+    """A cache's attend with the queries, keys and values rounded to float16 values first:
+    what a cache of llama.cpp's default type holds, and the query it turns to float16 for the
+    product with the keys (the query here is already scaled by 1/sqrt(D), a power of two for
+    SmolLM2's heads of 64, so the rounding is the same), then `math`."""
+    def run(layer, q, k, v):
+        return attend(layer, half_round(q), half_round(k), half_round(v), math)
+    return run
+
+
+def stored(w, dtype, layout: bool = True):
+    """A matrix as the cached path multiplies it: an array in `dtype`, column-major (with
+    `layout`); a matrix that multiplies itself (a file's quantized blocks,
+    core/kernels/matrices.py) as it is."""
+    if not isinstance(w, np.ndarray):
+        return w
+    w = w.astype(dtype, copy=False)
+    return matmul_layout(w) if layout else w
 
 
 def folded(scale, w, dtype, columns: int = 4096):
@@ -116,6 +152,7 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
     B, n = idx.shape
     H, Hkv, G, D = cfg.n_head, cfg.n_kv_head, cfg.groups, cfg.head_dim
     x = w.wte[idx]  # (B, n, C)
+    attend = halved(cache.attend, w.attention) if w.fixed_order else cache.attend
     if n == 1:  # one position: the head axes are already in place, reshapes are views
         cos, sin = w.cos[pos[:, 0]][:, None, None], w.sin[pos[:, 0]][:, None, None]  # (B,1,1,D)
     else:
@@ -128,15 +165,15 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
             q = qk[:, :H].reshape(B, Hkv, G, D)  # (B, Hkv, G*1, D)
             if w.q_scale is not None:
                 q = q * w.q_scale
-            o = cache.attend(layer, q, qk[:, H:], heads[:, H + Hkv:])  # (B, Hkv, G, D)
+            o = attend(layer, q, qk[:, H:], heads[:, H + Hkv:])  # (B, Hkv, G, D)
             o = o.reshape(B, 1, H * D)  # (B, 1, H*D)
         else:
             q, k, v = split_heads(qkv, cfg)  # (B, Hkv, G*n, D), (B, Hkv, n, D) x2
             q = rope(q.reshape(B, Hkv, G, n, D), cos[:, None], sin[:, None])
             if w.q_scale is not None:
                 q = q * w.q_scale
-            o = merge_heads(cache.attend(layer, q.reshape(B, Hkv, G * n, D),
-                                         rope(k, cos, sin), v), cfg)  # (B, n, H*D)
+            o = merge_heads(attend(layer, q.reshape(B, Hkv, G * n, D),
+                                   rope(k, cos, sin), v), cfg)  # (B, n, H*D)
         x = x + times(o, w_o)  # (B, n, C)
         h = swiglu_forward(times(w.unit(x, g_mlp), w_fc))  # (B, n, 2F) -> (B, n, F)
         x = x + times(h, w_proj)  # (B, n, C)

@@ -35,6 +35,18 @@ import numpy as np
 from decodelab.core.models.layers import NEG
 
 
+def softmax_attention(q, K, V, bias):
+    """softmax(q K^T + bias) V over the S keys: q (B, Hkv, Gn, D), K and V (B, Hkv, S, D),
+    bias broadcastable to (B, Hkv, Gn, S) or None -> (B, Hkv, Gn, D)."""
+    s = q @ K.swapaxes(-1, -2)  # (B, Hkv, Gn, D) @ (B, Hkv, D, S) -> (B, Hkv, Gn, S)
+    if bias is not None:
+        s += bias
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)  # softmax over the S visible keys
+    return s @ V  # (B, Hkv, Gn, S) @ (B, Hkv, S, D) -> (B, Hkv, Gn, D)
+
+
 def blocks_for(positions: int, block_size: int) -> int:
     """The blocks of `block_size` positions that hold `positions` positions: whole blocks, the
     last one maybe partly filled (a ceiling division). A cache grown by blocks, a pool's block
@@ -162,12 +174,13 @@ class KVCache:
     def bytes_allocated(self) -> int:
         return sum(a.nbytes for a in self.k + self.v)
 
-    def attend(self, layer: int, q, k, v):
+    def attend(self, layer: int, q, k, v, math=None):
         """Write the new keys and values, then attend from the new queries to all filled slots.
 
         q: (B, Hkv, G*n, D), already scaled by 1/sqrt(D); k, v: (B, Hkv, n, D).
         Returns (B, Hkv, G*n, D). Does not advance `length`: every layer writes the same slots,
-        and the pass calls `advance` after the last.
+        and the pass calls `advance` after the last. math: the attention's arithmetic
+        (`softmax_attention` unless a model's engine brings its own).
         """
         n = k.shape[2]
         t0, S = self.length, self.length + n
@@ -178,16 +191,17 @@ class KVCache:
         K, V = self.k[layer], self.v[layer]  # (B, Hkv, T_max, D)
         K[:, :, t0:S] = k
         V[:, :, t0:S] = v
-        s = q @ K[:, :, :S].swapaxes(-1, -2)  # (B, Hkv, G*n, D) @ (B, Hkv, D, S) -> (B,Hkv,G*n,S)
-        mask = self.causal_mask(n, S, s.dtype) if n > 1 else None
-        if mask is not None:
-            B, Hkv, Gn, _ = s.shape
-            s = s.reshape(B, Hkv, Gn // n, n, S)  # (B, Hkv, G, n, S) view
-            s += mask
-            s = s.reshape(B, Hkv, Gn, S)
+        return (math or softmax_attention)(q, K[:, :, :S], V[:, :, :S],
+                                           self.bias(n, S, q.shape[2] // n, q.dtype))
+
+    def bias(self, n: int, S: int, G: int, dtype):
+        """What is added to the scores (B, Hkv, G*n, S): each new query sees the keys up to
+        itself (`causal_mask`, for each of the G queries of a KV head) and no padding slot
+        (`key_bias`); None when nothing is hidden (a decode step without padding)."""
+        out = None
+        if n > 1:
+            out = np.tile(self.causal_mask(n, S, dtype), (G, 1))  # (G*n, S)
         if self.key_bias is not None:
-            s += self.key_bias[:, None, None, :S]  # padding slots hidden from every query
-        s -= s.max(axis=-1, keepdims=True)
-        np.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)  # softmax over the S visible keys
-        return s @ V[:, :, :S]  # (B, Hkv, G*n, S) @ (B, Hkv, S, D) -> (B, Hkv, G*n, D)
+            hidden = self.key_bias[:, None, None, :S]  # (B, 1, 1, S)
+            out = hidden if out is None else out + hidden
+        return out

@@ -27,6 +27,8 @@ def times(x, w):
     memory as (O, C)), which numpy's einsum runs in SIMD loops about twice as fast as its own
     matmul, for one row (a decode step) and for many (a prefill) alike; measured in Pyodide
     0.27.7 on SmolLM2's matrices (docs/pretrained.md)."""
+    if not isinstance(w, np.ndarray):  # a matrix that multiplies itself: a file's quantized
+        return w.times(x)  # blocks through the kernels (core/kernels/matrices.py)
     if not (NO_BLAS and w.size >= EINSUM_FROM):
         return x @ w
     if x.size == x.shape[-1]:  # one vector

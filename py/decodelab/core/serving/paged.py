@@ -35,7 +35,7 @@ import numpy as np
 
 from decodelab.core.models.cachedforward import cached_forward
 from decodelab.core.models.session import Session
-from decodelab.core.models.kvcache import NEG, KVCache, blocks_for
+from decodelab.core.models.kvcache import NEG, KVCache, blocks_for, softmax_attention
 
 
 class PoolFull(MemoryError):
@@ -187,7 +187,7 @@ class PagedCache(KVCache):
             elif self.pool.refs[self.table[i]] > 1:
                 self.table[i] = self.pool.copy(self.table[i], self.take)
 
-    def attend(self, layer: int, q, k, v):
+    def attend(self, layer: int, q, k, v, math=None):
         """Write the new keys and values into the blocks, then attend as KVCache does, over the
         blocks gathered in order. q: (1, Hkv, G*n, D); k, v: (1, Hkv, n, D)."""
         n = k.shape[2]
@@ -202,7 +202,7 @@ class PagedCache(KVCache):
             lo, hi = max(t0, i * b), min(S, (i + 1) * b)
             K[self.table[i], :, lo - i * b:hi - i * b] = k[0, :, lo - t0:hi - t0]
             V[self.table[i], :, lo - i * b:hi - i * b] = v[0, :, lo - t0:hi - t0]
-        return KVCache.attend(self, layer, q, k, v)
+        return KVCache.attend(self, layer, q, k, v, math)
 
     def release(self) -> None:
         """Give every block back (the sequence is done)."""
@@ -247,18 +247,14 @@ class _StepBatch:
         for c in self.caches:
             c.advance(n)
 
-    def attend(self, layer: int, q, k, v):
-        """q: (B, Hkv, G, D); k, v: (B, Hkv, 1, D) -> (B, Hkv, G, D)."""
+    def attend(self, layer: int, q, k, v, math=None):
+        """q: (B, Hkv, G, D); k, v: (B, Hkv, 1, D) -> (B, Hkv, G, D), over each row's own
+        positions only (the bias (B, 1, 1, S) hides the rest)."""
         K, V = self.pool.k[layer], self.pool.v[layer]  # (N, Hkv, b, D)
         block, slot = self.where
         K[block, :, slot] = k[:, :, 0]  # (B, Hkv, D) into each row's own block
         V[block, :, slot] = v[:, :, 0]
-        s = q @ self._gather(K).swapaxes(-1, -2)  # (B, Hkv, G, D) @ (B, Hkv, D, S)
-        s += self.bias  # (B, 1, 1, S): a row's own positions only
-        s -= s.max(axis=-1, keepdims=True)
-        np.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
-        return s @ self._gather(V)  # (B, Hkv, G, S) @ (B, Hkv, S, D) -> (B, Hkv, G, D)
+        return (math or softmax_attention)(q, self._gather(K), self._gather(V), self.bias)
 
 
 def decode_together(sessions, tokens) -> None:
