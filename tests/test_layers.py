@@ -124,3 +124,20 @@ def test_a_model_is_asked_what_it_allows_never_probed_or_named_by_kind():
     assert ASKED_NOT_PROBED.search('if model.kind == "pretrained":')
     assert ASKED_NOT_PROBED.search('at = getattr(self.model, "logits_at_steps", None)')
     assert ASKED_NOT_PROBED.search('getattr(session, "prefill_steps", None)')
+
+
+# Before a model is loaded, a setting's Model value is told to be one read from a file in one
+# declared place (fields.from_file); nothing else tests it against the table of such models.
+NAMED_BY_VALUE = re.compile(r"\bin\s*\(?[^#\n]*\bPRETRAINED\b")
+
+
+def test_a_model_read_from_a_file_is_told_by_its_value_in_one_place():
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in sorted((ROOT / "decodelab").rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if NAMED_BY_VALUE.search(re.sub(r"\bfor\s+\w+\s+in\b", "", line))
+             and not line.lstrip().startswith("#")
+             and path.relative_to(ROOT).as_posix() != "decodelab/fields.py"]
+    assert found == []
+    assert NAMED_BY_VALUE.search('if raw.get("model") in PRETRAINED:')
+    assert NAMED_BY_VALUE.search('if args.model not in (None, *PRETRAINED):')

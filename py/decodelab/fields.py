@@ -23,6 +23,13 @@ from decodelab.errors import FieldError, FieldErrors, UnknownCharacters
 MAX_SEED = 2**32 - 1
 MODELS = ("bigram", "transformer")  # the kinds trained here, one per dataset and tokenizer
 PRETRAINED = ("smollm2",)  # models read from a file, with their own tokenizer and data
+
+
+def from_file(model) -> bool:
+    """Does this value of the Model field name a model read from a file, which brings its own
+    tokenizer, data and training (Dataset and Tokenizer play no part)? The one place a setting's
+    model is told so before any model is loaded; a loaded model says it itself (`own_data`)."""
+    return model in PRETRAINED
 # the data the pretrained model's lessons take English text from (its own training text is not
 # here): a seeded serving workload without a chat template cuts its prompts from it, the
 # temperature experiment counts the generated words found in it

@@ -28,7 +28,7 @@ from decodelab.core.models.bigram import BigramModel
 from decodelab.core.tokens.corpus import Corpus, read_corpus
 from decodelab.core.tokens.tokenizer import CharTokenizer
 from decodelab.errors import FieldError
-from decodelab.fields import MODELS, PRETRAINED, check
+from decodelab.fields import MODELS, PRETRAINED, check, from_file
 
 PACKAGE_DATA = Path(__file__).resolve().parents[1] / "bundled"  # decodelab/bundled
 HOW_TO_BUILD = ("build them with `python3 build.py artifacts` in a source checkout (or install "
@@ -150,7 +150,7 @@ class Library:
         """A model of `kind` trained on `dataset` read by `tokenizer` ("chars" or "bpe");
         FieldErrors name the field at fault and what exists instead. A pretrained kind brings
         its own tokenizer and training: `dataset` and `tokenizer` play no part."""
-        if kind in PRETRAINED:
+        if from_file(kind):
             return self.pretrained()
         key = (kind, dataset, tokenizer)
         models = self._cache(dataset)

@@ -33,7 +33,7 @@ from decodelab.core.rules.sampling import FILTER_NAMES
 from decodelab.core.loops.search import kind as search_kind
 from decodelab.core.rules.settings import NAMES as SETTING_NAMES
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import FIELD_BY_NAME, PRETRAINED, check, encode, read
+from decodelab.fields import FIELD_BY_NAME, PRETRAINED, check, encode, from_file, read
 from decodelab.lesson.playground import RULES
 
 
@@ -95,11 +95,11 @@ def pretrained(args) -> bool:
     """Does the command run the pretrained model? (--model smollm2, or a --gguf file.) It
     brings its own tokenizer and training: --dataset and --tokenizer are refused with it."""
     if getattr(args, "gguf", None) is not None:
-        if getattr(args, "model", None) not in (None, *PRETRAINED):
+        if getattr(args, "model", None) is not None and not from_file(args.model):
             raise FieldError("gguf", f"--gguf is read as the pretrained model; leave --model "
                                      f"out or give --model {PRETRAINED[0]}.", also=("model",))
         args.model = PRETRAINED[0]
-    if getattr(args, "model", None) not in PRETRAINED:
+    if not from_file(getattr(args, "model", None)):
         return False
     for name in ("dataset", "tokenizer"):
         if getattr(args, name, None) is not None:
@@ -147,7 +147,7 @@ def cmd_chat(args) -> dict:
     ids and the conversation with the answer appended (write it to a file for --history)."""
     from decodelab.pretrained.chat import start_turn
 
-    if args.model not in (None, *PRETRAINED) and args.gguf is None:
+    if args.model is not None and not from_file(args.model) and args.gguf is None:
         raise FieldError("model", f"Model: chat needs a chat model; give --model "
                                   f"{PRETRAINED[0]} or leave it out.")
     args.model = PRETRAINED[0]

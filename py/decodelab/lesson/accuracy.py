@@ -31,7 +31,7 @@ from decodelab.core.serving.paged import BlockPool, PagedPrefix, PagedSession
 from decodelab.core.rules.sampling import FILTER_NAMES
 from decodelab.core.rules.settings import validate
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import MAX_SEED, PRETRAINED, read
+from decodelab.fields import MAX_SEED, from_file, read
 from decodelab.lesson.planned import Planned
 from decodelab.pretrained.questions import MAX_QUESTIONS, real_questions, says
 
@@ -83,13 +83,13 @@ def held_out_questions(library, n: int) -> list:
 
 def defaults_for(model: str) -> dict:
     """The experiment's own defaults for a model (the page fills its form from them)."""
-    return PRETRAINED_DEFAULTS if model in PRETRAINED else DEFAULTS
+    return PRETRAINED_DEFAULTS if from_file(model) else DEFAULTS
 
 
 def about(model: str) -> dict:
     """What the page says of the experiment on a model before it runs: its defaults, what is
     asked and how it is graded, and whether the model calls tools."""
-    asked = RealQuestions if model in PRETRAINED else Questions
+    asked = RealQuestions if from_file(model) else Questions
     return {"defaults": defaults_for(model), "who": asked.who, "asked": asked.source,
             "graded": asked.rule, "tools": asked.tools}
 
@@ -172,7 +172,7 @@ class AccuracyExperiment(Planned):
             settings = validate(raw, datasets=library.catalog())
         except FieldErrors as e:
             errors += e.errors
-        real = settings is not None and settings.model in PRETRAINED
+        real = settings is not None and from_file(settings.model)
         if values is not None:
             runs = values["questions"] * sum(1 if t == 0 else values["samples_per_question"]
                                              for t in values["temperatures"])

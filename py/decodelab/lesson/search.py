@@ -32,7 +32,7 @@ from decodelab.core.loops.generate import prepare, start
 from decodelab.core.rules.settings import SAMPLING_ONLY
 from decodelab.core.loops.slices import drain
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import PRETRAINED, read
+from decodelab.fields import from_file, read
 from decodelab.lesson.experiment import mean_logprob, repeated_ngram_rate
 from decodelab.lesson.planned import Planned
 
@@ -57,7 +57,7 @@ def _settings(req: dict, pretrained: bool = False) -> dict:
     raw = req.get("settings", {})
     if not isinstance(raw, dict):
         raise FieldError("settings", "Settings must be an object of name: value.")
-    keep = pretrained and raw.get("model") in PRETRAINED
+    keep = pretrained and from_file(raw.get("model"))
     return dict(raw, model=raw["model"] if keep else "transformer")
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from decodelab.core.rules import stopping
 from decodelab.core.rules.sampling import Rules
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import PRETRAINED, RUN_FIELDS, check, default, label_of
+from decodelab.fields import RUN_FIELDS, check, default, from_file, label_of
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def validate(raw: dict, datasets=None, not_a_number=()) -> Settings:
                                                    f"tokens ({hi}); got {lo}.",
                                  also=("max_new_tokens",)))
     tokenizer = values.get("tokenizer", Settings.tokenizer)
-    if values.get("model") in PRETRAINED:
+    if from_file(values.get("model")):
         tokenizer = "bpe"  # its own byte-level BPE: a stop string may be one token
     budget = stopping.budget_error(values.get("stop", ()), tokenizer, hi)
     if budget is not None:
@@ -188,13 +188,13 @@ def search_errors(values: dict) -> list:
                                            f"need its own. Turn it off, or use "
                                            f"{'Strategy sample' if beam else 'no draft'}.",
                                      also=("strategy" if beam else "draft",)))
-    if draft and get("draft") != "ngram" and get("model") in PRETRAINED:
+    if draft and get("draft") != "ngram" and from_file(get("model")):
         errors.append(FieldError("draft", "Draft model: no model here reads SmolLM2's 49,152 "
                                           "tokens (the bigram drafts for the transformer "
                                           "trained here); choose the n-gram draft, which "
                                           "guesses from the text itself, or turn the draft off.",
                                  also=("model",)))
-    elif what and get("model") not in ("transformer",) + PRETRAINED:
+    elif what and get("model") != "transformer" and not from_file(get("model")):
         field, words = ("strategy", "Beam search keeps one row of the KV cache per path") \
             if beam else ("draft", "The n-gram draft's guesses are checked in one pass of a KV "
                                    "cache, which the bigram has not") \

@@ -4,7 +4,7 @@ left-padded, each row against the same prompt run alone. Its helpers serve the b
 from decodelab.core.rules.settings import Settings
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
-from decodelab.fields import PRETRAINED, check, encode, read
+from decodelab.fields import check, encode, from_file, read
 from decodelab.lesson import batch
 
 
@@ -12,7 +12,7 @@ def lab_model(session: Session, req: dict):
     """The transformer of the request's dataset and tokenizer, or with "model": "smollm2" the
     real model (once loaded; a pretrained model brings its own tokenizer)."""
     dataset = session.dataset(req)
-    if req.get("model") in PRETRAINED:
+    if from_file(req.get("model")):
         return session.library.pretrained(), dataset
     tokenizer = check("tokenizer", req.get("tokenizer", Settings.tokenizer))
     return session.library.model("transformer", dataset, tokenizer), dataset

@@ -15,7 +15,7 @@ from decodelab.core.loops.livecheck import CHECK_EVERY
 from decodelab.core.rules.settings import Settings
 from decodelab.entry.webapi.pretrained import state
 from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
-from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS, PRETRAINED
+from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS, PRETRAINED, from_file
 from decodelab.lesson.accuracy import about as accuracy_about
 from decodelab.lesson.experiment import PAGE_DEFAULTS as EXPERIMENT_DEFAULTS
 from decodelab.lesson.search import ACCEPTANCE_DEFAULTS, BEAM_FIELDS, DRAFT_FIELDS
@@ -33,7 +33,7 @@ def models() -> list:
     """The Model field's choices as the page draws them: the trained models, then the real one
     (read when the learner asks), with its name and the words of its card."""
     return [{"id": m, "label": MODEL_LABELS[m], "about": MODEL_ABOUT[m],
-             "pretrained": m in PRETRAINED, **(card() if m in PRETRAINED else {})}
+             "pretrained": from_file(m), **(card() if from_file(m) else {})}
             for m in MODELS + PRETRAINED]
 
 

@@ -22,7 +22,7 @@ from decodelab.core.loops.slices import drain
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import FIELD_BY_NAME, PRETRAINED, check, default, error_json, label_of, read
+from decodelab.fields import FIELD_BY_NAME, check, default, error_json, from_file, label_of, read
 from decodelab.pretrained.limits import RECOMMENDED, RECOMMENDED_FROM
 
 # A short run of each model with every rule switched on. In the browser, WebAssembly starts in a
@@ -85,7 +85,7 @@ def _check(session: Session, req: dict) -> dict:
     # it has a cache), the tool calls to a model that calls tools (its tokens have the markers)
     dataset = values.get("dataset", Settings.dataset)
     model = values.get("model", Settings.model)
-    own = model in PRETRAINED  # a model with its own tokenizer and training data
+    own = from_file(model)  # a model with its own tokenizer and training data
     applies = {"cache_check": model != "bigram",  # a model with a KV cache
                "tools": not own and dataset in session.datasets()
                and session.library.bpe_only(dataset),
@@ -124,10 +124,10 @@ def _adjust(session: Session, raw: dict, changed) -> tuple:
     prompt = raw.get("prompt", "")
     if changed == "model":
         out, said = _recommended(raw)
-    if changed == "model" and raw.get("model") in PRETRAINED and isinstance(prompt, str) \
+    if changed == "model" and from_file(raw.get("model")) and isinstance(prompt, str) \
             and not prompt.strip():
         out["prompt"] = PRETRAINED_PROMPT  # it has no start token of its own to begin from
-    if changed == "model" and raw.get("model") in PRETRAINED:
+    if changed == "model" and from_file(raw.get("model")):
         return out, said
     if changed == "tokenizer" and dataset in catalog:
         tokenizer = raw.get("tokenizer")
@@ -158,7 +158,7 @@ def _recommended(raw: dict) -> tuple:
     defaults take the model's recommended ones (pretrained.limits.RECOMMENDED); a change back
     puts those still at the recommended values back to the workbench's. What the learner set
     stays as it is."""
-    chat = raw.get("model") in PRETRAINED
+    chat = from_file(raw.get("model"))
     out = {}
     for name, value in RECOMMENDED.items():
         was, now = (default(name), value) if chat else (value, default(name))
