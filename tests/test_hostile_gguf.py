@@ -210,3 +210,18 @@ def test_the_command_line_says_it_in_one_line(tmp_path, vocab):
                         env={**os.environ, "PYTHONPATH": str(ROOT / "py")})
     assert ok.returncode == 0, ok.stderr
     assert len(json.loads(ok.stdout)["steps"]) == 2
+
+
+def test_a_file_of_ones_own_runs_under_its_own_name(tmp_path, vocab):
+    """Its trace names the model by the name its metadata gives (or its file's), not as
+    SmolLM2, and says no dataset or tokenizer of the workbench's: they played no part."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "py")}
+    for meta, name in (({"general.name": "Tiny Llama"}, "Tiny Llama"), (None, "mine.gguf")):
+        path = tiny(tmp_path, vocab, meta, name="mine.gguf")
+        out = subprocess.run([sys.executable, "-m", "decodelab", "generate", "--gguf", str(path),
+                              "--prompt", "Hi", "--max-new-tokens", "2", "--seed", "1", "--json"],
+                             capture_output=True, text=True, cwd=ROOT, env=env)
+        assert out.returncode == 0, out.stderr
+        settings = json.loads(out.stdout)["settings"]
+        assert settings["model"] == name
+        assert "dataset" not in settings and "tokenizer" not in settings

@@ -82,8 +82,8 @@ def block_state(holders: int, in_tree: bool) -> str:
 
 def _head(model, dataset: str, tokenizer: str) -> dict:
     """The settings every request of a workload starts with: which model runs it."""
-    if model.own_data:
-        return {"model": model.name}
+    if model.own_data:  # (the library's one model read from a file, by the field's value)
+        return {"model": PRETRAINED[0]}
     return {"model": "transformer", "dataset": dataset, "tokenizer": tokenizer}
 
 

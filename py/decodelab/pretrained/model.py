@@ -18,6 +18,8 @@ Generation runs in float32 (a float64 copy of 135M weights would take a second g
 live cache check's tolerance is float32's.
 """
 
+import os
+
 import numpy as np
 
 from decodelab.core.models.cachedforward import InferenceWeights, cached_forward, weights_of
@@ -29,6 +31,7 @@ from decodelab.fields import PRETRAINED, PRETRAINED_TEXTS
 from decodelab.pretrained.card import LABEL
 from decodelab.pretrained import engines
 from decodelab.pretrained.chat import ChatTemplate
+from decodelab.pretrained.files import GGUF_GENERAL_NAME
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError, described
 from decodelab.pretrained.limits import ARCHITECTURES
 from decodelab.pretrained.tokenizer import GGUFTokenizer
@@ -51,7 +54,9 @@ class PretrainedModel(TransformerModel):
     reference_texts = PRETRAINED_TEXTS  # the corpus its texts' words are looked up in
     exports = True  # as transformers' LlamaForCausalLM, with its own tokenizer.json
     handoff = False  # its float32 weights would make a 540 MB zip: its script reads the file
-    name, label = PRETRAINED[0], LABEL  # the Model field's value for it; its name in words
+    # its name (the Model field's value for SmolLM2's file; a file of one's own goes by the name
+    # its metadata gives, or its file's) and its name in words
+    name, label = PRETRAINED[0], LABEL
     # The lesson's heavier features, each step of which is a pass over this model: a search's
     # tokens (beam search, speculative decoding) and the bugs lab's checked steps, each about a
     # second in the page; and no cache check after each of speculative decoding's rounds (a
@@ -74,6 +79,8 @@ class PretrainedModel(TransformerModel):
                  template=None, engine: str = "reference"):
         super().__init__(cfg, params, tokenizer, info=info)
         self.template = template  # ChatTemplate, or None when the file's template is unknown
+        if self.info.get("name") != GGUF_GENERAL_NAME:  # a file of one's own: its own name
+            self.name = self.label = self.info.get("name") or self.info.get("file") or "GGUF"
         self.engine = engine  # engines.ENGINES: which arithmetic its weights are held for
         if engine == "quantized":  # the file's blocks through the kernels, every sum in a
             # fixed order, attention's inputs held as float16 as llama.cpp's cache holds them
@@ -285,6 +292,7 @@ class Reader:
             raise ValueError(f"engine is {engine!r}; it is one of {', '.join(engines.ENGINES)}")
         limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
         self.gguf = GGUF(data, limit)  # a path: read a tensor at a time
+        self.file = os.path.basename(data) if isinstance(data, (str, os.PathLike)) else ""
         self.cfg = config_of(self.gguf, window)
         check_shapes(self.gguf, self.cfg)  # every tensor, before any is read
         self.engine = engine
@@ -307,6 +315,7 @@ class Reader:
     def model(self) -> PretrainedModel:
         gguf, cfg = self.gguf, self.cfg
         info = {"name": gguf.get("general.name", ""), "license": gguf.get("general.license", ""),
+                "file": self.file,
                 "trained_context": int(gguf.get(cfg_key(gguf, "context_length"),
                                                 cfg.context_size)),
                 "file_types": sorted({t.type for t in gguf.tensors.values()})}

@@ -21,6 +21,7 @@ from decodelab.core.loops import beam, speculative
 from decodelab.core.tasks import data as tasks
 from decodelab.core.models.checks import check_tolerance
 from decodelab.core.loops.slices import drain
+from decodelab.core.rules.settings import run_json
 from decodelab.core.rules.stopping import StopMatcher
 from decodelab.core.tasks.toolcalls import ToolCalls
 from decodelab.errors import FieldError
@@ -98,8 +99,9 @@ class Ending:
         return ("tool_calls", "tool_call") if closed else None
 
 
-def _base_trace(settings, tokenizer, prompt_ids) -> dict:
-    return {"settings": settings.to_json(), "prompt": settings.prompt,
+def _base_trace(settings, model, prompt_ids) -> dict:
+    tokenizer = model.tokenizer
+    return {"settings": run_json(settings, model), "prompt": settings.prompt,
             "prompt_ids": list(prompt_ids),
             "prompt_tokens": [tokenizer.label(i) for i in prompt_ids]}
 
@@ -165,7 +167,7 @@ class BeamRun:
     def trace(self) -> dict:
         beams = self.beams()
         best = beams[0] if beams else None
-        out = _base_trace(self.settings, self.tokenizer, self.prompt_ids)
+        out = _base_trace(self.settings, self.model, self.prompt_ids)
         out.update(strategy="beam", text=best["text"] if best else "",
                    finish_reason=best["finish_reason"] if best else None,
                    stop_reason=best["stop_reason"] if best else None,
@@ -226,7 +228,7 @@ class SpeculativeRun:
     def trace(self) -> dict:
         res = self.result
         text, _, cut, _ = self.ending.text(res["ids"])
-        out = _base_trace(self.settings, self.tokenizer, self.prompt_ids)
+        out = _base_trace(self.settings, self.model, self.prompt_ids)
         rounds = []
         for rnd in res["rounds"]:
             r = dict(rnd)

@@ -81,6 +81,18 @@ class Settings:
         return d
 
 
+def run_json(settings: Settings, model) -> dict:
+    """A run's settings as its trace says them: every setting, except that a model that brings
+    its own tokenizer and data (`own_data`: read from a file) is named by its own name (a GGUF
+    file of one's own is not SmolLM2), and the Dataset and Tokenizer settings, which played no
+    part in its run, are left out."""
+    d = settings.to_json()
+    if model.own_data:
+        d["model"] = model.name
+        del d["dataset"], d["tokenizer"]
+    return d
+
+
 RULE_NAMES = tuple(f.name for f in fields(Rules) if f.init)  # the settings the rules read
 NAMES = tuple(f.name for f in RUN_FIELDS)  # the generation fields, in the table's order
 GENERATION_FIELDS = RUN_FIELDS
