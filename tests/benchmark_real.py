@@ -12,7 +12,10 @@ transformer trained here measured in the same run (ratios are what a noisy machi
   - decode: tokens per second with 50 and 200 tokens of context (the cache's length), float32,
     one BLAS thread as in the browser, next to the prose BPE transformer's at the same lengths
     (its window is 128, so its longer row is at 120);
-  - the page's WebAssembly memory once the model has run.
+  - the page's WebAssembly memory once the model has run;
+  - the quantized engine natively (load, weights, prefill, decode), beside llama.cpp's own
+    one-thread decode and prefill on the same file (measured in the same run where
+    llama-cpp-python is installed, else the figure recorded with tests/fixtures/).
 Prefill and decode are `decodelab.entry.webapi.bench.real_rates`, the same function natively and
 in the page (its endpoint bench_real).
 """
@@ -66,6 +69,41 @@ def measure(repeats: int = REPEATS) -> dict:
            "tiny_params": tiny.n_params}
     out["peak_rss_mb"] = rss_mb("VmHWM")
     out["long_prompt"] = smol.tokenizer.decode(filler(smol, text, LONG_PROMPT_TOKENS))
+    out["quantized"] = quantized_rows(repeats)
+    return out
+
+
+def quantized_rows(repeats: int) -> dict:
+    """The quantized engine natively (the file's blocks through the C kernels), and llama.cpp
+    on the same file with one thread in the same run where llama-cpp-python is installed (else
+    the figure recorded with the fixture, said)."""
+    from decodelab.core.kernels import kernels
+    from decodelab.core.library import Library
+    from decodelab.entry.webapi.bench import real_rates
+    from decodelab.pretrained import files, model as pretrained
+
+    library = Library(ROOT / "artifacts", engine="quantized")
+    began = time.perf_counter()
+    model = pretrained.load(files.find_smollm2(), engine="quantized")
+    out = {"load_s": time.perf_counter() - began, "kernels": kernels().sentence,
+           "weights_mib": sum(a.nbytes for a in model.params.values()) / 2**20}
+    library.keep_pretrained(model)
+    out.update(real_rates(library, CONTEXTS, PREFILLS, STEPS, repeats))
+    fixture = json.loads((ROOT / "tests/fixtures/llamacpp_smollm2.json").read_text())
+    try:
+        import llama_cpp
+        import numpy as np
+
+        sys.path.insert(0, str(ROOT / "tools"))
+        from llamacpp_fixture import timing
+
+        llm = llama_cpp.Llama(str(files.find_smollm2()), n_ctx=512, n_threads=1,
+                              n_threads_batch=1, logits_all=True, verbose=False)
+        out["llama_cpp"] = {**timing(llm, fixture["chats"][0]["prompt_ids"], np),
+                            "measured": "in this run"}
+    except ImportError:
+        out["llama_cpp"] = {**fixture["speed"], "measured": "recorded with the fixture "
+                            "(llama-cpp-python is not installed here)"}
     return out
 
 
@@ -162,6 +200,18 @@ def table(r: dict, page: dict | None) -> str:
         f"  decode                             {d['50']:.1f} tokens/s at context 50, {d['200']:.1f} at 200",
         f"  prose BPE transformer ({r['tiny_params'] / 1e3:.0f}k)      {t['50']:.0f} tokens/s at context 50, "
         f"{t['120']:.0f} at 120: {t['50'] / d['50']:.0f}x SmolLM2's rate at 50",
+    ]
+    q, lc = r["quantized"], r["quantized"]["llama_cpp"]
+    lines += [
+        "The quantized engine (the file's Q4_1/Q8_0 blocks, llama.cpp's arithmetic), natively, one thread",
+        f"  load                               {q['load_s']:.2f} s, weights {q['weights_mib']:.0f} MiB; {q['kernels']}",
+        f"  prefill                            {q['prefill']['50']:.0f} tokens/s at 50 tokens, "
+        f"{q['prefill']['200']:.0f} at 200",
+        f"  decode                             {q['decode']['50']:.1f} tokens/s at context 50 "
+        f"({q['decode']['50'] / d['50']:.1f}x the float32 engine's), {q['decode']['200']:.1f} at 200",
+        f"  llama.cpp, one thread ({lc['measured']})   decode {lc['decode_tokens_per_s']:.1f} "
+        f"tokens/s after {lc['decode_after']} tokens, prefill {lc['prefill_tokens_per_s']:.0f}: "
+        f"the quantized engine's decode at context 50 is {q['decode']['50'] / lc['decode_tokens_per_s']:.2f}x",
     ]
     if page:
         pd, pp = page["decode"], page["prefill"]

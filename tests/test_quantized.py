@@ -119,3 +119,31 @@ def test_the_engine_is_named_and_a_file_it_cannot_run_is_refused_in_one_sentence
         pretrained.load(small, engine="quantized")
     assert pretrained.load(small).engine == "reference"  # the same file runs on the other
     assert engines.ENGINES == ("reference", "quantized")
+
+
+def test_the_command_line_runs_either_engine_and_its_trace_says_which(quantized):
+    import subprocess
+    import sys
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "decodelab", "generate", "--model",
+                               "smollm2", "--prompt", "The capital of France is", "--greedy",
+                               "--max-new-tokens", "6", "--json", *args], cwd=ROOT / "py",
+                              capture_output=True, text=True, timeout=300)
+
+    got = json.loads(cli("--engine", "quantized").stdout)
+    assert got["engine"] == "quantized"
+    ids = quantized.tokenizer.encode("The capital of France is")
+    s = Session(quantized)
+    logits, out = s.prefill(ids), []
+    for _ in range(6):
+        out.append(int(np.argmax(logits)))
+        logits = s.decode(out[-1])
+    assert [step["token_id"] for step in got["steps"]] == out  # the library's own steps
+    # the live check (on by default) holds the cached steps to a full recomputation: exactly
+    assert [(step["cache_ok"], step["cache_diff"]) for step in got["steps"]] == [(True, 0.0)] * 6
+    assert json.loads(cli().stdout)["engine"] == "reference"  # the default, said
+    bad = cli("--engine", "fast")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().endswith("--engine: Engine: 'fast' is not an engine; choose "
+                                       "reference or quantized.")

@@ -47,7 +47,7 @@ from decodelab.core.tasks import records
 from decodelab.core.loops import search
 from decodelab.core.models.session import EMPTY_PROMPT
 from decodelab.core.loops.livecheck import CHECK_EVERY, LiveCheck
-from decodelab.core.rules.settings import Settings, run_json, validate
+from decodelab.core.rules.settings import Settings, engine_json, run_json, validate
 from decodelab.core.loops.slices import Slices
 from decodelab.core.rules.textout import TextOut
 from decodelab.core.tasks.toolcalls import MAX_TOOL_CALLS, ToolCalls  # noqa: F401 (the cap, for callers)
@@ -445,6 +445,7 @@ class Generation:
         self.finish_checks()
         return {
             "settings": run_json(self.settings, self.model),
+            **engine_json(self.model),
             "prompt": self.settings.prompt,
             "prompt_ids": list(self.prompt_ids),
             "healed": None if self.healing is None else self.tokenizer.label(self.healing.removed),

@@ -21,7 +21,7 @@ from decodelab.core.loops import beam, speculative
 from decodelab.core.tasks import data as tasks
 from decodelab.core.models.checks import check_tolerance
 from decodelab.core.loops.slices import drain
-from decodelab.core.rules.settings import run_json
+from decodelab.core.rules.settings import engine_json, run_json
 from decodelab.core.rules.stopping import StopMatcher
 from decodelab.core.tasks.toolcalls import ToolCalls
 from decodelab.errors import FieldError
@@ -101,7 +101,8 @@ class Ending:
 
 def _base_trace(settings, model, prompt_ids) -> dict:
     tokenizer = model.tokenizer
-    return {"settings": run_json(settings, model), "prompt": settings.prompt,
+    return {"settings": run_json(settings, model), **engine_json(model),
+            "prompt": settings.prompt,
             "prompt_ids": list(prompt_ids),
             "prompt_tokens": [tokenizer.label(i) for i in prompt_ids]}
 

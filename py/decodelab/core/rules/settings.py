@@ -93,6 +93,13 @@ def run_json(settings: Settings, model) -> dict:
     return d
 
 
+def engine_json(model) -> dict:
+    """What a trace says of the arithmetic beside its settings: a model read from a file runs
+    on the engine it was read for ({"engine": "reference"} or "quantized":
+    decodelab.pretrained.engines); a model trained here has one engine, and nothing is said."""
+    return {"engine": model.engine} if model.own_data else {}
+
+
 RULE_NAMES = tuple(f.name for f in fields(Rules) if f.init)  # the settings the rules read
 NAMES = tuple(f.name for f in RUN_FIELDS)  # the generation fields, in the table's order
 GENERATION_FIELDS = RUN_FIELDS
