@@ -198,9 +198,9 @@ class KVCache:
         """What is added to the scores (B, Hkv, G*n, S): each new query sees the keys up to
         itself (`causal_mask`, for each of the G queries of a KV head) and no padding slot
         (`key_bias`); None when nothing is hidden (a decode step without padding)."""
-        out = None
-        if n > 1:
-            out = np.tile(self.causal_mask(n, S, dtype), (G, 1))  # (G*n, S)
+        out = self.causal_mask(n, S, dtype) if n > 1 else None  # (n, S)
+        if out is not None:
+            out = np.tile(out, (G, 1))  # (G*n, S)
         if self.key_bias is not None:
             hidden = self.key_bias[:, None, None, :S]  # (B, 1, 1, S)
             out = hidden if out is None else out + hidden
