@@ -36,14 +36,15 @@ def brute_force(tokenizer, state) -> np.ndarray:
     return out
 
 
-TEXTS = ['{"name": "Zürich\\u00e9", "a": [1, -2.5e+3, {"b": [true, null, false]}], "c": {}}  ',
-         '{ "x" : [ [ [ ] ] , 0.5E-7 ] , "y\\"": "a\\\\b" }']
+TEXTS = ['{"name": "Zürich\\u00e9", "a": [1, -2.5e+3, {"b": [true, null, false]}], "c": {}}\n  ',
+         '{ "x" : [ [ [ ] ] , 0.5E-7 ] , "y\\"": "a\\\\b" }',
+         '{\n  "a": [\n    1,\n\t\t2\n  ],\n' + ' ' * 20 + '"b": "  x  "\n}']
 
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_the_mask_is_every_token_that_can_continue_checked_one_by_one(bpe, text):
     masks = grammar.JsonMask(bpe, max_depth=4)
-    state = jsonshape.JsonState(4)
+    state = jsonshape.JsonState(4, bounded=True)
     data = text.encode()
     for i in range(len(data) + 1):
         assert np.array_equal(masks.allowed(state), brute_force(bpe, state)), (i, state.expected())
@@ -54,7 +55,7 @@ def test_the_mask_is_every_token_that_can_continue_checked_one_by_one(bpe, text)
 
 def test_at_the_depth_limit_no_token_opens_another_container(bpe):
     masks = grammar.JsonMask(bpe, max_depth=2)
-    state = jsonshape.JsonState(2)
+    state = jsonshape.JsonState(2, bounded=True)
     state.feed_bytes(b'{"a": [')
     allowed = masks.allowed(state)
     opens = [i for i in range(bpe.vocab_size) if bpe.token_bytes(i)[:1] in (b"{", b"[")]
@@ -64,7 +65,7 @@ def test_at_the_depth_limit_no_token_opens_another_container(bpe):
 
 def test_special_tokens_and_eos_are_masked_until_the_object_is_complete(bpe):
     masks = grammar.JsonMask(bpe)
-    state = jsonshape.JsonState()
+    state = jsonshape.JsonState(bounded=True)
     state.feed_bytes(b'{"a": 1')
     allowed = masks.allowed(state)
     assert not allowed[EOS] and not allowed[list(bpe.special_ids.values())].any()
@@ -80,7 +81,7 @@ def test_a_run_in_json_mode_writes_only_what_the_grammar_allows(lib):
                       "max_new_tokens": 40})
     run.run()
     replay = Replay(run)
-    state = jsonshape.JsonState()
+    state = jsonshape.JsonState(bounded=True)
     for step, record in enumerate(run.records):
         d = replay.decision(step)
         allowed = brute_force(run.tokenizer, state)
@@ -194,3 +195,80 @@ def test_the_page_api_keeps_working_after_a_json_mode_error(lib):
     assert done["done"] and done["json"]["status"] in ("valid", "incomplete")
     assert done["json"] == jsonshape.classify(done["text"], done["finish_reason"],
                                               done["stop_reason"], 30)
+
+
+class WhitespaceFirst:
+    """A model that, between the tokens of a JSON object, puts the most whitespace it can first:
+    outside a string each token's logit is 10 per whitespace byte it holds, and the next
+    character of a fixed object (one with no escapes) gets 5. Greedy decoding under the grammar
+    then writes as much whitespace as the grammar lets through before each character."""
+
+    def __new__(cls, tokenizer, text):
+        from decodelab.core.models.base import Model, Session
+
+        by_bytes = {tokenizer.token_bytes(i): i for i in range(tokenizer.vocab_size)}
+        script = [by_bytes[bytes([b])] for b in text.encode()]  # one token a byte
+        spaces = np.array([10.0 * sum(c in b" \t\n\r" for c in tokenizer.token_bytes(i))
+                           for i in range(tokenizer.vocab_size)])
+
+        class _Session(Session):
+            def __init__(self):
+                self.fed = []
+
+            def _next(self):
+                written = b"".join(tokenizer.token_bytes(t) for t in self.fed)
+                z = spaces.copy() if written.count(b'"') % 2 == 0 else np.zeros_like(spaces)
+                done = len(b"".join(tokenizer.token_bytes(t).strip() for t in self.fed))
+                if done < len(script):  # the next character of the object, by its bytes
+                    z[script[done]] += 5.0
+                return z
+
+            def prefill(self, ids):
+                return self._next()
+
+            def decode(self, token_id):
+                self.fed.append(token_id)
+                return self._next()
+
+            def append(self, ids):
+                self.fed.extend(ids)
+                return self._next()
+
+        class _Model(Model):
+            context_size = 10_000
+
+            def session(self, shift="reread"):
+                return _Session()
+
+        model = _Model()
+        model.tokenizer = tokenizer
+        return model
+
+
+def test_a_run_that_wants_whitespace_writes_at_most_the_bound_in_a_gap(lib):
+    """The grammar's bound, llama.cpp's `ws ::= | " " | "\\n" [ \\t]{0,20}`: a run whose model
+    puts whitespace above everything (greedy) writes, between any two of the object's tokens,
+    one space or one newline and at most 20 spaces or tabs, and then the object, which ends the
+    answer. Unbounded (RFC 8259's whitespace), the same run wrote whitespace to the budget."""
+    from decodelab.core.loops.generate import Generation
+    from decodelab.core.rules.settings import validate
+    import re
+
+    prose = lib.tokenizer("bpe", "prose")
+    obj = '{"a":[1,{"b":"x"}],"c":2}'  # no whitespace of its own, even in its strings
+    for ignore_eos in (False, True):  # the end held back too: one gap after the object, then
+        # end-of-sequence is the only token left, drawn as the run's end
+        s = validate({"greedy": True, "json_mode": True, "max_new_tokens": 2000,
+                      "tokenizer": "bpe", "dataset": "prose", "prompt": "The",
+                      "ignore_eos": ignore_eos})
+        run = Generation(WhitespaceFirst(prose, obj), s)
+        run.run()
+        assert run.finish_reason == "stop" and run.stop_reason == "eos", run.text[-80:]
+        gaps = re.findall(r"\s+", run.text)
+        assert re.sub(r"\s+", "", run.text) == obj
+        assert gaps and all(re.fullmatch(r" |\n[ \t]{0,20}", g) for g in gaps), gaps
+        # the model got all the whitespace the grammar allows, a newline and 20 spaces or tabs,
+        # before each of the object's tokens (and after the last where the end was held back)
+        assert {len(g) for g in gaps} == {1 + jsonshape.MAX_INDENT}
+        tokens = re.findall(r'"[^"]*"|[{}\[\]:,]|\d+', obj)
+        assert len(gaps) == len(tokens) + ignore_eos

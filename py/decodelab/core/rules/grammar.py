@@ -3,6 +3,9 @@
 At each step the text so far stands in some `jsonshape.JsonState`. A token may be drawn only
 if all of its bytes could come next; end-of-sequence only once the object is complete, and
 then end-of-sequence alone (whitespace alone while the stop rules hold the end back: `JsonMode`).
+Whitespace between the object's tokens is bounded as llama.cpp's JSON grammar bounds it: one
+space, or one newline and at most 20 spaces or tabs of indentation (`jsonshape.MAX_INDENT`), so
+no run writes more than 21 bytes of it in a row.
 Every other token's logit becomes -inf before temperature
 and the filters, so the probabilities the rules see are renormalised over what the grammar
 allows.
@@ -20,6 +23,9 @@ WebAssembly. Two things make it cheap:
    step then never waits for a mode it has not met yet.
 2. The tokens that reach `{ } [ ] ,` outside a string (EVENT: they need the stack of open
    containers, or the depth limit) are few; they alone are fed to a copy of the real state.
+3. How much indentation a gap holds is a count, not a mode: a token's share of it is the
+   spaces and tabs it starts with (added to the gap's count when the gap has its newline) and
+   those after each newline inside it (a new gap), both counted once per token.
 
 The finished mask is kept per (mode, open containers): a card answer visits a few dozen such
 states, so after the first runs a step's mask is one dictionary lookup.
@@ -35,6 +41,7 @@ from decodelab.errors import FieldError
 REJECT, EVENT = js.N_MODES, js.N_MODES + 1
 PAD = 256  # the byte column of positions past a token's end: the mode stays
 EVENT_MODES = frozenset((js.START, js.OBJ_OPEN, js.VALUE, js.ARR_OPEN, js.AFTER)) | js.NUMBER_ENDS
+EVENT_MODES |= {gap for gap, base in js.GAP_BASE.items() if base in EVENT_MODES}
 MAX_KEPT_STATES = 4096  # masks kept per grammar (each V bytes)
 # an object with keys and values: the characters a vocabulary must be able to write
 NEEDED = '{}":,'
@@ -50,7 +57,7 @@ def transition_table() -> np.ndarray:
             if byte in js.EVENT_BYTES and mode not in js.STRING_KIND:
                 table[mode, byte] = EVENT if mode in EVENT_MODES else REJECT
             else:
-                nxt = js.step_mode(mode, byte)
+                nxt = js.step_mode(mode, byte, bounded=True)
                 table[mode, byte] = REJECT if nxt is None else nxt
         table[mode, PAD] = mode
     table[EVENT, :] = EVENT
@@ -78,6 +85,10 @@ class JsonMask:
         columns = [np.ascontiguousarray(grid[:int((lengths > j).sum()), j]) for j in range(L)]
         # tokens with no bytes (end-of-sequence, the special markers) are never JSON text
         self.textless = lengths == 0  # (V,)
+        lead, inner = indentation(self.bytes)
+        self.lead = lead  # (V,) the spaces and tabs each token starts with
+        # (V,) no newline inside the token is followed by more indentation than a gap holds
+        self.inner_ok = inner <= js.MAX_INDENT
         self._ends = ends_of_every_mode(columns, order)  # (M, V)
         self._masks = {}  # (mode, stack) -> (V,) allowed
 
@@ -92,7 +103,9 @@ class JsonMask:
         if mask is not None:
             return mask
         ends = self.ends(state.mode)
-        mask = ends != REJECT  # (V,)
+        mask = (ends != REJECT) & self.inner_ok  # (V,)
+        if state.mode in js.INDENTED_MODES:  # the gap's newline is written: its indentation
+            mask &= self.lead <= js.MAX_INDENT - state.indent
         for t in np.flatnonzero(ends == EVENT).tolist():  # the stack decides these
             mask[t] = state.accepts(self.bytes[t])
         mask &= ~self.textless
@@ -104,6 +117,20 @@ class JsonMask:
             self._masks.clear()
         self._masks[key] = mask
         return mask
+
+
+def indentation(tokens) -> tuple:
+    """(V,) the spaces and tabs each token starts with, and (V,) the longest run of them after
+    a newline inside it. Outside a string these are a gap's indentation; where a token starts
+    inside a string its first spaces are text, and the mask asks for them only in a gap."""
+    lead = np.zeros(len(tokens), dtype=np.int32)
+    inner = np.zeros(len(tokens), dtype=np.int32)
+    for i, raw in enumerate(tokens):
+        if raw[:1] in (b" ", b"\t"):
+            lead[i] = len(raw) - len(raw.lstrip(b" \t"))
+        if b"\n" in raw:
+            inner[i] = max(len(part) - len(part.lstrip(b" \t")) for part in raw.split(b"\n")[1:])
+    return lead, inner
 
 
 def ends_of_every_mode(columns, order) -> np.ndarray:
@@ -150,7 +177,7 @@ class JsonMode:
         (min_new_tokens, ignore_eos: `Settings.eos_blocked`)."""
         check_vocabulary(tokenizer)  # FieldError
         self.mask = masks_for(tokenizer, max_depth)
-        self.state = js.JsonState(max_depth)  # where the answer stands now
+        self.state = js.JsonState(max_depth, bounded=True)  # where the answer stands now
         self.states = []  # step -> the state before it
         self.eos_blocked = eos_blocked
         # Once the object is complete the answer ends there, where the run may end: JSON allows

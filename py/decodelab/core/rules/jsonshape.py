@@ -17,6 +17,14 @@ well-formed UTF-8 in the sense that each lead byte is followed by as many contin
 it announces (the finer limits on overlong forms and surrogates are left to the decoder, which
 shows a broken one as U+FFFD; it is still a valid JSON string then).
 
+A fourth choice is the mask's alone (`bounded=True`): the whitespace between two tokens of the
+object (a gap) is nothing, one space, or one newline and at most `MAX_INDENT` (20) spaces or tabs
+of indentation: llama.cpp's JSON grammar (grammars/json.gbnf,
+`ws ::= | " " | "\n" [ \t]{0,20}`). RFC 8259 allows any run of whitespace, and a small model
+given the choice writes newline after newline (Outlines, for the same reason, allows a single
+space by default, `[ ]?`); this bound still lets an answer be compact or indented. Reading a
+finished answer (`classify`) keeps the RFC's rule: any whitespace is valid JSON.
+
 Modes are small ints, so a table indexed by mode and byte (`grammar`) can run many tokens at
 once. The transitions that need the stack are the ones on `{ } [ ] ,` outside strings
 (`EVENT_BYTES`); every other transition depends on the mode alone.
@@ -30,6 +38,7 @@ DIGITS = frozenset(b"0123456789")
 HEX = frozenset(b"0123456789abcdefABCDEF")
 ESCAPES = frozenset(b'"\\/bfnrt')
 EVENT_BYTES = frozenset(b"{}[],")
+MAX_INDENT = 20  # spaces or tabs after a gap's newline (llama.cpp's grammars/json.gbnf)
 LITERALS = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
 
 # --- modes ----------------------------------------------------------------------------------
@@ -72,6 +81,13 @@ for _word in LITERALS.values():
     for _i in range(1, len(_word)):
         LITERAL[_word, _i] = _mode(f"the rest of '{_word.decode()}'")
 LITERAL_AT = {m: key for key, m in LITERAL.items()}
+# a gap in the bounded grammar: after its one space (nothing more), or after its newline (only
+# indentation more); the mode the gap is in comes back at the first other byte
+GAP_MODES = (START, OBJ_OPEN, OBJ_KEY, COLON, VALUE, ARR_OPEN, AFTER, DONE)
+SPACED = {m: _mode(_NAMES[m]) for m in GAP_MODES}
+INDENTED = {m: _mode(f"{_NAMES[m]}, or more indentation") for m in GAP_MODES}
+GAP_BASE = {**{s: m for m, s in SPACED.items()}, **{s: m for m, s in INDENTED.items()}}
+INDENTED_MODES = frozenset(INDENTED.values())
 N_MODES = len(_NAMES)
 STRING_KIND = {m: key[0] for key, m in STRING.items()}
 NUMBER_ENDS = frozenset((ZERO, INT, FRAC, EXP_INT))  # a number may end in these modes
@@ -96,9 +112,24 @@ def _utf8_follow(byte: int):
     return None
 
 
-def step_mode(mode: int, byte: int):
+def _gap(mode: int, byte: int, bounded: bool):
+    """A whitespace byte in a gap of `mode` (a mode of GAP_MODES): where it leaves the parser."""
+    if not bounded:
+        return mode
+    if byte == 0x20:
+        return SPACED[mode]
+    return INDENTED[mode] if byte == 0x0A else None  # a gap begins with a space or a newline
+
+
+def step_mode(mode: int, byte: int, bounded: bool = False):
     """The move of one byte that needs no stack: the next mode, or None (refused). For a byte
-    of EVENT_BYTES outside a string this says nothing (`JsonState.feed` decides those)."""
+    of EVENT_BYTES outside a string this says nothing (`JsonState.feed` decides those).
+    bounded: whitespace as the mask has it (a gap is one space, or a newline and indentation;
+    how much indentation is `JsonState`'s count)."""
+    if mode in GAP_BASE:
+        if byte in WS:  # the gap goes on: indentation after its newline, nothing after a space
+            return mode if mode in INDENTED_MODES and byte in b" \t" else None
+        mode = GAP_BASE[mode]  # the gap is over
     kind = STRING_KIND.get(mode)
     if kind is not None:
         return _string_step(kind, mode, byte)
@@ -107,8 +138,8 @@ def step_mode(mode: int, byte: int):
         if byte != word[i]:
             return None
         return AFTER if i + 1 == len(word) else LITERAL[word, i + 1]
-    if mode in (START, OBJ_OPEN, OBJ_KEY, COLON, VALUE, ARR_OPEN, AFTER, DONE) and byte in WS:
-        return mode
+    if mode in GAP_MODES and byte in WS:
+        return _gap(mode, byte, bounded)
     if mode in (OBJ_OPEN, OBJ_KEY):
         return STRING["key", "text"] if byte == 0x22 else None
     if mode == COLON:
@@ -125,7 +156,7 @@ def step_mode(mode: int, byte: int):
         if byte in LITERALS:
             return LITERAL[LITERALS[byte], 1]
         return None
-    return _number_step(mode, byte)
+    return _number_step(mode, byte, bounded)
 
 
 def _string_step(kind: str, mode: int, byte: int):
@@ -157,7 +188,7 @@ def _string_step(kind: str, mode: int, byte: int):
     raise AssertionError(mode)
 
 
-def _number_step(mode: int, byte: int):
+def _number_step(mode: int, byte: int, bounded: bool):
     digit = byte in DIGITS
     if mode == MINUS:
         return (ZERO if byte == 0x30 else INT) if digit else None
@@ -174,37 +205,47 @@ def _number_step(mode: int, byte: int):
     if mode in (EXP_SIGN, EXP_INT) and digit:
         return EXP_INT
     if mode in NUMBER_ENDS and byte in WS:
-        return AFTER  # whitespace ends a number
+        return _gap(AFTER, byte, bounded)  # whitespace ends a number
     return None
 
 
 class JsonState:
-    """Where a JSON object stands after the bytes fed so far: mode, open containers, bytes."""
+    """Where a JSON object stands after the bytes fed so far: mode, open containers, bytes.
+    bounded: whitespace as the mask allows it (a gap is one space, or a newline and at most
+    MAX_INDENT spaces or tabs, counted in `indent`); else any whitespace, as RFC 8259."""
 
-    __slots__ = ("mode", "stack", "max_depth", "fed")
+    __slots__ = ("mode", "stack", "max_depth", "fed", "bounded", "indent")
 
-    def __init__(self, max_depth: int = DEFAULT_DEPTH, mode: int = START, stack=(), fed: int = 0):
+    def __init__(self, max_depth: int = DEFAULT_DEPTH, mode: int = START, stack=(), fed: int = 0,
+                 bounded: bool = False, indent: int = 0):
         self.mode, self.stack, self.max_depth, self.fed = mode, list(stack), max_depth, fed
+        self.bounded, self.indent = bounded, indent
 
     def copy(self) -> "JsonState":
-        return JsonState(self.max_depth, self.mode, self.stack, self.fed)
+        return JsonState(self.max_depth, self.mode, self.stack, self.fed, self.bounded,
+                         self.indent)
 
     def key(self) -> tuple:
-        return self.mode, tuple(self.stack)
+        return self.mode, tuple(self.stack), self.indent
 
     @property
     def complete(self) -> bool:
-        return self.mode == DONE
+        return self.mode == DONE or GAP_BASE.get(self.mode) == DONE
 
     def feed(self, byte: int) -> bool:
         """Move on by one byte; False (and no change) when no JSON object can continue so."""
         mode = self.mode
         if byte in EVENT_BYTES and mode not in STRING_KIND:
-            return self._event(mode, byte)
-        nxt = step_mode(mode, byte)
+            return self._event(GAP_BASE.get(mode, mode), byte)
+        nxt = step_mode(mode, byte, self.bounded)
         if nxt is None:
             return False
-        self.mode = nxt
+        indent = 0
+        if nxt in INDENTED_MODES and byte != 0x0A:  # indentation after the gap's newline
+            indent = self.indent + 1
+            if indent > MAX_INDENT:
+                return False
+        self.mode, self.indent = nxt, indent
         self.fed += 1
         return True
 
@@ -232,6 +273,7 @@ class JsonState:
                 return False
             self.mode = OBJ_KEY if stack[-1] == 0x7B else VALUE
         self.fed += 1
+        self.indent = 0
         return True
 
     def feed_bytes(self, data: bytes) -> int:
@@ -243,9 +285,15 @@ class JsonState:
 
     def expected(self) -> str:
         """What may come next, in words."""
-        if self.mode == AFTER and self.stack:
-            return f"',' or '{'}' if self.stack[-1] == 0x7B else ']'}'"
-        return expected(self.mode)
+        base = GAP_BASE.get(self.mode, self.mode)
+        if base == AFTER and self.stack:
+            words = f"',' or '{'}' if self.stack[-1] == 0x7B else ']'}'"
+        else:
+            words = expected(base)
+        if self.mode not in INDENTED_MODES or self.indent == MAX_INDENT:
+            return words
+        left = MAX_INDENT - self.indent
+        return f"{words}, or up to {left} more space{'' if left == 1 else 's'} of indentation"
 
     def accepts(self, data: bytes) -> bool:
         """Could these bytes come next? (The state itself does not move.)"""
