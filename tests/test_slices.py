@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from decodelab.core.loops import slices
 from decodelab.core.loops.generate import Generation
+from decodelab.core.models.batchsession import BatchSession
 from decodelab.core.models.cachedforward import cached_forward
 from decodelab.core.models.kvcache import KVCache
+from decodelab.core.models.layers import Config
 from decodelab.core.rules.settings import validate
 from decodelab.entry.webapi import registry
 from decodelab.lesson.search import beam_lesson
@@ -64,6 +66,63 @@ def test_a_prompt_read_in_chunks_gives_what_one_pass_gives():
     assert np.abs(logits - one[0]).max() < 1e-12
     assert np.abs(session.cache.k[1][:, :, :len(tokens)] - cache.k[1][:, :, :len(tokens)]).max() < 1e-12
     assert np.abs(logits - model.full_logits(tokens, np.float64)).max() < 1e-9
+
+
+# SmolLM2-135M's shape (its GGUF's metadata: pretrained.model.config_of)
+SMOLLM2 = Config(vocab_size=49152, context_size=2048, n_layer=30, n_embd=576, n_head=9,
+                 n_kv_head=3, mlp_hidden=1536)
+PAGE_MULADDS_PER_S = 2.8e9  # numpy in Pyodide on a 2-core machine: 5.6 GFLOP/s (pretrained.md)
+
+
+def piece_work(cfg, piece, start=0, rows=1) -> int:
+    a, b = piece
+    return rows * sum(slices.position_work(cfg, start + p + 1) for p in range(a, b))
+
+
+def test_in_the_page_a_piece_of_smollm2s_prefill_is_bounded_by_its_work(monkeypatch):
+    """A Stop and the heartbeat wait for the piece in hand: in the page a piece of the real
+    model's prefill is a few positions (16 took about 0.6 s), the fewer the longer the context
+    it attends to, and a piece of a trained model's is still 16."""
+    monkeypatch.setattr(slices, "IN_PAGE", True)
+    assert slices.PIECE_WORK / PAGE_MULADDS_PER_S <= 0.2  # seconds a piece may hold the worker
+    assert 16 * slices.position_work(SMOLLM2, 16) > 3 * slices.PIECE_WORK  # the old piece
+    for start, rows in ((0, 1), (1800, 1), (0, 3), (40, 3)):  # a prompt, a chat near the window,
+        n = SMOLLM2.context_size - start  # a 3-beam search's batch
+        pieces_ = slices.prefill_chunks(n, SMOLLM2, start, rows)
+        assert [p for piece in pieces_ for p in range(*piece)] == list(range(n))
+        # (one position is the least a piece can read: 3 beams' rows near the window's end)
+        assert all(piece_work(SMOLLM2, piece, start, rows) <= slices.PIECE_WORK
+                   or piece[1] - piece[0] == 1 for piece in pieces_), (start, rows)
+    first, last = slices.prefill_chunks(2048, SMOLLM2)[0], slices.prefill_chunks(2048, SMOLLM2)[-1]
+    assert (first[1] - first[0], last[1] - last[0]) == (4, 2)
+    trained = make_model("gqa", context=96, layers=4).cfg
+    assert slices.prefill_chunks(70, trained) == slices.chunks(70, 16)
+    monkeypatch.setattr(slices, "IN_PAGE", False)  # natively: BLAS, nothing waits
+    assert slices.prefill_chunks(2048, SMOLLM2) == slices.chunks(2048, 16)
+
+
+def test_a_session_reads_its_prompt_and_its_appends_in_those_pieces(monkeypatch):
+    """The pieces are the session's: with a work budget of three positions at the end of the window, a prompt, an
+    append and a batch's prompt each take as many pieces as prefill_chunks plans, and give the
+    logits of one pass."""
+    model = make_model("gqa", context=96, layers=2, seed=3)
+    monkeypatch.setattr(slices, "IN_PAGE", True)
+    monkeypatch.setattr(slices, "PIECE_WORK", 3 * slices.position_work(model.cfg, 96))
+    ids = model.tokenizer.encode(LONG)
+    n = len(ids) + len(model.tokenizer.start_ids)
+    plan = slices.prefill_chunks(n, model.cfg)
+    assert all(3 <= b - a < 16 for a, b in plan[:-1]) and len(plan) > n // 16
+    session = model.session(dtype=np.float64)
+    logits, made = pieces(session.prefill_steps(ids))
+    assert made == len(plan)
+    assert np.abs(logits - model.full_logits(list(model.tokenizer.start_ids) + ids,
+                                             np.float64)).max() < 1e-9
+    more = model.tokenizer.encode("abcdefg")
+    _, made = pieces(session.append_steps(more))
+    assert made == len(slices.prefill_chunks(len(more), model.cfg, n))
+    batch = BatchSession(model, 2, np.float64)
+    _, made = pieces(batch.prefill_steps([ids, ids[:20]]))
+    assert made == len(slices.prefill_chunks(n, model.cfg, rows=2))
 
 
 def test_a_run_reads_its_prompt_a_chunk_per_call_and_is_the_same_run():

@@ -25,7 +25,7 @@ import numpy as np
 from decodelab.core.models.cachedforward import InferenceWeights, cached_forward, weights_of
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.models.layers import Config, matmul_layout
-from decodelab.core.loops.slices import chunks
+from decodelab.core.loops.slices import prefill_chunks
 from decodelab.core.models.transformer import TransformerModel
 from decodelab.fields import PRETRAINED, PRETRAINED_TEXTS
 from decodelab.pretrained.card import LABEL
@@ -108,7 +108,7 @@ class PretrainedModel(TransformerModel):
                 for k, v in self.params.items()}
 
     def logits_at_steps(self, tokens, rows=None, dtype=np.float32):
-        """logits_at (`models.base`), sliced: the whole window read PREFILL_CHUNK positions a
+        """logits_at (`models.base`), sliced: the whole window read `prefill_chunks` a
         piece into an empty cache of its own, as a prefill reads a prompt, and the head applied
         to the rows asked for alone, as each piece passes. It shares no state with a session's
         cache, its positions or its hooks (a cache bug of `bugs` shows), and it is how this
@@ -123,7 +123,7 @@ class PretrainedModel(TransformerModel):
         idx = np.asarray(tokens, np.int64)[None]  # (1, n)
         rows = np.arange(n) if rows is None else np.asarray(rows, np.int64)
         w, out = weights_of(self, dtype), np.empty((len(rows), cfg.vocab_size), dtype)
-        for a, b in chunks(n):
+        for a, b in prefill_chunks(n, cfg):
             here = (rows >= a) & (rows < b)
             got = cached_forward(w, cache, idx[:, a:b], np.arange(a, b)[None],
                                  rows=rows[here] - a)[0]  # (r, V)

@@ -7,10 +7,9 @@ Left out: a context shift (a batch stops when its window is full); rows of diffe
 
 import numpy as np
 
-from decodelab.core.loops import slices
-from decodelab.core.loops.slices import chunks, drain
+from decodelab.core.loops.slices import drain, prefill_chunks
 from decodelab.core.models.base import Session as SessionBase
-from decodelab.core.models.cachedforward import cached_forward, weights_of
+from decodelab.core.models.cachedforward import NO_ROWS, cached_forward, weights_of
 from decodelab.core.models.kvcache import KVCache
 
 
@@ -63,7 +62,7 @@ class BatchSession(SessionBase):
         return drain(self.prefill_steps(prompts))
 
     def prefill_steps(self, prompts):
-        """prefill, sliced (`slices`): PREFILL_CHUNK positions of every row a piece."""
+        """prefill, sliced (`slices`): `prefill_chunks` of every row a piece."""
         start = list(self.model.tokenizer.start_ids)
         ids, valid, pos = left_pad([start + [int(i) for i in p] for p in prompts])  # (B, n) x3
         if ids.shape[1] > self.cache.max_len:
@@ -73,10 +72,10 @@ class BatchSession(SessionBase):
         n = ids.shape[1]
         self.ids[:, :n], self.valid[:, :n] = ids, valid
         self.next_pos[:, 0] = pos[:, -1] + 1
-        for a, b in chunks(n, max(1, slices.PREFILL_CHUNK // len(prompts))):  # a chunk's work
+        for a, b in prefill_chunks(n, self.model.cfg, rows=len(prompts)):  # a chunk's work
             self.cache.set_padding(valid[:, a:b])
-            self.logits = cached_forward(self.weights, self.cache, ids[:, a:b],
-                                         pos[:, a:b])  # (B, V)
+            self.logits = cached_forward(self.weights, self.cache, ids[:, a:b], pos[:, a:b],
+                                         rows=None if b == n else NO_ROWS)  # (B, V)
             if b < n:  # (the last chunk and what follows it: one piece)
                 yield None
         return self.logits

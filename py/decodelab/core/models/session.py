@@ -14,9 +14,10 @@ Left out: sampling (generate and sampling do that), batches (`batchsession`), pa
 
 import numpy as np
 
-from decodelab.core.loops.slices import chunks, drain
+from decodelab.core.loops.slices import drain, prefill_chunks
 from decodelab.core.models.base import Session as SessionBase
-from decodelab.core.models.cachedforward import InferenceWeights, cached_forward, weights_of
+from decodelab.core.models.cachedforward import (NO_ROWS, InferenceWeights, cached_forward,
+                                                 weights_of)
 from decodelab.core.models.checks import check_tolerance
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.models.layers import context_drop, rope, window_start
@@ -104,7 +105,7 @@ class Session(SessionBase):
         return drain(self.prefill_steps(ids))
 
     def prefill_steps(self, ids):
-        """prefill, sliced (`slices`): the prompt read PREFILL_CHUNK positions a piece."""
+        """prefill, sliced (`slices`): the prompt read `prefill_chunks` a piece."""
         tokens = self.start + [int(i) for i in ids]
         if not tokens:  # (a FieldError: every panel that reads a prompt says it by name)
             raise FieldError("prompt", EMPTY_PROMPT)
@@ -139,7 +140,7 @@ class Session(SessionBase):
         return drain(self.append_steps(ids))
 
     def append_steps(self, ids):
-        """append, sliced (`slices`): PREFILL_CHUNK positions a piece."""
+        """append, sliced (`slices`): `prefill_chunks` a piece."""
         ids = [int(i) for i in ids]
         if self.cache.length + len(ids) > self.cache.max_len:
             window, self.shifts = window_after(self.tokens, ids, self.shifts, self.cache.max_len)
@@ -147,11 +148,12 @@ class Session(SessionBase):
             self.logits = yield from self._fill_steps(window)
             return self.logits
         self.shifted = False
-        for a, b in chunks(len(ids)):
+        for a, b in prefill_chunks(len(ids), self.model.cfg, self.cache.length):
             self.tokens += ids[a:b]
             idx = np.array([ids[a:b]], np.int64)  # (1, n)
             self.logits = cached_forward(self.weights_now(), self.cache, idx,
-                                         self.positions(b - a))[0]  # (V,)
+                                         self.positions(b - a),
+                                         rows=None if b == len(ids) else NO_ROWS)[0]  # (V,)
             if b < len(ids):  # (the last chunk and what follows it are one piece: a short
                 yield None  # prompt is read and its first step made in one batch)
         return self.logits
@@ -190,16 +192,17 @@ class Session(SessionBase):
         return drain(self._fill_steps(tokens))
 
     def _fill_steps(self, tokens):
-        """An empty cache filled with this window, PREFILL_CHUNK positions a piece (a chunked
+        """An empty cache filled with this window, `prefill_chunks` a piece (a chunked
         prefill: each piece attends to the pieces before it in the cache). The logits after
         its last token."""
         self.cache.reset()
         self.tokens = list(tokens)
         idx = np.array([self.tokens], np.int64)  # (1, n)
         logits = None
-        for a, b in chunks(len(tokens)):
+        for a, b in prefill_chunks(len(tokens), self.model.cfg):
             logits = cached_forward(self.weights_now(), self.cache, idx[:, a:b],
-                                    np.arange(a, b)[None])[0]
+                                    np.arange(a, b)[None],
+                                    rows=None if b == len(tokens) else NO_ROWS)[0]
             if b < len(tokens):  # (the last chunk and what follows it: one piece)
                 yield None
         return logits
