@@ -71,6 +71,7 @@ hooks.pretrained = pretrained;
 const app = {
   store,
   call: client.call,
+  stoppable: client.stoppable,
   info: () => store.state.info,
   run: () => store.state.run,
   settings: () => store.state.raw,

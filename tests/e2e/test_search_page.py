@@ -6,6 +6,7 @@ rounds and cache; the acceptance experiment with its table and Stop."""
 import json
 
 import pytest
+from playwright.sync_api import expect
 
 from decodelab.fields import default
 
@@ -359,3 +360,52 @@ def test_the_searches_show_the_workbench_settings_they_run_on_and_change_them_th
     page.wait_for_selector("#next[data-state=ready]")
     assert page.locator("#next-where").inner_text().startswith("At the start of a new sequence")
     page.close()
+
+
+@pytest.fixture(scope="module")
+def faulty(chromium, base_url):
+    """A page whose worker accepts injected faults, with a watchdog of 4 s (30 s normally)."""
+    page = wait_ready(open_page(chromium, base_url, "?faults=1&watchdog=4000"))
+    yield page
+    page.context.close()
+
+
+@pytest.mark.alone
+def test_a_search_lost_with_its_worker_says_so_and_blames_no_field(faulty):
+    """The worker lost during a search (here it hangs, and the watchdog replaces it): the panel
+    says what happened, in the supervisor's words, and marks no field, where it had said "Fix
+    the field marked above" and marked Beams. Results of a search with another model than the
+    workbench's go when the model changes."""
+    page = faulty
+    set_fields(page, **{**BASE, "Dataset": "prose", "Prompt": "The ", "Seed": 3,
+                        "Max_new_tokens": 8})
+    open_chapter(page, "search")
+    reply = search(page, **{"#beam-beams": 2})
+    shown = lambda: not page.locator("#beam-out").evaluate("e => e.hidden")  # noqa: E731
+    assert reply["ok"] and shown()
+    # another model chosen: the results searched with the transformer go
+    set_fields(page, Model="bigram")
+    assert not shown()
+    assert page.locator("#beam").get_attribute("data-state") == "idle"
+    set_fields(page, Model="transformer")
+    reply = search(page, **{"#beam-beams": 3})
+    assert reply["ok"] and shown()
+    # the worker hangs as the next search is sent: replaced after the watchdog's 4 s
+    restarts = page.evaluate("() => window.decodelab.health.restarts")
+    page.evaluate("() => window.decodelab.injectFault('hang')")
+    page.get_by_role("button", name="Search", exact=True).click()
+    page.wait_for_function("n => window.decodelab.health.restarts > n", arg=restarts,
+                           timeout=60_000)
+    page.wait_for_selector("#beam[data-state=lost]", timeout=30_000)
+    status = page.locator("#beam-status").inner_text()
+    assert status == ("The Python worker stopped answering, so it was stopped. The search went "
+                      "with it and nothing of it was kept; once Python is back, search again."), status
+    assert "Fix the field" not in status
+    assert page.locator("#beam-beams").get_attribute("aria-invalid") is None
+    assert not page.locator("#beam-beams-error").is_visible()
+    expect(page.get_by_role("button", name="Stop the search")).to_be_hidden()
+    # the results on screen are this model's (the transformer's, searched before the loss)
+    assert shown()
+    wait_ready(page)
+    reply = search(page, **{"#beam-beams": 2})
+    assert reply["ok"] and page.locator("#beam").get_attribute("data-state") == "done"

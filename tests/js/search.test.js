@@ -173,3 +173,16 @@ test("scores that differ are written with the digits that tell them apart", () =
   const words = beamSummary(beamReply([-0.7185, -0.7197, -1.2354], {}));
   assert.match(words, /likelier per token \(−0\.719\) than greedy decoding’s text \(−0\.720\)/);
 });
+
+test("a search that ended without results says why: Stop, a lost worker, or Python's errors", async () => {
+  const { failedSentence } = await import("../../web/search/ask.js");
+  const STOPPED = "Stopped before it finished: nothing of it was kept.";
+  assert.equal(failedSentence({ ok: false, stopped: true, errors: [{ field: "request", message: STOPPED }] }, []), STOPPED);
+  const lost = failedSentence({ ok: false, lost: "The Python worker crashed." }, []);
+  assert.equal(lost, "The Python worker crashed. The search went with it and nothing of it was kept; once Python is back, search again.");
+  assert.doesNotMatch(lost, /field/);
+  const beams = { field: "num_beams", message: "Beams must be a whole number from 1 to 8; got 0." };
+  assert.equal(failedSentence({ ok: false, errors: [beams] }, ["num_beams"]), "Fix the field marked above.");
+  const other = { field: "model", message: "Beam search runs the transformer or SmolLM2." };
+  assert.equal(failedSentence({ ok: false, errors: [beams, other] }, ["num_beams"]), other.message);
+});

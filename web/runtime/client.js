@@ -5,6 +5,9 @@
 //                             from id(), when the page must name it later, as Stop does)
 //   call(endpoint, request)   one endpoint of decodelab.entry.webapi: a Promise of its answer,
 //                             {ok: true, ...} or {ok: false, errors: [{field, label, message}]}
+//   stoppable(endpoint, request)  the same call with its own id: {reply, stop()}; stop() gives a
+//                             long call up between two of its slices, and its reply is then
+//                             {ok: false, stopped: true, errors} (runtime/worker.js, follow)
 //
 // Messages that are not replies (start-up progress, a run's batches, the worker's health) go to
 // the handlers given to on(type, handler). When the worker is lost, every request in flight is
@@ -61,6 +64,11 @@ export function createClient(scriptUrl) {
     post: (message) => worker.postMessage(message),
     request,
     call: (endpoint, body = {}) => request({ type: "call", endpoint, request: body }).then((m) => m.result),
+    stoppable(endpoint, body = {}) {
+      const id = nextId++;
+      const reply = request({ type: "call", id, endpoint, request: body }).then((m) => m.result);
+      return { reply, stop: () => worker.postMessage({ type: "stop", id }) };
+    },
     /** Messages of this type go to handler(message) (a handler may look at m.id itself). */
     on(type, handler) {
       handlers.set(type, handler);

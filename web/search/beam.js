@@ -92,7 +92,8 @@ export function createBeam(app) {
   const controls = Object.fromEntries(Object.entries(FIELDS).map(([name, id]) => [name, $(id)]));
   mirrorSettings(app.store, { prompt: $("beam-prompt"), dataset: $("beam-dataset"), max_new_tokens: $("beam-budget") }, "beam");
   const search = createSearchAsk({ app, controls, form: dom.form, section: dom.section, status: dom.status, button: dom.run,
-    endpoint: "beam", key: "beam", field: "num_beams", working: "Searching…", show });
+    stop: $("beam-stop"), out: dom.out,
+    endpoint: "beam", key: "beam", working: "Searching…", show });
   const exports = installSearchExports("beam", app, search.own, "beam");
   let shown = null;
 

@@ -61,7 +61,8 @@ export function createSpeculative(app) {
   mirrorSettings(app.store, { prompt: $("spec-prompt"), dataset: $("spec-dataset"), temperature: $("spec-temperature"),
     max_new_tokens: $("spec-budget"), greedy: $("spec-greedy") }, "speculative");
   const search = createSearchAsk({ app, controls, form: dom.form, section: dom.section, status: dom.status, button: dom.run,
-    endpoint: "speculate", key: "draft", field: "num_draft_tokens", working: "Decoding with the draft…", show });
+    stop: $("spec-stop"), out: dom.out,
+    endpoint: "speculate", key: "draft", working: "Decoding with the draft…", show });
   const exports = installSearchExports("spec", app, search.own, "speculative");
   let shown = null;
 
