@@ -456,6 +456,105 @@ def test_beam_search_runs_on_the_real_model(app):
     assert app.errors == []
 
 
+def in_view(page, selector) -> bool:
+    box = page.locator(selector).bounding_box()
+    height = page.viewport_size["height"]
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height
+
+
+def test_choosing_the_real_model_is_an_invitation_and_its_load_shows_in_view(chromium, base_url):
+    """The first screen says a real model is one click away. Chosen in the Model list, SmolLM2
+    is not an error: no red message at the Model field, its card says what loading costs (in
+    Python's words), and the text and the next token of the model chosen before are gone. A run
+    asked for before the load is refused by name. Load pressed at 1280 x 800: its progress bar
+    is in view while the file comes (held here until the bar has been measured)."""
+    from decodelab.pretrained.card import COST, TITLE
+
+    page = wait_ready(open_page(chromium, base_url, viewport={"width": 1280, "height": 800}))
+    try:
+        assert in_view(page, "#real-invite")
+        invite = page.locator("#real-invite").inner_text()
+        assert invite == f"A real chat model, {TITLE}, is one click away.", invite
+        generate(page, Seed=3)  # a run of the bigram on screen
+        assert page.locator("#next-bars > *").count() > 0
+        choose_the_real_model(page)
+        page.evaluate("() => window.decodelab.settled()")
+        model = page.get_by_label("Model", exact=True)
+        assert model.get_attribute("aria-invalid") is None
+        assert not page.locator("#model-error").is_visible()
+        assert page.locator("#pretrained-invite").inner_text() == (
+            f"One click away: Load the model ({COST}). Then it runs here like the trained "
+            f"models, and you can chat with it.")
+        assert page.locator("#finish-text").inner_text() == "No text generated yet."
+        assert page.locator("#text").evaluate("e => e.hidden")
+        page.wait_for_selector("#next[data-state=waiting]")
+        assert page.locator("#next-bars > *").count() == 0
+        # Generate before the load: refused, in Python's words, at the Model field
+        page.get_by_role("button", name="Generate", exact=True).click()
+        page.wait_for_selector("#model-error:not([hidden])")
+        assert "SmolLM2 is not loaded in this page yet" in page.locator("#model-error").inner_text()
+        # the load, as the page shows it after the choice (no scrolling of the test's own: a
+        # click dispatched, as a keyboard's Enter would be), the file held back until its bar
+        # has been measured
+        held = []
+        page.route(GGUF, lambda route: held.append(route))
+        page.evaluate("() => window.scrollTo(0, 0)")
+        choose = page.get_by_label("Model", exact=True)
+        choose.select_option("bigram")
+        choose.select_option("smollm2")
+        page.wait_for_function("() => { const b = document.getElementById('pretrained-load')"
+                               ".getBoundingClientRect(); return b.top >= 0 && "
+                               "b.bottom <= window.innerHeight; }", timeout=5_000)
+        page.locator("#pretrained-load").dispatch_event("click")
+        page.wait_for_selector("#pretrained-bar:not([hidden])")
+        page.wait_for_function("() => { const b = document.getElementById('pretrained-bar')"
+                               ".getBoundingClientRect(); return b.top >= 0 && "
+                               "b.bottom <= window.innerHeight; }", timeout=5_000)
+        assert in_view(page, "#pretrained-bar") and in_view(page, "#pretrained-status")
+        for route in held:
+            route.continue_()
+        page.unroute(GGUF)
+        page.wait_for_function("() => window.decodelab.pretrained.loaded", timeout=120_000)
+        assert not page.locator("#real-invite").is_visible()  # loaded: no longer an invitation
+        assert page.errors == []
+    finally:
+        page.context.close()
+
+
+def test_a_search_on_the_real_model_stops_when_asked(app):
+    """Chapter 6's beam search on SmolLM2 takes many seconds: while it runs the panel has a
+    Stop, which gives the search up between two of its slices; the panel says so, no field is
+    blamed, the worker was neither interrupted nor replaced, and the next search runs."""
+    from tests.e2e.conftest import open_chapter, reveal
+
+    use_the_real_model(app)
+    reset(app, Model="smollm2", Prompt="The capital of France is", Seed=1, Max_new_tokens=16)
+    open_chapter(app, "search")
+    health = app.evaluate("() => window.decodelab.health")
+    reveal(app, "#beam-beams").fill("3")
+    stop = app.get_by_role("button", name="Stop the search", exact=True)
+    expect(stop).to_be_hidden()
+    app.get_by_role("button", name="Search", exact=True).click()
+    app.wait_for_selector("#beam[data-state=running]")
+    stop.click()
+    app.wait_for_selector("#beam[data-state=stopped]", timeout=60_000)
+    assert app.locator("#beam-status").inner_text() == (
+        "Stopped before it finished: nothing of it was kept.")
+    assert app.evaluate("() => window.decodelab.search.last.beam.stopped")
+    assert app.locator("#beam-beams").get_attribute("aria-invalid") is None
+    expect(stop).to_be_hidden()
+    after = app.evaluate("() => window.decodelab.health")
+    assert (after["restarts"], after["interrupts"]) == (health["restarts"], health["interrupts"])
+    assert app.evaluate("() => window.decodelab.pretrained.loaded")
+    reveal(app, "#beam-budget").fill("2")
+    app.evaluate("() => window.decodelab.settled()")
+    reveal(app, "#beam-beams").fill("2")
+    app.get_by_role("button", name="Search", exact=True).click()
+    app.wait_for_selector("#beam[data-state=done]", timeout=120_000)
+    assert app.evaluate("() => window.decodelab.search.last.beam.ok")
+    assert app.errors == []
+
+
 def test_the_next_message_never_waits_for_the_last_turn_s_check(app):
     """Sent while the last turn's cache check catches up after its text (Send is enabled then),
     a message starts at once: the check is given up, the chat says so, and the new turn is the

@@ -244,3 +244,32 @@ test("More rules counts the settings that are not at their defaults", async () =
   assert.equal(store.changed(["temperature", "greedy", "stop"]), 2);
   await store.settled();
 });
+
+test("another model chosen: its run leaves the screen; the real model waiting for its load is no error until a run is asked for", async () => {
+  const info = { ...INFO, fields: [...FIELDS, { name: "model", kind: "choice" }], defaults: { ...INFO.defaults, model: "bigram" } };
+  const waiting = { field: "model", label: "Model", message: "Model: SmolLM2 is not loaded in this page yet.", pending: "load" };
+  const py = python({ more: (s) => (s.model === "smollm2" ? [waiting] : []) });
+  const store = createStore();
+  store.connect(py.call);
+  const changes = [];
+  store.subscribe((change) => changes.push(change));
+  await store.ready(info, [...NAMES, "model"]);
+  const run = { id: 1, settings: { model: "bigram" }, steps: [], shown: {} };
+  store.runStarted(run);
+  store.edit("model", "smollm2", { commit: true });
+  assert.equal(store.state.run, run); // a run under way is not dropped
+  store.runEnded(run, {});
+  store.edit("temperature", "0.5", { commit: true }); // another setting: the run stays
+  assert.equal(store.state.run, run);
+  store.edit("model", "bigram", { commit: true }); // its own model again: it stays
+  assert.equal(store.state.run, run);
+  changes.length = 0;
+  store.edit("model", "smollm2", { commit: true });
+  assert.equal(store.state.run, null);
+  assert.deepEqual(changes.filter((c) => c.type === "run-cleared").map((c) => c.run), [run]);
+  await store.settled();
+  assert.equal(store.state.errors.model, undefined); // chosen: an invitation, not an error
+  const asked = await store.collect(); // a run asked for: refused by name
+  assert.deepEqual(asked.errors, { model: waiting.message });
+  assert.equal(store.state.errors.model, waiting.message);
+});

@@ -45,6 +45,7 @@ export function createLesson(app) {
   app.store.subscribe((change) => {
     switch (change.type) {
       case "settings":
+      case "run-cleared": // the next token at the end of the prompt, for the model chosen now
         return preview.update();
       case "run-start":
         followedAt = 0;

@@ -66,6 +66,8 @@ export function createPreview(app) {
     if (!reply.ok && reply.errors.every((e) => e.pending)) { // the real model, not loaded yet
       dom.box.dataset.state = "waiting";
       dom.where.textContent = "The next token shows here once the model is loaded (Load the model, on its card).";
+      dom.bars.replaceChildren(); // (the candidates drawn were another model's)
+      dom.say.textContent = "";
       return;
     }
     if (!reply.ok) { // Python refused the settings: each error is (or will be) next to its field

@@ -35,6 +35,11 @@ export function createCard(store, load) {
     facts: $("pretrained-facts"),
     memory: $("pretrained-memory"),
     forget: $("pretrained-forget"),
+    invite: $("pretrained-invite"),
+    cost: $("pretrained-cost"),
+    lede: $("real-invite"),
+    ledeName: $("real-name"),
+    choose: $("real-choose"),
   };
   const mirrors = [...document.querySelectorAll("[data-load-real]")].map((node) => {
     const line = node.querySelector("[data-load-status]");
@@ -60,6 +65,12 @@ export function createCard(store, load) {
     const chosen = Boolean(real) && state.raw.model === real.id;
     dom.card.hidden = !chosen;
     place(chosen);
+    // the first screen says a real model is one click away, and what it costs (Python's words)
+    if (dom.lede) dom.lede.hidden = !real || state.pretrained.loaded;
+    if (real) {
+      dom.cost.textContent = real.cost;
+      if (dom.lede) dom.ledeName.textContent = real.title;
+    }
     const { loaded, info, loading, said, bar, kept } = state.pretrained;
     const busy = Boolean(loading);
     const down = state.phase === "loading" || state.phase === "error";
@@ -71,6 +82,7 @@ export function createCard(store, load) {
       m.line.textContent = busy || said.failed ? said.text : m.idle;
       m.line.classList.toggle("failed", said.failed);
     }
+    dom.invite.hidden = loaded || busy;
     dom.load.hidden = loaded || busy;
     dom.load.disabled = down;
     if (said.retry) dom.load.textContent = "Try again";
@@ -90,13 +102,43 @@ export function createCard(store, load) {
     dom.memory.textContent = `This device says it has about ${memory} GiB of memory; the model needs about 0.7 GiB of it, so loading may fail here. The trained models work either way.`;
   }
 
-  dom.load.addEventListener("click", () => load.load());
+  // the load's progress where the learner looks: the card's bar in view when its Load is pressed
+  dom.load.addEventListener("click", () => {
+    load.load();
+    requestAnimationFrame(bringIntoView); // (pressed from the keyboard, it may be out of view)
+  });
+  if (dom.choose) { // the masthead's invitation: the real model chosen, its card in view
+    dom.choose.addEventListener("click", () => {
+      const real = realModel(store.state.info);
+      if (!real) return;
+      store.edit("model", real.id, { commit: true, source: "apply" });
+      requestAnimationFrame(() => dom.card.scrollIntoView({ block: "start" }));
+    });
+  }
   for (const m of mirrors) m.button.addEventListener("click", () => load.load());
   dom.stop.addEventListener("click", () => load.stop());
   dom.forget.addEventListener("click", () => load.forget());
 
+  // Chosen in the Model list, the card's Load and the line where its progress shows come into
+  // view (at 1280 x 800 they fell below the fold, under the list)
+  const actions = dom.load.closest(".pretrained-actions"); // Load, Stop and the bar
+  function bringIntoView() {
+    if (dom.card.hidden) return;
+    const top = actions.getBoundingClientRect().top;
+    // the row and the status line under it (empty, it takes no room: a line's worth allowed)
+    const bottom = Math.max(actions.getBoundingClientRect().bottom, dom.status.getBoundingClientRect().bottom) + 24;
+    if (top >= 0 && bottom <= window.innerHeight) return;
+    const calm = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+    window.scrollBy({ top: top < 0 ? top - 16 : bottom - window.innerHeight, behavior: calm ? "auto" : "smooth" });
+  }
+
   store.subscribe((change) => {
     if (["info", "settings", "phase", "pretrained"].includes(change.type)) draw();
+    const real = realModel(store.state.info);
+    if (change.type === "settings" && change.source === "form" && change.commit && real
+        && change.names.includes("model") && store.state.raw.model === real.id && !store.state.pretrained.loaded) {
+      requestAnimationFrame(bringIntoView);
+    }
   });
   draw();
 }

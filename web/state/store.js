@@ -15,6 +15,8 @@
 //   checked    Python's verdict on the settings is in: errors shown, what greedy leaves unused
 //   datasets   a dataset was added (the learner's own text)
 //   run-start  {run}; steps {run, steps, flow, held}; run-end {run, result}
+//   run-cleared {run}: the run on screen was another model's than the one chosen now, so it is
+//              no longer on screen (Compare runs keeps runs of its own)
 //   select     {run, index, focus}: a step of the run was chosen
 //   chapter    {chapter, target, source}: the lesson's chapter on screen (course/course.js draws
 //              it), opened from the map, the address, a Try this or its way back
@@ -142,11 +144,23 @@ export function createStore() {
     state.check = { ...reply, stale };
     if (reply.said && Object.keys(reply.said).length) state.said = { ...reply.said };
     if (!current) return emit({ type: "checked" }); // a run's refusal came after: its errors stand
-    const found = Object.fromEntries(reply.errors.map((e) => [e.field, e.message]));
+    // a setting that waits for the learner (the real model, chosen and not loaded yet: Python's
+    // `pending`) is not an error as they choose it; its card invites the load, and a run asked
+    // for before it shows the message (collect)
+    const found = Object.fromEntries(reply.errors.filter((e) => !e.pending).map((e) => [e.field, e.message]));
     // the change's own message, and those of errors about it (shown before, or now)
     const looked = changed && reveal ? [changed, ...(RELATED[changed] || []), ...about(changed, before, reply).filter((name) => state.names.includes(name))] : [];
     for (const name of new Set(looked)) setError(name, found[name] || null);
     emit({ type: "checked" });
+  }
+
+  // The run on screen is its model's: once another model is chosen, the text, the step view and
+  // the next token do not go on showing it as if it were this one's.
+  function dropOtherModelsRun(names) {
+    const run = state.run;
+    if (!names.includes("model") || !run || !run.done || !run.settings || run.settings.model === state.raw.model) return;
+    state.run = null;
+    emit({ type: "run-cleared", run });
   }
 
   function setError(name, message) {
@@ -187,6 +201,7 @@ export function createStore() {
     state.said = {};
     state.formError = "";
     emit({ type: "settings", names, source: "apply" });
+    dropOtherModelsRun(names);
     // a dataset given without a tokenizer takes its own (the tasks data reads BPE only)
     const fits = fit ?? ("dataset" in values && !("tokenizer" in values));
     return ask(fits ? "dataset" : null, false);
@@ -231,6 +246,7 @@ export function createStore() {
       if (badInput) state.badInput.add(name);
       else state.badInput.delete(name);
       emit({ type: "settings", names: [name], source, commit, by });
+      dropOtherModelsRun([name]);
       if (commit || state.errors[name]) { // a fixed error clears at once
         clearTimeout(timer);
         ask(name);

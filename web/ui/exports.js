@@ -145,7 +145,7 @@ export function installExports({ store, runs, hooks }) {
   store.subscribe((change) => {
     if (change.type === "asked" && csvButton) csvButton.disabled = true;
     else if (change.type === "result") finished(change.result || {});
-    else if (change.type === "run-start") traceButton.disabled = true;
+    else if (change.type === "run-start" || change.type === "run-cleared") traceButton.disabled = true;
     else if (change.type === "run-end" && change.run.finish) traceButton.disabled = false;
     else if (change.type === "worker" && change.what === "restarted" && store.state.run) traceButton.disabled = true; // it went with the old worker
     else if (change.type === "worker" && change.what === "restored") traceButton.disabled = false;

@@ -36,7 +36,7 @@ export function createInspector(store) {
   let followedAt = 0;
 
   store.subscribe((change) => {
-    if (change.type === "run-start" || change.type === "select") return render();
+    if (change.type === "run-start" || change.type === "select" || change.type === "run-cleared") return render();
     if (change.type === "run-end") return schedule();
     if (change.type === "steps") {
       // While a run streams, the inspector follows it ten times a second, not every frame: each

@@ -64,6 +64,7 @@ export function createTextView(store) {
       case "run-start": return started(change.run);
       case "steps": return stepsCame(change.run, change);
       case "run-end": return ended(change.run);
+      case "run-cleared": return cleared();
       case "select": return selected(change.run, change.focus);
       case "worker": return worker(change);
       default:
@@ -87,6 +88,23 @@ export function createTextView(store) {
     dom.finishCodes.hidden = true;
     showVerdict(null);
     dom.finish.classList.remove("idle");
+  }
+
+  // Back to how the page opens: no run on screen (the last was another model's).
+  function cleared() {
+    spans = new Map();
+    marked = tabbable = null;
+    dom.placeholder.hidden = false;
+    dom.text.hidden = true;
+    dom.prompt.replaceChildren();
+    dom.gen.replaceChildren();
+    dom.held.hidden = dom.cut.hidden = true;
+    dom.endMarker.hidden = true;
+    dom.runMeta.textContent = "";
+    dom.finishText.textContent = "No text generated yet.";
+    dom.finishCodes.hidden = true;
+    showVerdict(null);
+    dom.finish.classList.add("idle");
   }
 
   // The prompt, one span per token (shaded when tokens are shown); a healed last token is
