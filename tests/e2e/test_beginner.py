@@ -351,3 +351,53 @@ def test_a_short_text_box_says_where_the_rest_of_the_text_is(chromium, base_url)
     assert page.locator("#text").get_attribute("data-more") == ""
     assert not page.locator("#text-more").is_visible()
     page.context.close()
+
+
+WHOLE = """e => { const r = e.getBoundingClientRect();  // (a pixel for rounding)
+    return r.width > 0 && r.top >= -1 && r.bottom <= innerHeight + 1; }"""
+
+
+@pytest.mark.parametrize("width, height", [(1280, 800), (390, 844)])
+def test_a_try_run_in_its_own_chapter_leaves_its_answer_in_view(chromium, base_url, width, height):
+    """Chapter 5's Try this suggestions and chapter 6's, each run in turn as a learner does:
+    a run grows its panel above the questions, and chapter 5's fourth answer (a broken cache)
+    sat at the window's foot, chapter 6's second (a draft, greedy) under it, and the third and
+    fifth of chapter 5 at 390 px. After each run its question's status and its answer are whole
+    in the window (measured), the status says where the run is from there, and the answer,
+    opened, is whole in the window too."""
+    page = wait_ready(open_page(chromium, base_url, viewport={"width": width, "height": height}))
+    try:
+        for chapter in ("cache", "search"):
+            open_chapter(page, chapter)
+            names = page.locator(f"#{chapter} .try-item").evaluate_all(
+                "els => els.map(e => e.id.replace(/^try-/, ''))")
+            for name in names:
+                item = page.locator(f"#try-{name}")
+                item.get_by_role("button", name="Try it").click()
+                page.wait_for_function(f"() => document.querySelector('#try-{name}').dataset"
+                                       f".state === 'done'", timeout=180_000)
+                if page.locator("#trip").is_visible():  # it ran in the workbench: back here
+                    page.locator("#trip-back").click()
+                    continue
+                for part in (".try-status", ".try-answer > summary"):
+                    box = item.locator(part).bounding_box()
+                    assert item.locator(part).evaluate(WHOLE), (name, part, box)
+                    assert item.locator(part).evaluate(UNCOVERED), (name, part)
+                result = page.evaluate(f"() => window.decodelab.lesson.tries.results['{name}']")
+                run = page.locator(result["evidence"][0][0]).first
+                words = item.locator(".try-status").inner_text()
+                if run.evaluate(WHOLE):
+                    assert words == "Done. Look at the page, then open the answer.", (name, words)
+                else:
+                    where = "above" if run.bounding_box()["y"] < item.bounding_box()["y"] else "below"
+                    assert words.startswith(f"Done. The run is {where} this question"), (name, words)
+                item.locator(".try-answer > summary").click()  # opened: all of it comes in view
+                text = item.locator(".try-answer-text").element_handle()
+                try:
+                    page.wait_for_function(WHOLE, arg=text, timeout=5_000)
+                except Exception:
+                    raise AssertionError((name, text.bounding_box(),
+                                          item.locator(".try-answer").get_attribute("open")))
+        assert page.errors == []
+    finally:
+        page.context.close()

@@ -74,6 +74,7 @@ export function createTries(app) {
     answer.hidden = true;
     answer.append(el("summary", null, "The answer, from your run"), el("p", "try-answer-text"));
     li.append(text, button, status, answer);
+    answer.addEventListener("toggle", () => { if (answer.open) bringIntoView(answer); }); // opened: all of it
     lists[t.where].append(li);
     items[t.id] = { li, button, status, answer };
     button.addEventListener("click", () => go(t));
@@ -114,7 +115,13 @@ export function createTries(app) {
       item.answer.querySelector(".try-answer-text").textContent = out.text;
       item.answer.hidden = false;
       if (trip.away()) item.status.textContent = "Done: it ran in the workbench (chapter 1), where the run still is. The answer is below.";
-      else where(item.status, out.evidence);
+      else {
+        await drawn(); // the panel's run laid out, then the words and the place of the answer
+        for (let i = 0; i < 2; i += 1) { // (the words may take another line: moved again)
+          where(item.status, out.evidence);
+          bringIntoView(item.li);
+        }
+      }
       item.li.dataset.state = "done";
       app.store.tried(t.id);
       trip.end({ status: "done", answer: out.text });
@@ -126,6 +133,23 @@ export function createTries(app) {
       busy = false;
       for (const i of Object.values(items)) i.button.disabled = false;
     }
+  }
+
+  // The answer where the learner is: a panel's run may have grown the page or moved it meanwhile
+  // (the bugs lab's verdict, the draft's rounds), leaving the question and its answer at the
+  // window's edge or out of it, and an answer opened at the window's foot runs under it; the
+  // page moves the least that brings them whole into view.
+  // The next frame (or a tenth of a second, where a hidden tab gets none): what a run drew is
+  // laid out by then.
+  const drawn = () => new Promise((resolve) => {
+    requestAnimationFrame(() => resolve());
+    setTimeout(resolve, 100);
+  });
+
+  function bringIntoView(node) {
+    const box = node.getBoundingClientRect();
+    if (box.top >= 0 && box.bottom <= window.innerHeight) return;
+    node.scrollIntoView({ block: box.height > window.innerHeight ? "start" : "nearest" });
   }
 
   // Where a panel of this chapter shows the run: said, with a way there when it is out of view
