@@ -154,3 +154,61 @@ def test_the_snippets_height_is_the_previews_measured_height(chromium, base_url)
     assert 'height="500"' in iframe.input_value()
     assert dialog.get_by_label("Height", exact=True).input_value() == "500"
     page.context.close()
+
+
+def test_a_widget_of_the_real_model_is_measured_after_its_load_and_shows_no_chat_unasked(
+        chromium, base_url):
+    """The preview of a widget whose model is SmolLM2: measured before the model is loaded, the
+    dialog says so (it had said "before it has run", and kept saying it after the run, counting
+    results of panels the widget does not show); loaded and run in the preview, the widget's
+    height as it is then is the snippet's, with no "before". The chat, a panel of its own
+    (`chat`), is not in the widget unless its link asks for it (it had added 575 pixels to a
+    frame measured before the load)."""
+    page = open_page(chromium, base_url, "?model=smollm2&prompt=The+capital+of+France+is"
+                                         "&seed=3&max_new_tokens=4")
+    page.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+    try:
+        page.get_by_role("button", name="Embed this…").click()
+        dialog = page.get_by_role("dialog", name="Embed this in a course page")
+        dialog.locator("#embed-panel-inspector").uncheck()
+        dialog.get_by_label("Preview width").fill("760")
+        page.wait_for_function("""() => {
+            const f = document.querySelector('#embed-preview-box iframe');
+            const snippet = document.querySelector('#embed-iframe').value;
+            return f && snippet.includes(`src="${f.dataset.src.replaceAll('&', '&amp;')}"`); }""")
+        dialog.locator("#embed-preview-box iframe").scroll_into_view_if_needed()
+        inner = page.frame_locator("#embed-preview-box iframe")
+        inner.locator("html[data-state=ready]").wait_for(state="attached", timeout=BOOT_TIMEOUT_MS)
+        hint = dialog.locator("#embed-height-measured")
+        page.wait_for_function("() => document.querySelector('#embed-height-measured')"
+                               ".textContent.includes('before its model is loaded')")
+        page.wait_for_function(TOLD_AS_IT_IS)
+        assert "before it has run" not in hint.inner_text()
+        widget = next(f for f in page.frames if "embed.html" in f.url or "embed=true" in f.url)
+        inner.get_by_role("button", name="Load the model", exact=True).click()
+        widget.wait_for_function("() => window.decodelab.pretrained.loaded", timeout=120_000)
+        widget.wait_for_function("() => window.decodelab.lastRun !== null", timeout=120_000)
+        assert widget.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "done"
+        assert widget.evaluate("() => document.getElementById('chat').closest('[data-panel-off]')"
+                               " !== null")
+        assert not inner.locator("#chat").is_visible()
+        page.wait_for_function(TOLD_AS_IT_IS)
+        page.wait_for_function("() => !document.querySelector('#embed-height-measured')"
+                               ".textContent.includes('That is before')")
+        measured = widget.evaluate("() => Math.ceil(document.body.getBoundingClientRect().height)")
+        expected = str(-(-measured // 10) * 10)
+        page.wait_for_function("h => document.querySelector('#embed-height').value === h",
+                               arg=expected)
+        assert f'height="{expected}"' in dialog.get_by_label(
+            "An iframe, for any course page or learning platform").input_value()
+        # the chat asked for by the link: there once the model is loaded (in the shared Python)
+        other = page.context.new_page()
+        other.goto(base_url + "embed.html?lazy=none&run=false&panels=controls,text,chat"
+                              "&model=smollm2")
+        other.wait_for_selector("html[data-state=ready]", timeout=BOOT_TIMEOUT_MS)
+        if not other.evaluate("() => window.decodelab.pretrained.loaded"):
+            other.evaluate("() => window.decodelab.pretrained.load()")
+        assert other.locator("#chat").is_visible()
+        assert page.errors == []
+    finally:
+        page.context.close()

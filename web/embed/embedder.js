@@ -19,17 +19,30 @@ const LIMITS = { height: [200, 4000], width: [280, 1600] };
 // A panel's result, hidden until it has run (the panel grows then).
 const NOT_RUN = ".kv-result[hidden], .xp-results[hidden], [id$='-out'][hidden]";
 
-/** Has the widget in this preview frame a panel that has not run yet? (false if unreadable) */
-function waitsForARun(frame) {
+/** What the widget in this preview frame still waits for: "load" (its real model, not loaded:
+ * loading adds the model's facts, and its chat where the link asks for it), "run" (a panel it
+ * shows that has not run yet), or null (nothing, or the frame is unreadable). A panel the link
+ * does not show is not waited for (its result stays hidden for good). */
+function waitsFor(frame) {
   try {
-    return Boolean(frame.contentDocument?.querySelector(NOT_RUN));
+    const doc = frame.contentDocument;
+    if (!doc) return null;
+    const shown = (node) => node && !node.closest("[hidden], [data-panel-off]");
+    if (shown(doc.getElementById("pretrained-load"))) return "load";
+    return [...doc.querySelectorAll(NOT_RUN)].some((node) => !node.parentElement.closest("[hidden], [data-panel-off]")) ? "run" : null;
   } catch {
-    return false;
+    return null;
   }
 }
 
+const WAITING = {
+  load: " That is before its model is loaded, and it grows when the model is loaded and when it runs: load it in the preview to measure it then, or use the custom element, which follows the widget’s height.",
+  run: " That is before it has run, and it grows when it runs: run it in the preview to measure it after a run, or use the custom element, which follows the widget’s height.",
+};
+
 // Panels whose heading does not say what they are.
 const PANEL_WORDS = {
+  chat: "The chat with the real model, once it is loaded",
   controls: "The rules: the settings and the next token",
   text: "The run and its text",
   train: "Train on your own text",
@@ -114,9 +127,7 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     if (!frame || event.source !== frame.contentWindow || !m || m[NAMESPACE] !== VERSION || m.type !== "height") return;
     if (!Number.isFinite(m.height) || m.height <= 0) return;
     embedder.measured = { height: m.height, width: embedder.last?.width, src: frame.dataset.src };
-    measuredHint.textContent = `Measured in the preview: ${m.height} pixels at ${embedder.last?.width} wide.${waitsForARun(frame)
-      ? " That is before it has run, and it grows when it runs: run it in the preview to measure it after a run, or use the custom element, which follows the widget’s height."
-      : ""}`;
+    measuredHint.textContent = `Measured in the preview: ${m.height} pixels at ${embedder.last?.width} wide.${WAITING[waitsFor(frame)] || ""}`;
     measuredHint.hidden = false;
     if (ownHeight) return;
     const [lo, hi] = LIMITS.height;

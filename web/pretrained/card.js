@@ -53,8 +53,8 @@ export function createCard(store, load) {
     const group = dom.card.closest(".group");
     if (group && group.dataset.locked) group.before(dom.card);
     // and a widget without its controls panel has it before the first part it shows
-    if (dom.card.closest("[data-panel-off]")) {
-      const shown = document.querySelector("#main [data-panel]:not([data-panel-off])");
+    if (dom.card.closest("[data-panel-off]")) { // (its own chat, a panel of its own, goes with it)
+      const shown = [...document.querySelectorAll("#main [data-panel]:not([data-panel-off])")].find((n) => !dom.card.contains(n));
       if (shown) shown.before(dom.card);
     }
   }
