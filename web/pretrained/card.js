@@ -1,5 +1,6 @@
-// The real model's card, under the model list while the real model is chosen: what it is, Load
-// and Stop, the load's progress and its words, then the model's shape, and Forget the kept copy.
+// The real model's card, under the model list while the real model is chosen: what loading it
+// costs, Load and Stop, the load's progress and its words, what it is, then the model's shape,
+// and at its foot Forget the kept copy.
 // It draws the store's state.pretrained and asks the load (load.js) for everything it does.
 //
 // Panels that ask for the real model in a form of their own (right answers against
@@ -93,6 +94,7 @@ export function createCard(store, load) {
     dom.facts.hidden = !loaded;
     if (loaded && info) dom.facts.textContent = facts(info);
     dom.forget.hidden = !kept || busy;
+    dom.forget.parentElement.hidden = dom.forget.hidden; // (its row, at the card's foot)
   }
 
   // The device says it has little memory: said before anything is downloaded.

@@ -105,7 +105,11 @@ export function createBeam(app) {
     const text = el("p", "text search-text");
     text.append(el("span", "prompt-text", reply.trace.prompt), el("span", "gen-text", side.text));
     const stats = el("dl", "stats search-stats");
-    for (const [term, value] of [["Log-probability per token", logps(reply.side.map((x) => x.logprob_per_token))[reply.side.indexOf(side)]], ["Repeated 3-grams", pct(side.repeated_3gram)], ["Tokens", String(side.tokens)]]) {
+    // digits as the summary has them: a text the search found itself is the best beam's tokens,
+    // and its score differs from the beam's only by rounding (float32 sums in another order)
+    const found = reply.why.found || [];
+    const shown = logps(reply.side.map((x, i) => (i && found.includes(x.name) ? reply.side[0] : x).logprob_per_token));
+    for (const [term, value] of [["Log-probability per token", shown[reply.side.indexOf(side)]], ["Repeated 3-grams", pct(side.repeated_3gram)], ["Tokens", String(side.tokens)]]) {
       const div = el("div", "stat");
       div.append(el("dt", null, term), el("dd", null, value));
       stats.append(div);

@@ -45,6 +45,12 @@ export function mirrorSettings(store, controls, by) {
       for (const name of change.names) if (controls[name]) write(name);
     } else if (change.type === "checked") {
       for (const [name, c] of Object.entries(controls)) fieldError(c, state.errors[name] || null);
+      // a setting the model does not read (the real model's dataset) is hidden here as at the
+      // workbench: Python's applies
+      const applies = (state.check && state.check.applies) || {};
+      for (const [name, c] of Object.entries(controls)) {
+        if (name in applies) c.closest(".field").hidden = store.isLocked(name) || !applies[name];
+      }
     } else if (change.type === "phase") { // a widget fixes its settings before it says it is ready
       for (const [name, c] of Object.entries(controls)) c.closest(".field").hidden = store.isLocked(name);
       sayFixed();
