@@ -81,7 +81,10 @@ def test_the_keyboard_reaches_generate_by_the_skip_link_and_the_shortcut_is_show
     page = wait_ready(fresh_page)
     page.keyboard.press("Tab")
     assert page.evaluate("() => document.activeElement.className") == "skip-link"
-    # past it, the map of chapters comes first, in the order it is read
+    # past it, the masthead's invitation to the real model, then the start-up times, then the
+    # map of chapters, in the order they are read
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.id") == "real-choose"
     page.keyboard.press("Tab")
     page.keyboard.press("Tab")
     assert page.evaluate("() => document.activeElement.closest('#course-map') !== null")

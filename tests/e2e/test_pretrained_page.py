@@ -137,8 +137,11 @@ def test_choosing_the_chat_model_brings_its_own_sampling_and_says_where_from(chr
 
 def test_loading_problems_are_said_and_the_page_keeps_working(app):
     choose_the_real_model(app)
-    # a run before the model is loaded is refused by name, with what to do
+    # a run before the model is loaded is refused by name, with what to do (choosing it alone
+    # is no error: its card invites the load)
     error = app.locator("#model-error")
+    app.wait_for_selector("html[data-state=ready]")
+    app.get_by_role("button", name="Generate", exact=True).click()
     error.wait_for()
     assert "not loaded in this page yet" in error.inner_text()
     assert app.get_by_label("Prompt", exact=True).input_value() == "The three primary colours are"
