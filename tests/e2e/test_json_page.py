@@ -9,7 +9,6 @@ from tests.e2e.test_page import (
     assert_same_trace,
     cli_trace,
     finish_code,
-    finish_text,
     generate,
     reset,
 )
