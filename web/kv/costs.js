@@ -15,7 +15,7 @@ export function cacheShape(info, dataset) {
   return t ? shapeOf(t) : null;
 }
 
-/** A cache's shape as Python gives it (inference.cache_shape), with its bytes per position and allocated. */
+/** A cache's shape as Python gives it (kvcache.cache_shape), with its bytes per position and allocated. */
 export function shapeOf(c) {
   return { ...c, perToken: c.bytes_per_token, allocated: c.bytes_per_token * c.context_size };
 }
