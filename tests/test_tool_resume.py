@@ -38,7 +38,8 @@ def test_append_computes_only_the_new_tokens_and_matches_a_recomputation(monkeyp
     fed = []
     real = session.cached_forward
     monkeypatch.setattr(session, "cached_forward",
-                        lambda w, c, idx, pos: fed.append(idx.shape[1]) or real(w, c, idx, pos))
+                        lambda w, c, idx, pos, **kw: fed.append(idx.shape[1])
+                        or real(w, c, idx, pos, **kw))
     logits = s.append(extra)
     assert fed == [len(extra)]  # one pass over the appended tokens, nothing else
     assert s.length == n_before + len(extra)
