@@ -118,6 +118,14 @@ def test_the_engine_is_named_and_a_file_it_cannot_run_is_refused_in_one_sentence
                                         r"\(the reference engine runs this file\)$"):
         pretrained.load(small, engine="quantized")
     assert pretrained.load(small).engine == "reference"  # the same file runs on the other
+    # heads narrower than the attention kernel's 16 channels: refused before a tensor is read
+    import dataclasses
+
+    reader = pretrained.Reader(files.find_smollm2())
+    narrow = dataclasses.replace(reader.cfg, n_head=72, n_kv_head=24)  # heads of 8 channels
+    with pytest.raises(GGUFError, match=r"^each head is 8 channels wide; the quantized engine's "
+                                        r"attention takes them 16 at a time"):
+        engines.check_types(reader.gguf, narrow)
     assert engines.ENGINES == ("reference", "quantized")
 
 

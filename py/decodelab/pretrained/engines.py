@@ -68,7 +68,7 @@ def groups(cfg, i: int) -> list:
 
 def check_types(gguf: GGUF, cfg) -> None:
     """Every matrix of the file of a block type the kernels multiply, stacked ones of one type,
-    rows by eights: checked before a tensor is read, so a file the engine cannot run is
+    rows by eights, heads by sixteens of channels: checked before a tensor is read, so a file the engine cannot run is
     refused in one sentence and nothing is allocated."""
     names = [g for i in range(cfg.n_layer) for g in groups(cfg, i)]
     names.append(["token_embd.weight"] + (["output.weight"] if "output.weight" in gguf.tensors
@@ -88,6 +88,10 @@ def check_types(gguf: GGUF, cfg) -> None:
             raise GGUFError(f"tensors {', '.join(group)} are stored as {', '.join(kinds)}; the "
                             "quantized engine multiplies them as one matrix of one type (the "
                             "reference engine runs this file)")
+    if cfg.head_dim % 16:  # (the kernels' attention takes a head's channels 16 at a time)
+        raise GGUFError(f"each head is {cfg.head_dim} channels wide; the quantized engine's "
+                        "attention takes them 16 at a time (the reference engine runs this "
+                        "file)")
 
 
 def block_params(gguf: GGUF, cfg, i: int) -> dict:
