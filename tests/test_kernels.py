@@ -199,3 +199,32 @@ def test_a_files_quantized_matrix_multiplies_and_looks_up_as_its_values(smollm2_
     assert err > 1e-5  # ... which is there: these are quantized products, not float32 ones
     one = w.times(x[1, 2])
     assert np.array_equal(one, got[1, 2])  # a decode step's row, as in a prefill's
+
+
+def test_the_engines_element_wise_maths_is_float32s_within_a_step(given):
+    """kernels.portable: exp, SwiGLU and the rotary tables through float64, rounded once, so
+    the page's WebAssembly and a native build agree: exp and SwiGLU are numpy's float32 ones
+    within a float32 step, the tables as close to float64's as numpy's float32 ones are
+    (tests/e2e/test_pretrained_page.py holds the page's runs to the CLI's)."""
+    from decodelab.core.kernels import portable
+    from decodelab.core.models.layers import Config, rope_tables, swiglu_forward
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 4, size=(5, 64)).astype(np.float32)
+    wide = np.exp(x.astype(np.float64))
+    assert np.array_equal(portable.exp(x), wide.astype(np.float32))
+    out = np.empty_like(x)
+    assert portable.exp(x, out=out) is out and np.array_equal(out, wide.astype(np.float32))
+    np.testing.assert_allclose(portable.swiglu(x), swiglu_forward(x), rtol=3e-7, atol=1e-30)
+    smollm2 = Config(vocab_size=49152, context_size=2048, n_layer=30, n_embd=576, n_head=9,
+                     n_kv_head=3, mlp_hidden=1536, rope_theta=100000.0)  # (its shape)
+    cos, sin = portable.rope_tables(smollm2, 512)
+    ref_cos, ref_sin = rope_tables(smollm2, np.float32, 512)
+    assert cos.dtype == np.float32 and cos.shape == ref_cos.shape == (512, 64)
+    # each angle is a float32 product, as in the reference, so both tables err about alike
+    # against float64's; the portable one's frequencies are float64's, rounded once
+    pos, i = np.arange(512)[:, None], np.arange(0, 64, 2)[None, :]
+    exact = np.tile(np.cos(pos * 100000.0 ** (-i / 64)), 2)
+    assert np.abs(cos - exact).max() <= np.abs(ref_cos - exact).max() + 1e-7
+    np.testing.assert_allclose(cos, ref_cos, atol=1e-4)
+    np.testing.assert_allclose(sin, ref_sin, atol=1e-4)

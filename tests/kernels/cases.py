@@ -44,7 +44,13 @@ def outputs(k, given: dict) -> dict:
         "q": q, "d": d, "s": s, "q0": q0, "d0": d0,
         "q4_1": k.matmul_q4_1(*w4, q, d, s),
         "q4_1_one": k.matmul_q4_1(*w4, q[2:3], d[2:3], s[2:3]),
+        # a few rows at once (a batch's decode step): the kernels' path below four rows
+        "q4_1_two": k.matmul_q4_1(*w4, q[1:3], d[1:3], s[1:3]),
+        "q4_1_three": k.matmul_q4_1(*w4, q[:3], d[:3], s[:3]),
         "q8_0": k.matmul_q8_0(*w8, q0, d0),
+        "q8_0_one": k.matmul_q8_0(*w8, q0[4:5], d0[4:5]),
+        "q8_0_two": k.matmul_q8_0(*w8, q0[2:4], d0[2:4]),
+        "q8_0_three": k.matmul_q8_0(*w8, q0[1:4], d0[1:4]),
         "f32": k.matmul_f32(given["w_f32"], x),
         "f32_one": k.matmul_f32(given["w_f32"], x[3:4]),
         "sumsq": k.sumsq_rows(x),

@@ -17,6 +17,7 @@ import numpy as np
 
 from decodelab.core.kernels import kernels
 from decodelab.core.kernels.arithmetic import half_round
+from decodelab.core.kernels import portable
 from decodelab.core.kernels.attention import fixed_order_attention
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.models.layers import (
@@ -72,7 +73,9 @@ class InferenceWeights:
         else:
             fold = lambda g, w: stored(w, dtype)  # noqa: E731
         self.wte = stored(params["wte"], dtype, layout=False)  # (a quantized one looks rows up)
-        self.cos, self.sin = rope_tables(cfg, dtype)  # (T, D) each, made once
+        # (T, D) each, made once; a quantized engine's element-wise maths the same anywhere
+        self.cos, self.sin = portable.rope_tables(cfg) if fixed_order else rope_tables(cfg, dtype)
+        self.swiglu = portable.swiglu if fixed_order else swiglu_forward
         self.layers, self.gains = [], []
         for layer in range(cfg.n_layer):
             lp = layer_params(params, layer)
@@ -178,7 +181,7 @@ def cached_forward(w: InferenceWeights, cache: KVCache, idx, pos, every_row: boo
             o = merge_heads(attend(layer, q.reshape(B, Hkv, G * n, D),
                                    rope(k, cos, sin), v), cfg)  # (B, n, H*D)
         x = x + times(o, w_o)  # (B, n, C)
-        h = swiglu_forward(times(w.unit(x, g_mlp), w_fc))  # (B, n, 2F) -> (B, n, F)
+        h = w.swiglu(times(w.unit(x, g_mlp), w_fc))  # (B, n, 2F) -> (B, n, F)
         x = x + times(h, w_proj)  # (B, n, C)
     cache.advance(n)
     if rows is not None:
