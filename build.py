@@ -451,7 +451,10 @@ def site(runtime: list[Path], page_wheel: Path, stamps: Stamps, models: list[dic
     """static/, made afresh in a folder beside it and swapped in, when its inputs changed."""
     if not WEB_DIR.is_dir():
         raise BuildError(f"{rel(WEB_DIR)}/ is missing")
-    assets = asset_files()
+    # the lesson files, and the kernels' side module where it was built (the page loads it
+    # into Python's heap; without it the quantized engine runs in numpy and says so)
+    module = kernels.wasm_module(ARTIFACTS_DIR / "kernels")
+    assets = asset_files() + ([(f"kernels/{module.name}", module)] if module else [])
     web = [p for p in WEB_DIR.rglob("*")
            if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")]
     inputs = {"recipe": "site", "web": source_digests(web, WEB_DIR),

@@ -86,7 +86,7 @@ def quantized_rows(repeats: int) -> dict:
     began = time.perf_counter()
     model = pretrained.load(files.find_smollm2(), engine="quantized")
     out = {"load_s": time.perf_counter() - began, "kernels": kernels().sentence,
-           "weights_mib": sum(a.nbytes for a in model.params.values()) / 2**20}
+           "weights_mib": model.weight_bytes / 2**20}
     library.keep_pretrained(model)
     out.update(real_rates(library, CONTEXTS, PREFILLS, STEPS, repeats))
     fixture = json.loads((ROOT / "tests/fixtures/llamacpp_smollm2.json").read_text())
@@ -126,7 +126,7 @@ def in_the_page(long_prompt: str, repeats: int = REPEATS) -> dict:
                 wait_ready(page)
                 page.get_by_label("Model", exact=True).select_option("smollm2")
                 began = time.perf_counter()
-                result = page.evaluate("() => window.decodelab.pretrained.load()")
+                page.evaluate("() => window.decodelab.pretrained.load()")
                 seconds = time.perf_counter() - began
                 if not page.evaluate("() => window.decodelab.pretrained.loaded"):
                     raise RuntimeError(page.locator("#pretrained-status").inner_text())
@@ -178,9 +178,22 @@ def in_the_page(long_prompt: str, repeats: int = REPEATS) -> dict:
                 "() => window.decodelab.pretrained.lastTurn.prompt_tokens")
             out["long_prompt_line"] = page.locator("#run-meta").inner_text()
             out["long_prompt_longest"] = page.evaluate("() => window.decodelab.longestJob(true)")
-            out["prefill"] = {str(n): row("prefill", n) for n in PREFILLS}
-            out["decode"] = {str(c): row("decode", c) for c in CONTEXTS}
-            out["wasm_mb"] = page.evaluate("() => window.decodelab.memory()")["wasm_bytes"] / 1e6
+            def rows():
+                info = page.evaluate("() => window.decodelab.pretrained.info")
+                return {"engine": info["engine"], "weight_mib": info["weight_bytes"] / 2**20,
+                        "prefill": {str(n): row("prefill", n) for n in PREFILLS},
+                        "decode": {str(c): row("decode", c) for c in CONTEXTS},
+                        "wasm_mb": page.evaluate("() => window.decodelab.memory()")["wasm_bytes"] / 1e6}
+
+            out.update(rows())  # the page's default engine
+            # and the other, read again from the kept copy in the same page (WebAssembly's
+            # memory never shrinks: its figure is the larger of the two)
+            other = "reference" if out["engine"] == "quantized" else "quantized"
+            page.locator(f"#pretrained-engines input[value={other}]").check()
+            page.wait_for_function("""e => { const p = window.decodelab.pretrained;
+                return !p.loading && p.info && p.info.engine === e; }""", arg=other,
+                                   timeout=300_000)
+            out["other"] = rows()
             browser.close()
     finally:
         server.shutdown()
@@ -227,12 +240,21 @@ def table(r: dict, page: dict | None) -> str:
             f"  decode                             {pd['50']:.1f} tokens/s at context 50, "
             f"{pd['200']:.1f} at 200 ({d['50'] / pd['50']:.2f}x and {d['200'] / pd['200']:.2f}x "
             "natively's time)",
-            f"  WebAssembly memory                 {page['wasm_mb']:.0f} MB after these runs",
+            f"  engine                             {page['engine']} (the page's default), weights "
+            f"{page['weight_mib']:.0f} MiB; WebAssembly memory {page['wasm_mb']:.0f} MB after these runs",
             f"  3 beams x 16 tokens, with check    {page['beam_s']:.1f} s; the worker's longest "
             f"job {page['beam_longest']['ms']} ms ({page['beam_longest']['what']})",
             f"  a message of {page['long_prompt_tokens']:,} tokens, 1 token  {page['long_prompt_s']:.1f} s "
             f"(\"{page['long_prompt_line']}\"); the longest job "
             f"{page['long_prompt_longest']['ms']} ms ({page['long_prompt_longest']['what']})",
+        ]
+        o = page["other"]
+        lines += [
+            f"  the {o['engine']} engine, same page   prefill {o['prefill']['50']:.0f} tokens/s at 50 "
+            f"tokens, {o['prefill']['200']:.0f} at 200; decode {o['decode']['50']:.1f} tokens/s at "
+            f"context 50, {o['decode']['200']:.1f} at 200 (the default's: "
+            f"{pd['50'] / o['decode']['50']:.2f}x); weights {o['weight_mib']:.0f} MiB; "
+            f"WebAssembly memory {o['wasm_mb']:.0f} MB after both",
         ]
     return "\n".join(lines)
 

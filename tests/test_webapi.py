@@ -370,3 +370,57 @@ def test_the_batch_that_ends_the_text_goes_out_before_the_live_check_catches_up(
     verdicts = [c for b in batches for c in b["checks"]]
     assert [step for step, _, _ in verdicts] == list(range(12)) and all(ok for *_, ok in verdicts)
     assert api("trace")["trace"]["steps"][-1]["cache_ok"] is True
+
+
+def read_whole(request) -> dict:
+    out = api("pretrained_load_start", request)
+    while out["ok"] and not out["done"]:
+        out = api("pretrained_load_advance", {"budget_ms": 500})
+    return out
+
+
+def test_the_real_model_is_read_for_the_engine_asked_for_and_says_which(fresh):
+    """The engines as the page offers them, Python's words; a load names its engine (the page's
+    default where it names none: llama.cpp's arithmetic where the kernels run, as here) and
+    what the model's weights hold; an engine that is none is refused by name, before a byte of
+    the file is read."""
+    about = api("pretrained")["engines"]
+    assert [c["id"] for c in about["choices"]] == ["reference", "quantized"]
+    assert all(c["label"] and c["words"] for c in about["choices"])
+    assert about["compiled"] and about["default"] == "quantized", about
+    bad = api("pretrained_load_start", {"path": str(find_smollm2()), "engine": "fast"})
+    assert not bad["ok"] and bad["errors"][0]["field"] == "engine"
+    assert bad["errors"][0]["message"] == ("Engine: 'fast' is not an engine; choose reference "
+                                           "or quantized.")
+    out = read_whole({"path": str(find_smollm2())})
+    info = out["result"]
+    assert info["engine"] == "quantized" and info["engine_label"] == "Quantized (as llama.cpp)"
+    assert info["weight_bytes"] < 0.3 * 4 * info["params"]  # the file's blocks, not float32
+    assert api("pretrained")["engine"] == "quantized"
+
+
+def test_setup_takes_the_kernels_the_page_loaded_or_says_why_it_has_none(fresh, monkeypatch):
+    """The page's worker names the side module it loaded into Python's heap, or what kept it
+    from loading one: without kernels the page offers the reference engine first, and says
+    why the quantized one would be slow."""
+    from decodelab.core.kernels import library
+    from decodelab.core.kernels.source import native_name
+
+    monkeypatch.delenv(library.ENV, raising=False)
+    try:
+        assert api("setup", {"assets": str(fresh), "kernels": None,
+                             "kernels_problem": "out of memory"})["ok"]
+        about = api("pretrained")["engines"]
+        assert not about["compiled"] and about["default"] == "reference"
+        assert about["kernels"] == ("The page could not load its C kernels (out of memory), so "
+                                    "the quantized products run in numpy: the same numbers, "
+                                    "many times slower.")
+        out = api("setup", {"assets": str(fresh), "kernels": 7})
+        assert not out["ok"] and "kernels must be a path or null" in out["errors"][0]["message"]
+        assert api("setup", {"assets": str(fresh),
+                             "kernels": str(library.BUILT / native_name())})["ok"]
+        about = api("pretrained")["engines"]
+        assert about["compiled"] and about["default"] == "quantized"
+    finally:
+        monkeypatch.undo()
+        library.kernels(reload=True)

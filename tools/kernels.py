@@ -76,6 +76,12 @@ def setup_wasm_tools() -> None:
             return
 
 
+def wasm_module(folder: Path) -> Path | None:
+    """The side module of this source in `folder`, where it has been built."""
+    target = folder / f"decodelab_kernels-{NAMING.source_digest()}.wasm.so"
+    return target if target.exists() else None
+
+
 def build_wasm(folder: Path) -> Path | None:
     """The page's side module in `folder` (named by the source's digest), or None without
     clang-16 and wasm-ld-16."""

@@ -24,6 +24,10 @@ KEPT_MODEL = """async () => {
     return urls;
 }"""
 LIST = "**/models/models.json"
+# The engine the page reads SmolLM2 for unless the learner chooses another: llama.cpp's
+# arithmetic where the page's kernels load (pretrained.engines.default). Its kernels give the
+# same bits in WebAssembly as natively, so the page's runs are the CLI's on that engine.
+ENGINE = "quantized"
 
 
 def status(page):
@@ -70,15 +74,15 @@ def app(chromium, base_url):
 
 @functools.cache
 def native_library():
-    """The library natively, with SmolLM2 read once for the module's comparisons (each read
-    takes a second or more and half a gigabyte)."""
+    """The library natively, with SmolLM2 read once on the page's engine for the module's
+    comparisons."""
     from decodelab.core.library import Library
     from decodelab.pretrained.files import find_smollm2
     from decodelab.pretrained.model import load
     from tests.e2e.conftest import ROOT
 
     library = Library(ROOT / "artifacts")
-    library.keep_pretrained(load(find_smollm2()))
+    library.keep_pretrained(load(find_smollm2(), engine=ENGINE))
     return library
 
 
@@ -97,20 +101,21 @@ def use_the_real_model(page):
 
 
 @functools.cache
-def capital_by_the_cli(tokens: int) -> dict:
+def capital_by_the_cli(tokens: int, engine: str = ENGINE) -> dict:
     """The CLI's greedy trace after "The capital of France is" (run once per length: each run
     reads the model again, seconds of CPU)."""
     return cli_trace(model="smollm2", prompt="The capital of France is", seed=7, greedy=True,
-                     max_new_tokens=tokens)
+                     max_new_tokens=tokens, engine=engine)
 
 
-def run_as_the_cli(page, tokens: int):
-    """Generate greedily after "The capital of France is" in the page and with the CLI: the same
-    tokens. Returns both traces."""
+def run_as_the_cli(page, tokens: int, engine: str = ENGINE):
+    """Generate greedily after "The capital of France is" in the page and with the CLI on the
+    same engine: the same tokens. Returns both traces."""
     reset(page, Prompt="The capital of France is", Seed=7, Greedy=True, Max_new_tokens=tokens)
     generate(page)
     trace = json.loads(page.evaluate("() => window.decodelab.trace()"))
-    expected = capital_by_the_cli(tokens)
+    expected = capital_by_the_cli(tokens, engine)
+    assert trace["engine"] == expected["engine"] == engine
     assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     return trace, expected
 
@@ -230,6 +235,87 @@ def test_the_real_model_loads_runs_as_the_cli_and_is_kept_for_the_next_visit(app
     page.close()
 
 
+def engine_chosen(page) -> str:
+    return page.locator("#pretrained-engines input:checked").get_attribute("value")
+
+
+def read_for(page, engine):
+    """Until the model is loaded again, for `engine` (the kept copy read, or the file
+    downloaded again where the learner forgot it)."""
+    page.wait_for_function("""e => { const p = window.decodelab.pretrained;
+        return !p.loading && p.info && p.info.engine === e; }""", arg=engine, timeout=120_000)
+    assert status(page).startswith("Loaded"), status(page)
+
+
+def test_the_model_runs_on_llama_cpp_s_arithmetic_and_the_reference_is_one_click_away(app):
+    """The page's kernels come with its lesson files and load into Python's heap, so SmolLM2 is
+    read for the quantized engine unless the learner chooses otherwise: the card says where its
+    products run, and its facts the engine and what its weights hold (the file's blocks, under
+    a third of float32's). Choosing the reference reads it again (from the kept copy where there
+    is one), as float32, four bytes a parameter, and its run is the CLI's on that engine; and
+    back."""
+    use_the_real_model(app)
+    wait_status(app, "Loaded")
+    about = app.evaluate("() => window.decodelab.info.pretrained.engines")
+    assert about["compiled"] and about["default"] == ENGINE, about
+    assert about["kernels"] == "The quantized products run in decodelab's C kernels (WebAssembly)."
+    assert app.locator("#pretrained-kernels").inner_text() == about["kernels"]
+    assert engine_chosen(app) == ENGINE
+    loaded = app.evaluate("() => window.decodelab.pretrained.info")
+    assert loaded["engine"] == ENGINE and loaded["weight_bytes"] < 0.3 * 4 * loaded["params"]
+    facts = app.locator("#pretrained-facts").inner_text()
+    assert "engine: Quantized (as llama.cpp), its weights 1" in facts, facts
+    trace, expected = run_as_the_cli(app, 6)
+    assert " Paris" in trace["text"]
+    assert "--engine=quantized" in app.locator("#command").inner_text()  # the run's command line
+    # the same logits bit for bit (the kernels and `kernels.portable`); the probabilities made
+    # from them in float32 by numpy's own exp and log, natively SIMD code, may differ in a last
+    # bit (before `portable`, a quantized run in the page was 0.03 away in a log-probability)
+    assert_same_trace(trace, expected, tol=1e-6)
+
+    app.locator("#pretrained-engines input[value=reference]").check()
+    read_for(app, "reference")
+    loaded = app.evaluate("() => window.decodelab.pretrained.info")
+    assert loaded["engine"] == "reference" and loaded["weight_bytes"] == 4 * loaded["params"]
+    assert "engine: Reference (float32, as transformers)" in app.locator("#pretrained-facts").inner_text()
+    trace, expected = run_as_the_cli(app, 6, "reference")
+    assert_same_trace(trace, expected, tol=1e-4)  # float32 sums in another order
+    app.locator("#pretrained-engines input[value=quantized]").check()
+    read_for(app, ENGINE)
+    assert engine_chosen(app) == ENGINE
+    assert app.errors == []
+
+
+def test_a_damaged_kernels_module_leaves_the_reference_engine_first_and_says_why(chromium,
+                                                                               base_url):
+    """The kernels' module comes with the lesson files, checked as they are; a damaged copy does
+    not stop the page's start: Python is told why it has none, and the card offers the
+    reference engine first and says why the quantized one would be slow."""
+    from tests.e2e.conftest import record_errors
+
+    context = chromium.new_context()
+    try:
+        context.route("**/assets/kernels/*.wasm.so",
+                      lambda route: route.fulfill(status=200, body=b"\0asm, but damaged"))
+        page = record_errors(context.new_page())
+        page.goto(base_url)
+        wait_ready(page)
+        about = page.evaluate("() => window.decodelab.info.pretrained.engines")
+        assert not about["compiled"] and about["default"] == "reference", about
+        assert about["kernels"].startswith("The page could not load its C kernels (The lesson "
+                                           "file kernels/decodelab_kernels-"), about
+        assert "is damaged" in about["kernels"]
+        assert about["kernels"].endswith("so the quantized products run in numpy: the same "
+                                         "numbers, many times slower.")
+        choose_the_real_model(page)
+        assert engine_chosen(page) == "reference"
+        assert page.locator("#pretrained-kernels").inner_text() == about["kernels"]
+        still_works(page)
+        assert page.errors == []
+    finally:
+        context.close()
+
+
 def cli_chat(history, message, **settings):
     """The CLI's chat turn (`python -m decodelab chat --json`) after `history`."""
     import os
@@ -243,7 +329,7 @@ def cli_chat(history, message, **settings):
         json.dump(history, fh)
     args = [sys.executable, "-m", "decodelab", "chat", "--json", "--history", fh.name,
             "--message", message]
-    for key, value in settings.items():
+    for key, value in {"engine": ENGINE, **settings}.items():
         args += ["--" + key.replace("_", "-")] + ([] if value is True else [str(value)])
     out = subprocess.run(args, capture_output=True, text=True, check=True, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT / "py")))
@@ -386,7 +472,7 @@ def test_the_temperature_experiment_runs_on_the_real_model(app):
     from tests.e2e.test_lesson import run_experiment, table_cells
 
     use_the_real_model(app)
-    prompt = "Write a haiku about the sea.\n"
+    prompt = "Write a haiku about the sea."
     reset(app, Model="smollm2", Prompt=prompt, Seed=3, Max_new_tokens=12)
     reveal(app, "#xp-mode-repeated").check()
     section = run_experiment(app, **{"T values": "0, 2", "Samples per temperature": 2})
@@ -667,7 +753,7 @@ def test_a_long_prompt_on_the_real_model_is_read_in_slices_and_stops_when_asked(
     reading = page.evaluate("() => window.__reading")
     assert len(reading) >= 3 and reading[0].startswith("Reading the prompt: "), reading
     expected = cli_trace(model="smollm2", prompt=LONG_PROMPT, seed=7, greedy=True,
-                         max_new_tokens=3)
+                         max_new_tokens=3, engine=ENGINE)
     assert [s["token_id"] for s in trace["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert all(s["cache_ok"] for s in trace["steps"])  # the live check, in slices too
     # Stop while the prompt is being read
@@ -724,7 +810,8 @@ def test_speculative_decoding_runs_on_the_real_model_with_the_ngram_draft(app):
     app.get_by_role("button", name="Decode with the draft", exact=True).click()
     reply = wait_reply(app, "speculate", before)
     assert reply["ok"], reply
-    plain = cli_trace(model="smollm2", prompt=COPY_PROMPT, greedy=True, max_new_tokens=16, seed=1)
+    plain = cli_trace(model="smollm2", prompt=COPY_PROMPT, greedy=True, max_new_tokens=16, seed=1,
+                      engine=ENGINE)
     assert reply["trace"]["ids"] == [s["token_id"] for s in plain["steps"]]
     assert reply["trace"]["draft"] == "ngram" and reply["trace"]["acceptance_rate"] > 0.5
     assert "the same as without the draft" in app.locator("#spec-summary").inner_text()
@@ -839,8 +926,10 @@ def test_widgets_run_the_real_model_once_the_learner_loads_it(chromium, base_url
     both.wait_for_function("() => window.decodelab.lastRun !== null", timeout=120_000)
     assert both.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "done"
     again = json.loads(both.evaluate("() => window.decodelab.trace()"))
+    # (what the link does not name is the model's own: its model card's top-p of 0.9)
+    assert again["engine"] == ENGINE and again["settings"]["top_p"] == 0.9
     expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=3,
-                         temperature=0.7, max_new_tokens=6)
+                         temperature=0.7, top_p=0.9, max_new_tokens=6, engine=ENGINE)
     assert [s["token_id"] for s in again["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert offer.is_hidden() and card.locator("#pretrained-load").is_hidden()  # loaded
     result = run_accuracy(both, temps="0", questions=1, budget=8)

@@ -42,6 +42,9 @@ test("the command line repeats a run: the four it always names, the rest where n
   assert.deepEqual(words, ["python3", "-m", "decodelab", "generate", "--model=bigram", "--prompt=-ma", "--seed=3",
     "--stop='a b'", "--stop=c", "--no-cache-check", "--json"]);
   assert.equal(shellWord("it's"), "'it'\\''s'");
+  // a model read from a file ran on an engine, which the command always names
+  assert.deepEqual(commandWords({ model: "smollm2", prompt: "Hi", seed: 1 }, FIELDS, "quantized").slice(-2),
+    ["--engine=quantized", "--json"]);
 });
 
 test("the check chart keeps every spike of a long run in two points per column", () => {

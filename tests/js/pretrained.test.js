@@ -84,7 +84,7 @@ test("the real model's load is the store's: begun, said, loaded, kept, gone with
   const store = createStore();
   const heard = [];
   store.subscribe((change) => heard.push(change.type));
-  assert.deepEqual(store.state.pretrained, { loaded: false, info: null, loading: null, said: { text: "", failed: false }, bar: null, from: null, kept: false });
+  assert.deepEqual(store.state.pretrained, { loaded: false, info: null, loading: null, said: { text: "", failed: false }, bar: null, from: null, kept: false, engine: null });
   store.pretrainedLoading({ id: 7, again: false, file: null });
   store.pretrainedSaid({ text: "Downloading", failed: false }, 0.5);
   assert.equal(store.state.pretrained.loading.id, 7);
@@ -99,5 +99,19 @@ test("the real model's load is the store's: begun, said, loaded, kept, gone with
   // the worker went: the model with it, and where it came from is remembered to read it back
   store.pretrainedLoaded(null);
   assert.deepEqual([store.state.pretrained.loaded, store.state.pretrained.info, store.state.pretrained.from], [false, null, "site"]);
-  assert.deepEqual(heard, Array(7).fill("pretrained"));
+  // the engine chosen is the store's too, and stays through the worker's loss (it is read
+  // back for the same engine)
+  store.pretrainedEngine("reference");
+  assert.equal(store.state.pretrained.engine, "reference");
+  assert.deepEqual(heard, Array(8).fill("pretrained"));
+});
+
+test("Python's default engine is the one chosen until the learner chooses another", async () => {
+  const store = createStore();
+  const engines = { choices: [{ id: "reference" }, { id: "quantized" }], default: "quantized" };
+  await store.ready({ fields: [], defaults: {}, pretrained: { loaded: false, engines } }, []);
+  assert.equal(store.state.pretrained.engine, "quantized");
+  // a widget joining a Python that holds the model: the engine it was read for
+  await store.ready({ fields: [], defaults: {}, pretrained: { loaded: true, engine: "reference", engines } }, []);
+  assert.deepEqual([store.state.pretrained.loaded, store.state.pretrained.engine], [true, "reference"]);
 });

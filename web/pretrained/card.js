@@ -23,7 +23,34 @@ export function facts(info) {
     `${info.vocab_size.toLocaleString("en")} tokens`,
     `${info.context_size.toLocaleString("en")} positions kept (trained on ${Number(info.trained_context).toLocaleString("en")})`,
     `its KV cache takes ${bytes(info.bytes_per_token)} a token (float32)`,
+    ...(info.engine_label ? [`engine: ${info.engine_label}, its weights ${bytes(info.weight_bytes)} in memory`] : []),
   ].join(" · ") + ".";
+}
+
+// The engine choice: one radio per engine Python offers, its words beside it; the chosen one
+// is the store's (state.pretrained.engine), and choosing another reads the model again for it.
+function drawEngines(node, about, chosen, disabled, choose) {
+  if (!node.childElementCount) {
+    for (const { id, label, words } of about.choices) {
+      const row = document.createElement("label");
+      row.className = "pretrained-engine-choice";
+      const radio = document.createElement("input");
+      radio.type = "radio";
+      radio.name = "pretrained-engine";
+      radio.value = id;
+      radio.addEventListener("change", () => { if (radio.checked) choose(id); });
+      const name = document.createElement("strong");
+      name.textContent = label;
+      const text = document.createElement("span");
+      text.textContent = ` ${words}`;
+      row.append(radio, name, text);
+      node.append(row);
+    }
+  }
+  for (const radio of node.querySelectorAll("input")) {
+    radio.checked = radio.value === chosen;
+    radio.disabled = disabled;
+  }
 }
 
 export function createCard(store, load) {
@@ -38,6 +65,9 @@ export function createCard(store, load) {
     forget: $("pretrained-forget"),
     invite: $("pretrained-invite"),
     cost: $("pretrained-cost"),
+    engine: $("pretrained-engine"),
+    engines: $("pretrained-engines"),
+    kernels: $("pretrained-kernels"),
     lede: $("real-invite"),
     ledeName: $("real-name"),
     choose: $("real-choose"),
@@ -91,6 +121,12 @@ export function createCard(store, load) {
     dom.bar.hidden = !busy;
     if (bar === "busy") dom.bar.removeAttribute("value"); // indeterminate
     else if (typeof bar === "number") dom.bar.value = bar;
+    const engines = state.info && state.info.pretrained && state.info.pretrained.engines;
+    dom.engine.hidden = !engines;
+    if (engines) {
+      drawEngines(dom.engines, engines, state.pretrained.engine, busy || down, (id) => load.choose(id));
+      dom.kernels.textContent = engines.kernels;
+    }
     dom.facts.hidden = !loaded;
     if (loaded && info) dom.facts.textContent = facts(info);
     dom.forget.hidden = !kept || busy;
@@ -101,7 +137,7 @@ export function createCard(store, load) {
   const memory = typeof navigator !== "undefined" ? navigator.deviceMemory : undefined;
   if (typeof memory === "number" && memory < SHORT_MEMORY_GIB) {
     dom.memory.hidden = false;
-    dom.memory.textContent = `This device says it has about ${memory} GiB of memory; the model needs about 0.7 GiB of it, so loading may fail here. The trained models work either way.`;
+    dom.memory.textContent = `This device says it has about ${memory} GiB of memory; the model needs 0.25 to 0.6 GiB of it (by engine), so loading may fail here. The trained models work either way.`;
   }
 
   // the load's progress where the learner looks: the card's bar in view when its Load is pressed

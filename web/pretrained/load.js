@@ -52,8 +52,11 @@ export function createLoad(store, client) {
     }
   });
 
-  // Load the site's file (`file` absent) or a File the learner opened; the model loaded before,
-  // if any, stays until the new one is read whole. `again`: read back after Python was restarted.
+  let opened = null; // the learner's own file, last read: read again for another engine
+
+  // Load the site's file (`file` absent) or a File the learner opened, for the engine chosen
+  // (state.pretrained.engine); the model loaded before, if any, stays until the new one is read
+  // whole. `again`: read back after Python was restarted.
   async function load(file = null, { again = false } = {}) {
     const real = realModel(store.state.info);
     if (pretrained().loading || !real) return;
@@ -62,7 +65,7 @@ export function createLoad(store, client) {
     say(file ? `Reading your file ${file.name}…` : "Finding the model’s file…", { bar: 0 });
     let result;
     try {
-      const asked = file ? { file } : { model: real.id };
+      const asked = { ...(file ? { file } : { model: real.id }), engine: pretrained().engine };
       result = (await client.request({ type: "load-model", id: loading.id, ...asked })).result;
     } catch (err) {
       result = { ok: false, message: `The model could not be loaded: ${err.message}` };
@@ -75,6 +78,8 @@ export function createLoad(store, client) {
       say(loadedWords(result, { again, file: loading.file }), { bar: null });
       // (a file of one's own is not kept, and leaves the site's kept copy as it was)
       const kept = result.from === "disk" ? pretrained().kept : Boolean(result.kept) || result.from === "kept";
+      if (result.from === "disk") opened = file;
+      else if (!again) opened = null;
       store.pretrainedLoaded(result.info, { from: result.from, kept });
       if (after) queueMicrotask(after); // the link's run, once the model is there
     } else if (file && !result.stopped) {
@@ -107,6 +112,16 @@ export function createLoad(store, client) {
   return {
     load,
     say,
+    /** Another engine chosen: the next load reads the file for it, and a model loaded already is
+     * read again now (the site's file from this browser's copy, or the learner's own file). */
+    choose(engine) {
+      if (engine === pretrained().engine || pretrained().loading) return;
+      store.pretrainedEngine(engine);
+      const loaded = pretrained().info;
+      if (pretrained().loaded && loaded && loaded.engine !== engine) {
+        load(pretrained().from === "disk" ? opened : null);
+      }
+    },
     /** Stop the load under way (between two of its parts). */
     stop() {
       const loading = pretrained().loading;

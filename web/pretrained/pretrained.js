@@ -32,5 +32,9 @@ export function createPretrained(store, client, runs) {
     get loaded() {
       return store.state.pretrained.loaded;
     },
+    /** What Python said of the model loaded ({engine, weight_bytes, params, ...}), or null. */
+    get info() {
+      return store.state.pretrained.info;
+    },
   };
 }

@@ -109,27 +109,67 @@ async function loadAssets() {
   const files = Array.isArray(manifest.files) ? manifest.files : [];
   if (!files.length) throw new Error("The list of lesson files (assets/manifest.json) is empty.");
   downloads.expectMore(files.reduce((sum, file) => sum + (Number(file.bytes) || 0), 0));
+  const lessons = files.filter((file) => !KERNELS.test(file.path)).length;
   let finished = 0;
   await Promise.all(files.map(async (file) => {
     if (typeof file.path !== "string" || file.path.includes("..") || file.path.startsWith("/")) {
       throw new Error(`The lesson file list names an unsafe path: ${JSON.stringify(file.path)}.`);
     }
-    const response = await fetchChecked(new URL(file.path, ASSETS_URL), `the lesson file ${file.path}`);
-    downloads.watchMore(response);
-    const buffer = await response.arrayBuffer();
-    if (typeof file.bytes === "number" && buffer.byteLength !== file.bytes) {
-      throw new Error(`The lesson file ${file.path} is damaged: it has ${buffer.byteLength} bytes, but ${file.bytes} were expected.`);
+    if (KERNELS.test(file.path)) { // not needed to start: a damaged copy leaves numpy's twin
+      try {
+        await loadAsset(file);
+      } catch (err) {
+        kernelsProblem = err.message;
+      }
+      return;
     }
-    const hash = await sha256Hex(buffer);
-    if (hash !== String(file.sha256).toLowerCase()) {
-      throw new Error(`The lesson file ${file.path} is damaged: its SHA-256 checksum does not match.`);
-    }
-    const target = `${ASSETS_FS}/${file.path}`;
-    mkdirTree(target);
-    python.pyodide.FS.writeFile(target, new Uint8Array(buffer));
+    await loadAsset(file);
     finished += 1;
-    progress("assets", `Checking the models and text (${finished} of ${files.length})…`, 0.85 + 0.15 * (finished / files.length));
+    progress("assets", `Checking the models and text (${finished} of ${lessons})…`, 0.85 + 0.15 * (finished / lessons));
   }));
+  return files;
+}
+
+/** One file of the list, downloaded, checked against its size and SHA-256, written for Python. */
+async function loadAsset(file) {
+  const response = await fetchChecked(new URL(file.path, ASSETS_URL), `the lesson file ${file.path}`);
+  downloads.watchMore(response);
+  const buffer = await response.arrayBuffer();
+  if (typeof file.bytes === "number" && buffer.byteLength !== file.bytes) {
+    throw new Error(`The lesson file ${file.path} is damaged: it has ${buffer.byteLength} bytes, but ${file.bytes} were expected.`);
+  }
+  const hash = await sha256Hex(buffer);
+  if (hash !== String(file.sha256).toLowerCase()) {
+    throw new Error(`The lesson file ${file.path} is damaged: its SHA-256 checksum does not match.`);
+  }
+  const target = `${ASSETS_FS}/${file.path}`;
+  mkdirTree(target);
+  python.pyodide.FS.writeFile(target, new Uint8Array(buffer));
+}
+
+// decodelab's C kernels, built for WebAssembly (tools/kernels.py), come with the lesson files
+// (checked as they are): loaded into Python's own heap, where ctypes opens them and they read
+// numpy's arrays in place. Python is told what happened (setup's kernels): without them the
+// real model's quantized engine runs the same arithmetic in numpy, and says so.
+const KERNELS = /^kernels\/decodelab_kernels-[0-9a-f]+\.wasm\.so$/;
+let kernelsProblem = null; // why the module's file could not be had, in words
+
+async function loadKernels(files) {
+  const file = files.find((f) => KERNELS.test(f.path));
+  if (!file) return { kernels: null };
+  if (kernelsProblem) {
+    console.warn(`decodelab's C kernels were not loaded: ${kernelsProblem}`);
+    return { kernels: null, kernels_problem: kernelsProblem };
+  }
+  const path = `${ASSETS_FS}/${file.path}`;
+  try {
+    await python.pyodide._module.loadDynamicLibrary(path, { global: true, nodelete: true, fs: python.pyodide.FS });
+    return { kernels: path };
+  } catch (err) {
+    const problem = describeError(err).message;
+    console.warn(`decodelab's C kernels did not load: ${problem}`);
+    return { kernels: null, kernels_problem: problem };
+  }
 }
 
 // The runtime files whose bytes decide the memory a snapshot holds. (The package list,
@@ -263,10 +303,10 @@ export async function startPython(broadcastTo) {
   lap("decodelab_ms");
 
   progress("assets", "Checking the models and text…", 0.85);
-  await loadAssets();
+  const kernels = await loadKernels(await loadAssets());
   let info;
   try {
-    info = call(BOOT_SESSION, "setup", { assets: ASSETS_FS });
+    info = call(BOOT_SESSION, "setup", { assets: ASSETS_FS, ...kernels });
   } catch (err) {
     throw new Error(`The models could not be set up: ${describeError(err).message}`);
   }

@@ -87,6 +87,7 @@ export function createRuns(store, client) {
     const result = {
       status: "done", id: run.id, ...run.finish, cut: run.finish.cut.map(([, text]) => text).join(""),
       steps: run.steps.length, settings: run.settings,
+      ...(run.engine ? { engine: run.engine } : {}), // (a model read from a file: its engine)
     };
     // (a chat turn asked for while this run's check caught up is already on its way: the check
     // was given up for it, and the page stays busy with the new run)

@@ -32,7 +32,8 @@
 import { countChanged, formValue, forPython } from "./settings.js";
 
 // The real model before any load: not read, nothing on its way, nothing said, nothing kept.
-const NOT_LOADED = Object.freeze({ loaded: false, info: null, loading: null, said: { text: "", failed: false }, bar: null, from: null, kept: false });
+// (engine: the arithmetic the learner chose to read it for, Python's default until then)
+const NOT_LOADED = Object.freeze({ loaded: false, info: null, loading: null, said: { text: "", failed: false }, bar: null, from: null, kept: false, engine: null });
 
 const CHECK_MS = 350; // a quiet spell of typing after which the settings are checked
 
@@ -227,8 +228,10 @@ export function createStore() {
       state.info = info;
       state.specs = Object.fromEntries((info.fields || []).map((spec) => [spec.name, spec]));
       state.datasets = { ...(info.datasets || {}) };
-      const loaded = info.pretrained && info.pretrained.loaded; // (a widget's shared Python)
-      state.pretrained = loaded ? { ...NOT_LOADED, loaded: true, info: info.pretrained } : NOT_LOADED;
+      const real = info.pretrained || {};
+      const loaded = Boolean(real.loaded); // (a widget's shared Python)
+      const engine = loaded ? real.engine : real.engines ? real.engines.default : null;
+      state.pretrained = { ...NOT_LOADED, loaded, info: loaded ? real : null, engine };
       state.names = Object.keys(state.specs).filter((name) => names.includes(name)); // the table's order
       emit({ type: "info" });
       return apply(info.defaults || {});
@@ -348,6 +351,13 @@ export function createStore() {
      * it cannot say, or null when no bar shows). */
     pretrainedSaid(said, bar = state.pretrained.bar) {
       state.pretrained = { ...state.pretrained, said, bar };
+      emit({ type: "pretrained" });
+    },
+
+    /** The engine the learner chose for the real model (an id of info.pretrained.engines):
+     * the next load reads the file for it. */
+    pretrainedEngine(engine) {
+      state.pretrained = { ...state.pretrained, engine };
       emit({ type: "pretrained" });
     },
 

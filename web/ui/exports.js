@@ -82,10 +82,10 @@ function sameValue(a, b) {
  * The CLI command that reproduces a run with these settings (the trace's own settings), as
  * shell words (each already quoted where needed). Model, dataset, prompt and seed are always
  * written; any other setting only when it differs from its default, which the CLI fills in
- * from the same field table. Values go as --option=value so a prompt that starts with "-" is
- * still read as a value.
+ * from the same field table; a model read from a file, the engine it ran on, always. Values go
+ * as --option=value so a prompt that starts with "-" is still read as a value.
  */
-export function commandWords(settings, fields) {
+export function commandWords(settings, fields, engine = null) {
   const specs = Object.fromEntries((fields || []).map((f) => [f.name, f]));
   const always = ["model", "dataset", "prompt", "seed"];
   const words = ["python3", "-m", "decodelab", "generate"];
@@ -104,6 +104,7 @@ export function commandWords(settings, fields) {
       words.push(`${option(name)}=${shellWord(String(value))}`);
     }
   }
+  if (engine) words.push(`--engine=${engine}`); // a model read from a file: the engine it ran on
   words.push("--json");
   return words;
 }
@@ -175,7 +176,7 @@ export function installExports({ store, runs, hooks }) {
       commandNote.textContent = "This run used your own text, which lives only in this page, so no command line can repeat it.";
       return;
     }
-    const words = commandWords(settings, hooks.info?.fields);
+    const words = commandWords(settings, hooks.info?.fields, result.engine);
     exports.command = words.join(" ");
     showWords(command, words);
     copyButton.disabled = false;

@@ -10,10 +10,10 @@ TITLE = "SmolLM2-135M-Instruct"  # its full name, as its makers give it
 # what the dataset hint says for it: its data is not one of the datasets here
 DATA = ("Not trained here: it learned from Hugging Face\u2019s own mix of web text, code and "
         "maths, and writes any text its tokenizer can spell.")
-# what choosing it costs, said before the learner loads it (the file's 98,362,432 bytes; its
-# float32 weights and what runs hold, measured in the page: docs/pretrained.md)
-COST = ("a 94 MiB download, kept in this browser for the next visit, and about 0.7 GiB of "
-        "memory once read")
+# what choosing it costs, said before the learner loads it (the file's 98,362,432 bytes;
+# the memory each engine's weights and runs hold, measured in the page: engines.WORDS)
+COST = ("a 94 MiB download, kept in this browser for the next visit, and 0.25 to 0.6 GiB of "
+        "memory once read, by the engine chosen below")
 VOCAB_SUMMARY = "Tokens this model knows (49,152)"
 VOCAB_WORDS = ("Any text: byte-level BPE with 17 special tokens, such as <|im_start|> and "
                "<|im_end|>, that typed text never produces.")

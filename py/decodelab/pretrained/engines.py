@@ -26,6 +26,42 @@ from decodelab.pretrained.gguf import GGUF, GGUFError
 ENGINES = ("reference", "quantized")
 LABELS = {"reference": "Reference (float32, as transformers)",
           "quantized": "Quantized (as llama.cpp)"}
+# what each costs and gives, in the page's words (measured in the page, headless Chromium:
+# the worker's WebAssembly heap after a load and a 40-token run, 258 MiB against 642, and 24
+# steps a second against 15 on one machine; docs/pretrained.md)
+WORDS = {"reference": "The file\u2019s weights turned into float32 once, as transformers reads "
+                      "them: its numbers are transformers\u2019 own. About 0.6 GiB of memory.",
+         "quantized": "The file\u2019s 4- and 8-bit blocks kept as they are and multiplied as "
+                      "llama.cpp multiplies them: numbers of its own, in about 0.25 GiB of "
+                      "memory, and about 1.5 times as fast."}
+
+
+def default(compiled: bool) -> str:
+    """The engine a page starts SmolLM2 on: llama.cpp's arithmetic where the kernels run it
+    (what engines a learner meets next do), the reference where only numpy would (many times
+    slower). The command line's default stays the reference (`--engine`)."""
+    return "quantized" if compiled else "reference"
+
+
+def about() -> dict:
+    """The engines as the page offers them: {"choices": [{"id", "label", "words"}], "default",
+    "kernels": where the quantized products run, in a sentence, "compiled"}."""
+    from decodelab.core.kernels import kernels
+
+    kern = kernels()
+    return {"choices": [{"id": e, "label": LABELS[e], "words": WORDS[e]} for e in ENGINES],
+            "default": default(kern.compiled), "kernels": kern.sentence,
+            "compiled": kern.compiled}
+
+
+def check(engine) -> str:
+    """An engine asked for by name, or a FieldError naming the choices."""
+    from decodelab.errors import FieldError
+
+    if engine not in ENGINES:
+        raise FieldError("engine", f"Engine: {engine!r} is not an engine; choose "
+                                   f"{' or '.join(ENGINES)}.")
+    return engine
 
 
 def unpermute_rows(raw: np.ndarray, n_head: int) -> np.ndarray:

@@ -48,9 +48,7 @@ def read(path=None, engine: str = "reference"):
     from decodelab.pretrained import engines, model
     from decodelab.pretrained.gguf import GGUFError
 
-    if engine not in engines.ENGINES:
-        raise FieldError("engine", f"Engine: {engine!r} is not an engine; choose "
-                                   f"{' or '.join(engines.ENGINES)}.")
+    engines.check(engine)
     try:
         return model.load(path if path is not None else find_smollm2(), engine=engine)
     except FileNotFoundError as e:

@@ -95,6 +95,14 @@ class PretrainedModel(TransformerModel):
         tied = head is wte or (isinstance(head, np.ndarray) and np.shares_memory(head, wte))
         return int(sum(a.size for k, a in self.params.items() if not (tied and k == "w_head")))
 
+    @property
+    def weight_bytes(self) -> int:
+        """The memory its weights hold as read for its engine (float32 arrays, or the file's
+        blocks with their scales), each once: a tied head is the embedding's."""
+        head, wte = self.params["w_head"], self.params["wte"]
+        tied = head is wte or (isinstance(head, np.ndarray) and np.shares_memory(head, wte))
+        return int(sum(a.nbytes for k, a in self.params.items() if not (tied and k == "w_head")))
+
     def params_as(self, dtype) -> dict:
         """The parameters in `dtype` for a full forward (the live check): its own arrays when
         they are in that dtype already (float32, the matrices column-major as the file is

@@ -180,6 +180,19 @@ class InNumpy:
 _chosen = None
 
 
+def use(path: str | None, problem: str | None = None):
+    """The page's worker has loaded the side module at `path` into Pyodide's heap (or could
+    not: `problem`, its words): from now on this process's kernels are that build, or numpy
+    with a sentence that says why."""
+    global _chosen
+    if path:
+        os.environ[ENV] = path
+        return kernels(reload=True)
+    _chosen = InNumpy(f"The page could not load its C kernels ({problem})" if problem
+                      else "The page has not loaded its C kernels")
+    return _chosen
+
+
 def kernels(reload: bool = False):
     """The kernels this process uses: the build where there is one that opens, else numpy."""
     global _chosen

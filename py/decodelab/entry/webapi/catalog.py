@@ -5,6 +5,7 @@ tolerance, the experiments' defaults, a held-out card to start from).
 """
 
 from decodelab import __version__
+from decodelab.core.kernels.library import use as use_kernels
 from decodelab.core.tasks import data as tasks
 from decodelab.core.tokens.bpe import FIRST_MERGE
 from decodelab.core.loops.generate import TOP_N
@@ -15,6 +16,7 @@ from decodelab.core.loops.livecheck import CHECK_EVERY
 from decodelab.core.rules.settings import Settings
 from decodelab.entry.webapi.pretrained import state
 from decodelab.entry.webapi.registry import ENDPOINTS, Session, endpoint
+from decodelab.errors import FieldError
 from decodelab.fields import FIELD_BY_NAME, FIELDS, MODELS, PRETRAINED, from_file
 from decodelab.lesson.accuracy import about as accuracy_about
 from decodelab.lesson.experiment import PAGE_DEFAULTS as EXPERIMENT_DEFAULTS
@@ -108,9 +110,18 @@ def sample_card(library):
 
 @endpoint
 def _setup(session: Session, req: dict) -> dict:
-    """{"assets": folder} -> what the page needs to know: the field table (with the datasets
-    that exist), the models, the datasets, the defaults and the endpoints."""
+    """{"assets": folder, "kernels": path or null, "kernels_problem": words} -> what the page
+    needs to know: the field table (with the datasets that exist), the models, the datasets,
+    the defaults and the endpoints. The page's worker names the kernels' side module it has
+    loaded into Python's heap (or what kept it from loading one) before the first model is
+    read: every quantized product runs there from then on."""
     library = session.library
+    if "kernels" in req or "kernels_problem" in req:
+        path, problem = req.get("kernels"), req.get("kernels_problem")
+        for name, value in (("kernels", path), ("kernels_problem", problem)):
+            if value is not None and not isinstance(value, str):
+                raise FieldError("request", f"setup's {name} must be a path or null.")
+        use_kernels(path, problem)
     fields = [f.to_json() for f in FIELDS]
     for f in fields:
         if f["name"] == "dataset":

@@ -2,9 +2,10 @@
 
 The worker downloads the GGUF file (or takes the one kept in the browser, or one the learner
 opened from disk: `reads` says what such a file must be), checks its sha256 and writes it into
-Python's file system; `pretrained_load_start` {"path"} reads its header and
-configuration, and `pretrained_load_advance` reads the rest a part at a time (the tokenizer,
-each block, the embedding), so the page shows how far it has got and can stop between two
+Python's file system; `pretrained_load_start` {"path", "engine"} reads its header and
+configuration for the engine asked for (`pretrained.engines`; the page's default where absent),
+and `pretrained_load_advance` reads the rest a part at a time (the tokenizer, each block, the
+embedding), so the page shows how far it has got and can stop between two
 parts. The last part hands the model to the library, which every page sharing this Python
 shares; runs with Model SmolLM2 use it from then on. `pretrained_cancel` drops a load stopped
 half-way (its arrays go with it). `pretrained` says whether the model is loaded, and what it is.
@@ -22,6 +23,7 @@ from decodelab.entry.webapi.registry import Session, endpoint, experiment
 from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED
 from decodelab.lesson.planned import Planned
+from decodelab.pretrained import engines
 from decodelab.pretrained.chat import start_turn
 
 NAME = PRETRAINED[0]
@@ -36,7 +38,10 @@ def describe(model) -> dict:
             "n_head": cfg.n_head, "n_embd": cfg.n_embd, "vocab_size": cfg.vocab_size,
             "trained_context": model.info.get("trained_context"),
             "file_types": model.info.get("file_types", []),
-            "chat": model.template is not None, **cache_shape(model)}
+            "chat": model.template is not None, **cache_shape(model),
+            # the arithmetic it was read for, and what its weights hold so
+            "engine": model.engine, "engine_label": engines.LABELS[model.engine],
+            "weight_bytes": model.weight_bytes}
 
 
 class Loading(Planned):
@@ -50,9 +55,10 @@ class Loading(Planned):
         path = req.get("path")
         if not isinstance(path, str) or not os.path.isfile(path):
             raise FieldError("gguf", f"GGUF: no file at {path}.")
+        engine = engines.check(req.get("engine", engines.about()["default"]))
         self.library, self.began = library, time.perf_counter()
         try:
-            self.reader = Reader(path)
+            self.reader = Reader(path, engine=engine)
         except GGUFError as e:
             raise FieldError("gguf", f"GGUF: {e}.") from None
         self.plan = list(self.reader.parts)
@@ -101,11 +107,12 @@ def reads() -> dict:
 
 
 def state(library) -> dict:
-    """{"loaded": false, "reads"}, or {"loaded": true, "reads", ...describe(model)} once a model
-    is read."""
+    """{"loaded": false, "reads", "engines"}, or {"loaded": true, "reads", "engines",
+    ...describe(model)} once a model is read."""
+    about = {"reads": reads(), "engines": engines.about()}
     if not library.has_pretrained():
-        return {"loaded": False, "reads": reads()}
-    return {"loaded": True, "reads": reads(), **describe(library.pretrained())}
+        return {"loaded": False, **about}
+    return {"loaded": True, **about, **describe(library.pretrained())}
 
 
 @endpoint

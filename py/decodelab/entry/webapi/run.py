@@ -17,7 +17,7 @@ from decodelab.core.loops.generate import Generation, prepare
 from decodelab.core.loops.generate import start as start_generation
 from decodelab.core.models.checks import check_tolerance
 from decodelab.core.models.kvcache import cache_shape
-from decodelab.core.rules.settings import NAMES, Settings, check_each
+from decodelab.core.rules.settings import NAMES, Settings, check_each, engine_json
 from decodelab.core.loops.slices import drain
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
@@ -193,7 +193,8 @@ def _start(session: Session, req: dict) -> dict:
     session.run = run
     pieces, healed = run.prompt_pieces()
     out = {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
-           "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size}
+           "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size,
+           **engine_json(run.model)}  # (a model read from a file: the engine it runs on)
     if run.model.kind != "bigram":  # its KV cache, and the live check's limit for its logits
         out["cache"] = {**cache_shape(run.model), "tolerance": check_tolerance(run.model)}
     if run.chat is not None:  # a chat turn: its prompt's tokens (the special ones marked), how
