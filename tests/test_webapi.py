@@ -394,6 +394,7 @@ def test_the_real_model_is_read_for_the_engine_asked_for_and_says_which(fresh):
                                            "or quantized.")
     out = read_whole({"path": str(find_smollm2())})
     info = out["result"]
+    assert info["name"] == "SmolLM2-135M-Instruct"  # its makers' name, not its file's
     assert info["engine"] == "quantized" and info["engine_label"] == "Quantized (as llama.cpp)"
     assert info["weight_bytes"] < 0.3 * 4 * info["params"]  # the file's blocks, not float32
     assert api("pretrained")["engine"] == "quantized"

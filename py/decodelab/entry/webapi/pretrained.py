@@ -24,6 +24,7 @@ from decodelab.errors import FieldError
 from decodelab.fields import PRETRAINED
 from decodelab.lesson.planned import Planned
 from decodelab.pretrained import engines
+from decodelab.pretrained.card import TITLE
 from decodelab.pretrained.chat import start_turn
 
 NAME = PRETRAINED[0]
@@ -32,8 +33,13 @@ NAME = PRETRAINED[0]
 def describe(model) -> dict:
     """What the page says of a loaded model: its name and licence, its shape, and what a token
     of its cache takes in the dtype its runs use."""
+    from decodelab.pretrained.model import SMOLLM2_NAME
+
     cfg = model.cfg
-    return {"model": NAME, "name": model.info.get("name", ""),
+    # SmolLM2 by its makers' name, not its file's ("Smollm2 135M 8k Lc100K Mix1 Ep2"); a file
+    # of one's own by the name it gives itself
+    name = TITLE if model.info.get("name") == SMOLLM2_NAME else model.info.get("name", "")
+    return {"model": NAME, "name": name,
             "license": model.info.get("license", ""), "params": model.n_params,
             "n_head": cfg.n_head, "n_embd": cfg.n_embd, "vocab_size": cfg.vocab_size,
             "trained_context": model.info.get("trained_context"),
