@@ -1,0 +1,85 @@
+"""The lesson on what an engine's choices change (lesson/twoengines.py), held to full
+recomputation: SmolLM2 read for both engines, each engine's numbers recomputed from nothing
+(`logits_at`, no session), the distances and agreements counted again, and a model compared
+with itself changing nothing."""
+
+import numpy as np
+import pytest
+
+from decodelab.lesson.twoengines import compare, probabilities
+from decodelab.pretrained.files import find_smollm2
+from decodelab.pretrained.model import load
+
+PROMPT = "The capital of France is"
+STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def models():
+    path = find_smollm2()
+    return {engine: load(path, engine=engine) for engine in ("reference", "quantized")}
+
+
+@pytest.fixture(scope="module")
+def compared(models):
+    ids = models["reference"].tokenizer.encode(PROMPT)
+    return ids, compare(models, ids, STEPS)
+
+
+# cached against recomputed logits: float32 sums in another order for the reference; the
+# quantized engine's sums do not depend on how many positions are read at once
+AGREE = {"reference": 1e-3, "quantized": 0.0}
+
+
+def test_each_engines_answer_is_its_own_greedy_choice_recomputed(models, compared):
+    prompt, out = compared
+    for name, model in models.items():
+        ids = out["greedy"][name]
+        assert len(ids) == STEPS
+        full = model.logits_at(prompt + ids, rows=range(len(prompt) - 1, len(prompt) + STEPS - 1))
+        assert list(full.argmax(-1)) == ids, name
+    a, b = out["greedy"]["reference"], out["greedy"]["quantized"]
+    parted = out["greedy"]["parted_at"]
+    assert (parted is None and a == b) or (a[:parted] == b[:parted] and a[parted] != b[parted])
+    assert " Paris" in out["greedy"]["texts"]["quantized"]
+
+
+def test_each_step_lists_both_engines_numbers_along_the_same_tokens(models, compared):
+    prompt, out = compared
+    ids = out["greedy"]["reference"]
+    rows = range(len(prompt) - 1, len(prompt) + len(ids) - 1)
+    full = {name: m.logits_at(prompt + ids, rows=rows) for name, m in models.items()}
+    for step, row in enumerate(out["steps"]):
+        assert row["token_id"] == ids[step]
+        for name in models:
+            logits, listed = full[name][step], row[name]
+            got = np.array([c["logit"] for c in listed])
+            at = [c["token_id"] for c in listed]
+            np.testing.assert_allclose(got, logits[at], atol=AGREE[name], rtol=0)
+            fifth = np.sort(logits)[-len(listed)]
+            assert (logits[at] >= fifth - AGREE[name]).all()  # the top five, ties aside
+            p = probabilities(logits)
+            np.testing.assert_allclose([c["p"] for c in listed], p[at], atol=1e-3)
+        a, b = (probabilities(full[n][step]) for n in ("reference", "quantized"))
+        assert row["distance"] == pytest.approx(0.5 * np.abs(a - b).sum(), abs=1e-3)
+        assert 0 <= row["distance"] <= 1
+        same = full["reference"][step].argmax() == full["quantized"][step].argmax()
+        assert row["same_first"] == same
+        assert row["largest_logit_difference"] >= abs(full["reference"][step][ids[step]]
+                                                      - full["quantized"][step][ids[step]]) - 2e-3
+    summary = out["summary"]
+    assert summary["same_first"] == sum(r["same_first"] for r in out["steps"])
+    assert summary["largest_distance"] == max(r["distance"] for r in out["steps"])
+    # the engines' weights as they hold them: the file's blocks under a quarter of float32
+    held = out["engines"]
+    assert held["quantized"]["weight_bytes"] < 0.25 * held["reference"]["weight_bytes"]
+    assert all(e["seconds_per_step"] > 0 for e in held.values())
+
+
+def test_a_model_compared_with_itself_changes_nothing(models):
+    model = models["quantized"]
+    ids = model.tokenizer.encode(PROMPT)
+    out = compare({"reference": model, "quantized": model}, ids, 4)
+    assert out["greedy"]["parted_at"] is None
+    assert out["summary"]["same_first"] == 4 and out["summary"]["largest_distance"] == 0.0
+    assert all(r["largest_logit_difference"] == 0.0 for r in out["steps"])
