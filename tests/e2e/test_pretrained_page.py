@@ -280,9 +280,27 @@ def test_the_model_runs_on_llama_cpp_s_arithmetic_and_the_reference_is_one_click
     assert "engine: Reference (float32, as transformers)" in app.locator("#pretrained-facts").inner_text()
     trace, expected = run_as_the_cli(app, 6, "reference")
     assert_same_trace(trace, expected, tol=1e-4)  # float32 sums in another order
+
+    # mid-conversation: a turn on the reference, then the engine switched back; the next turn
+    # reads the conversation whole again (its cache was the other engine's), as the CLI's
+    reset(app, Seed=5, Greedy=True, Max_new_tokens=12)
+    app.get_by_role("button", name="New conversation", exact=True).click()
+    app.get_by_label("Your message", exact=True).fill("What is the capital of Japan?")
+    app.evaluate("() => window.decodelab.pretrained.send()")
+    history = json.loads(app.evaluate("() => window.decodelab.trace()"))["messages"]
     app.locator("#pretrained-engines input[value=quantized]").check()
     read_for(app, ENGINE)
     assert engine_chosen(app) == ENGINE
+    assert "The conversation goes on; its next turn reads it whole again" in status(app)
+    app.get_by_label("Your message", exact=True).fill("And of France?")
+    app.evaluate("() => window.decodelab.pretrained.send()")
+    assert app.evaluate("() => window.decodelab.pretrained.lastTurn")["reused"] == 0
+    trace = json.loads(app.evaluate("() => window.decodelab.trace()"))
+    expected = cli_chat(history, "And of France?", seed=5, greedy=True, max_new_tokens=12)
+    assert trace["engine"] == expected["engine"] == ENGINE
+    assert_same_trace(trace, expected, tol=1e-6)
+    app.get_by_role("button", name="New conversation", exact=True).click()
+    run_as_the_cli(app, 6)  # (the page's last run no chat turn: the next test's chat starts afresh)
     assert app.errors == []
 
 
@@ -454,7 +472,9 @@ def test_a_gguf_file_of_ones_own(app, tmp_path):
     assert app.evaluate("() => window.decodelab.health.restarts") == 0
 
     path = find_smollm2()
-    name = GGUF(path).get("general.name")  # the file's own name for the model
+    # (the file calls its model "Smollm2 135M 8k Lc100K Mix1 Ep2": SmolLM2's is named as its
+    # makers name it)
+    assert GGUF(path).get("general.name") != (name := "SmolLM2-135M-Instruct")
     chooser.set_input_files(path)
     said = wait_status(app, "Loaded", "was not loaded")
     assert said.startswith(f"Loaded {name} from your file {path.name} (93.8 MiB)"), said
@@ -926,10 +946,11 @@ def test_widgets_run_the_real_model_once_the_learner_loads_it(chromium, base_url
     both.wait_for_function("() => window.decodelab.lastRun !== null", timeout=120_000)
     assert both.evaluate("() => window.decodelab.lastRun.then((r) => r.status)") == "done"
     again = json.loads(both.evaluate("() => window.decodelab.trace()"))
-    # (what the link does not name is the model's own: its model card's top-p of 0.9)
-    assert again["engine"] == ENGINE and again["settings"]["top_p"] == 0.9
+    # (a link's settings are its own and the workbench's defaults, as on the command line: the
+    # model card's sampling comes when the learner chooses the model, not with a link)
+    assert again["engine"] == ENGINE and again["settings"]["top_p"] == 1.0
     expected = cli_trace(model="smollm2", prompt="The capital of France is", seed=3,
-                         temperature=0.7, top_p=0.9, max_new_tokens=6, engine=ENGINE)
+                         temperature=0.7, max_new_tokens=6, engine=ENGINE)
     assert [s["token_id"] for s in again["steps"]] == [s["token_id"] for s in expected["steps"]]
     assert offer.is_hidden() and card.locator("#pretrained-load").is_hidden()  # loaded
     result = run_accuracy(both, temps="0", questions=1, budget=8)

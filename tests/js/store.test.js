@@ -273,3 +273,15 @@ test("another model chosen: its run leaves the screen; the real model waiting fo
   assert.deepEqual(asked.errors, { model: waiting.message });
   assert.equal(store.state.errors.model, waiting.message);
 });
+
+test("the real model read (again) is checked as no change of model: the learner's sampling stays", async () => {
+  const { store, py } = await started();
+  py.asked.length = 0;
+  store.pretrainedLoaded({ name: "Real", engine: "reference" }, { from: "kept", kept: true });
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  // Python's check of the settings, with no field named as changed: a change of model would
+  // move the sampling still at the workbench's defaults to the model card's
+  assert.equal(py.asked.length, 1);
+  assert.equal(py.asked[0].endpoint, "check");
+  assert.equal(py.asked[0].request.changed, null);
+});

@@ -56,8 +56,8 @@ export function createLoad(store, client) {
 
   // Load the site's file (`file` absent) or a File the learner opened, for the engine chosen
   // (state.pretrained.engine); the model loaded before, if any, stays until the new one is read
-  // whole. `again`: read back after Python was restarted.
-  async function load(file = null, { again = false } = {}) {
+  // whole. `again`: read back after Python was restarted; `switched`: read for another engine.
+  async function load(file = null, { again = false, switched = false } = {}) {
     const real = realModel(store.state.info);
     if (pretrained().loading || !real) return;
     const loading = { id: client.id(), again, file: file ? file.name : null };
@@ -75,7 +75,11 @@ export function createLoad(store, client) {
     if (result.ok) {
       const after = then;
       then = null;
-      say(loadedWords(result, { again, file: loading.file }), { bar: null });
+      // read for another engine mid-conversation: the cache of its turns was the other engine's
+      const chat = switched && store.state.chat.some((m) => m.role === "assistant")
+        ? " The conversation goes on; its next turn reads it whole again, as the cache of the turns before held the other engine’s numbers."
+        : "";
+      say(loadedWords(result, { again, file: loading.file }) + chat, { bar: null });
       // (a file of one's own is not kept, and leaves the site's kept copy as it was)
       const kept = result.from === "disk" ? pretrained().kept : Boolean(result.kept) || result.from === "kept";
       if (result.from === "disk") opened = file;
@@ -119,7 +123,7 @@ export function createLoad(store, client) {
       store.pretrainedEngine(engine);
       const loaded = pretrained().info;
       if (pretrained().loaded && loaded && loaded.engine !== engine) {
-        load(pretrained().from === "disk" ? opened : null);
+        load(pretrained().from === "disk" ? opened : null, { switched: true });
       }
     },
     /** Stop the load under way (between two of its parts). */

@@ -337,7 +337,9 @@ export function createStore() {
     pretrainedLoaded(info, { from = state.pretrained.from, kept = state.pretrained.kept } = {}) {
       state.pretrained = info ? { ...state.pretrained, loaded: true, info, from, kept } : { ...state.pretrained, loaded: false, info: null };
       emit({ type: "pretrained" });
-      if (call && state.info) ask("model", true);
+      // checked again (a run of it may start now), as no change of model: the sampling the
+      // learner has set stays (a model read again for another engine, or after a restart)
+      if (call && state.info) ask(null, true);
     },
 
     /** A load of the real model began ({id, again: read back after a restart, file: the name of
