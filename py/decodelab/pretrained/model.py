@@ -88,20 +88,21 @@ class PretrainedModel(TransformerModel):
             self.derived[("inference", np.dtype(np.float32))] = InferenceWeights(
                 params, cfg, np.float32, fixed_order=True)
 
-    @property
-    def n_params(self) -> int:
-        """Each weight once: a tied head is the embedding, not a second matrix."""
+    def _weights(self) -> list:
+        """Each weight array (or quantized matrix) once: a tied head is the embedding."""
         head, wte = self.params["w_head"], self.params["wte"]
         tied = head is wte or (isinstance(head, np.ndarray) and np.shares_memory(head, wte))
-        return int(sum(a.size for k, a in self.params.items() if not (tied and k == "w_head")))
+        return [a for k, a in self.params.items() if not (tied and k == "w_head")]
+
+    @property
+    def n_params(self) -> int:
+        return int(sum(a.size for a in self._weights()))
 
     @property
     def weight_bytes(self) -> int:
         """The memory its weights hold as read for its engine (float32 arrays, or the file's
-        blocks with their scales), each once: a tied head is the embedding's."""
-        head, wte = self.params["w_head"], self.params["wte"]
-        tied = head is wte or (isinstance(head, np.ndarray) and np.shares_memory(head, wte))
-        return int(sum(a.nbytes for k, a in self.params.items() if not (tied and k == "w_head")))
+        blocks with their scales), each once."""
+        return int(sum(a.nbytes for a in self._weights()))
 
     def params_as(self, dtype) -> dict:
         """The parameters in `dtype` for a full forward (the live check): its own arrays when
