@@ -268,6 +268,7 @@ def test_the_model_runs_on_llama_cpp_s_arithmetic_and_the_reference_is_one_click
     trace, expected = run_as_the_cli(app, 6)
     assert " Paris" in trace["text"]
     assert "--engine=quantized" in app.locator("#command").inner_text()  # the run's command line
+    assert_same_trace(trace, run_shown(app), tol=1e-6)  # which repeats it
     # the same logits bit for bit (the kernels and `kernels.portable`); the probabilities made
     # from them in float32 by numpy's own exp and log, natively SIMD code, may differ in a last
     # bit (before `portable`, a quantized run in the page was 0.03 away in a log-probability)
@@ -355,6 +356,24 @@ def cli_chat(history, message, **settings):
     return json.loads(out.stdout)
 
 
+def run_shown(app, command="generate"):
+    """The command line the page shows under its last run, run: the trace it prints."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.e2e.conftest import ROOT
+
+    expect(app.locator("#command")).to_contain_text(f"decodelab {command} ")
+    words = shlex.split(app.locator("#command").inner_text())
+    assert words[:4] == ["python3", "-m", "decodelab", command] and words[-1] == "--json"
+    assert f"--engine={ENGINE}" in words or "--engine=reference" in words
+    out = subprocess.run([sys.executable, *words[1:]], capture_output=True, text=True,
+                         check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT / "py")))
+    return json.loads(out.stdout)
+
+
 def test_a_two_turn_chat_equals_the_cli_and_prefills_only_its_new_tokens(app):
     use_the_real_model(app)
     reset(app, Seed=5, Greedy=True, Max_new_tokens=24)
@@ -378,7 +397,10 @@ def test_a_two_turn_chat_equals_the_cli_and_prefills_only_its_new_tokens(app):
                     if text.startswith("Answered. The cache check")]
         assert [shown for shown, _ in checking] == [trace["text"]], said
         assert checking[0][1] == trace["text"], checking  # the log's last message: the answer
-        expected = cli_chat(history, message, seed=5, greedy=True, max_new_tokens=24)
+        # the command line the page shows repeats the turn: the conversation before it given
+        # inline, the message, the settings and the engine
+        expected = run_shown(app, "chat")
+        assert expected["messages"][:-2] == history
         assert trace["finish_reason"] == "stop" and trace["stop_reason"] == "eos"  # <|im_end|>
         assert_same_trace(trace, expected, tol=1e-4)  # the prompt, its ids, the messages too
         chat = app.evaluate("() => window.decodelab.pretrained.lastTurn")

@@ -15,17 +15,8 @@ import { TRIES as SAMPLING, findLoop, sameLoop } from "../../web/lesson/tries/sa
 import { TRIES as SEARCH } from "../../web/lesson/tries/search.js";
 import { TRIES as START } from "../../web/lesson/tries/start.js";
 import { TRIES as STOPPING, spacedWords } from "../../web/lesson/tries/stopping.js";
-import { CSV_COLUMNS, commandWords, shellWord, traceToCsv } from "../../web/ui/exports.js";
+import { CSV_COLUMNS, traceToCsv } from "../../web/ui/exports.js";
 import { fromBase64 } from "../../web/ui/handoff.js";
-
-const FIELDS = [
-  { name: "model", kind: "choice", default: "bigram", label: "Model" },
-  { name: "prompt", kind: "text", default: "", label: "Prompt" },
-  { name: "seed", kind: "int", default: 42, label: "Seed" },
-  { name: "temperature", kind: "float", default: 1, label: "Temperature" },
-  { name: "stop", kind: "lines", default: [], label: "Stop strings" },
-  { name: "cache_check", kind: "bool", default: true, label: "Cache check" },
-];
 
 test("the CSV has one row per candidate per step, quoted where a spreadsheet needs it", () => {
   const trace = { settings: { tokenizer: "bpe" }, steps: [{ step: 0, phase: "prefill", token_id: 2, u: 0.5, entropy: 0.7,
@@ -35,16 +26,6 @@ test("the CSV has one row per candidate per step, quoted where a spreadsheet nee
   assert.equal(lines[1], '0,prefill,2,"a,""b""",0.6,0.6,true,1,true,0.5,0.7,bpe');
   assert.equal(lines[2], '0,prefill,3," x",0.4,0.4,false,0,false,0.5,0.7,bpe');
   assert.equal(lines[3], "");
-});
-
-test("the command line repeats a run: the four it always names, the rest where not default", () => {
-  const words = commandWords({ model: "bigram", prompt: "-ma", seed: 3, temperature: 1, stop: ["a b", "c"], cache_check: false }, FIELDS);
-  assert.deepEqual(words, ["python3", "-m", "decodelab", "generate", "--model=bigram", "--prompt=-ma", "--seed=3",
-    "--stop='a b'", "--stop=c", "--no-cache-check", "--json"]);
-  assert.equal(shellWord("it's"), "'it'\\''s'");
-  // a model read from a file ran on an engine, which the command always names
-  assert.deepEqual(commandWords({ model: "smollm2", prompt: "Hi", seed: 1 }, FIELDS, "quantized").slice(-2),
-    ["--engine=quantized", "--json"]);
 });
 
 test("the check chart keeps every spike of a long run in two points per column", () => {

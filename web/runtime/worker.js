@@ -289,7 +289,9 @@ async function loadModel(client, message) {
     readBegan.at = performance.now();
     python.pyodide.FS.writeFile(MODEL_FS, got.bytes);
     got.bytes = null; // Python reads the file a tensor at a time; it goes when the load ends
-    const out = call(client.session, "pretrained_load_start", { path: MODEL_FS, engine: message.engine });
+    // (a file of one's own goes by its own name: the command line that repeats a run reads it)
+    const named = message.file ? { file: message.file.name } : {};
+    const out = call(client.session, "pretrained_load_start", { path: MODEL_FS, engine: message.engine, ...named });
     if (!out.ok) return finish({ ok: false, problem: "file", message: out.errors[0].message });
     report({ phase: "read", part: out.progress.part, done: 0, total: out.progress.total });
     enqueue(client, message, part);

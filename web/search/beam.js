@@ -170,7 +170,7 @@ export function createBeam(app) {
   // a good reply: drawn, offered for export, and its best path kept for Compare runs
   function show(reply) {
     render(reply);
-    exports.show(reply.trace);
+    exports.show(reply.trace, reply.command);
     const best = reply.trace.beams[0];
     if (best && app.keep) {
       app.keep({ settings: reply.trace.settings, greedy: false, finish: { finish_reason: best.finish_reason, stop_reason: best.stop_reason },

@@ -4,7 +4,7 @@
 // settings and the panel's own. Both panels use it.
 
 import { fate } from "./tree.js";
-import { commandWords, csvTable, download, showWords } from "../ui/exports.js";
+import { csvTable, download, showWords } from "../ui/exports.js";
 import { copyText, flash } from "../ui/copy.js";
 import { $ } from "../ui/dom.js";
 
@@ -48,10 +48,12 @@ export function installSearchExports(prefix, app, own, anchor) {
   json.addEventListener("click", () => trace && download(JSON.stringify(trace), "application/json", `decodelab-${trace.strategy}.json`));
   csv.addEventListener("click", () => trace && download(searchCsv(trace), "text/csv", `decodelab-${trace.strategy}.csv`));
   return {
-    show(next) {
+    /** A finished search: its trace and Python's command line that repeats it. */
+    show(next, repeat) {
       trace = next;
       json.disabled = csv.disabled = false;
-      showWords(command, commandWords(trace.settings, (app.info() || {}).fields));
+      if (repeat.words) showWords(command, repeat.words);
+      else command.textContent = repeat.note; // (a search on text of one's own: no command repeats it)
     },
   };
 }

@@ -152,7 +152,7 @@ export function createSpeculative(app) {
   // a good reply: drawn, offered for export, and the text the draft helped write kept for Compare runs
   function show(reply) {
     render(reply);
-    exports.show(reply.trace);
+    exports.show(reply.trace, reply.command);
     const t = reply.trace;
     if (app.keep) app.keep({ settings: t.settings, greedy: reply.greedy, finish: { finish_reason: t.finish_reason, stop_reason: t.stop_reason }, steps: t.steps });
   }

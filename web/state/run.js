@@ -86,7 +86,7 @@ export function createRuns(store, client) {
     run.elapsed = performance.now() - run.startedAt;
     const result = {
       status: "done", id: run.id, ...run.finish, cut: run.finish.cut.map(([, text]) => text).join(""),
-      steps: run.steps.length, settings: run.settings,
+      steps: run.steps.length, settings: run.settings, command: run.command,
       ...(run.engine ? { engine: run.engine } : {}), // (a model read from a file: its engine)
     };
     // (a chat turn asked for while this run's check caught up is already on its way: the check

@@ -61,54 +61,6 @@ export function traceToCsv(trace) {
   return `${lines.join("\r\n")}\r\n`;
 }
 
-// --- command line ------------------------------------------------------------------------------
-
-// A word for a POSIX shell: bare when it is plainly safe, else in single quotes.
-export function shellWord(text) {
-  if (/^[A-Za-z0-9_.,:/=@%+-]+$/.test(text)) return text;
-  return `'${text.replaceAll("'", `'\\''`)}'`;
-}
-
-function sameValue(a, b) {
-  if (Array.isArray(a) || Array.isArray(b)) {
-    const x = a || [];
-    const y = b || [];
-    return x.length === y.length && x.every((v, i) => v === y[i]);
-  }
-  return a === b || (typeof a === "number" && typeof b === "number" && Number(a) === Number(b));
-}
-
-/**
- * The CLI command that reproduces a run with these settings (the trace's own settings), as
- * shell words (each already quoted where needed). Model, dataset, prompt and seed are always
- * written; any other setting only when it differs from its default, which the CLI fills in
- * from the same field table; a model read from a file, the engine it ran on, always. Values go
- * as --option=value so a prompt that starts with "-" is still read as a value.
- */
-export function commandWords(settings, fields, engine = null) {
-  const specs = Object.fromEntries((fields || []).map((f) => [f.name, f]));
-  const always = ["model", "dataset", "prompt", "seed"];
-  const words = ["python3", "-m", "decodelab", "generate"];
-  const option = (name) => `--${name.replaceAll("_", "-")}`;
-  for (const name of Object.keys(settings)) {
-    const spec = specs[name];
-    const value = settings[name];
-    if (!spec) continue;
-    if (!always.includes(name) && sameValue(value, spec.default)) continue;
-    if (spec.kind === "bool") {
-      // A flag turns on what is off by default; --no-... turns off what is on by default.
-      words.push(value ? option(name) : `--no-${option(name).slice(2)}`);
-    } else if (Array.isArray(value)) {
-      for (const item of value) words.push(`${option(name)}=${shellWord(String(item))}`);
-    } else {
-      words.push(`${option(name)}=${shellWord(String(value))}`);
-    }
-  }
-  if (engine) words.push(`--engine=${engine}`); // a model read from a file: the engine it ran on
-  words.push("--json");
-  return words;
-}
-
 // --- the page --------------------------------------------------------------------------------
 
 /** A command line in `node`, one box per word, so a narrow screen wraps between options, never inside one. */
@@ -167,20 +119,12 @@ export function installExports({ store, runs, hooks }) {
     if (result.status === "done") exports.hasRun = true;
     if (csvButton) csvButton.disabled = !exports.hasRun; // a refused run leaves the last one
     if (result.status !== "done") return;
-    const settings = result.settings || {};
-    const shipped = (hooks.info?.fields || []).find((f) => f.name === "dataset")?.choices || [];
-    if (!shipped.includes(settings.dataset)) {
-      exports.command = null;
-      command.textContent = "";
-      copyButton.disabled = true;
-      commandNote.textContent = "This run used your own text, which lives only in this page, so no command line can repeat it.";
-      return;
-    }
-    const words = commandWords(settings, hooks.info?.fields, result.engine);
-    exports.command = words.join(" ");
-    showWords(command, words);
-    copyButton.disabled = false;
-    commandNote.textContent = "Run it in a decodelab checkout (after pip install -e . or with PYTHONPATH=py): it prints the same trace as Export trace.";
+    // Python's command line that repeats the run (entry/command.py), or why there is none
+    const { words, note } = result.command || { words: null, note: "" };
+    exports.command = words ? words.join(" ") : null;
+    showWords(command, words || []);
+    copyButton.disabled = !words;
+    commandNote.textContent = note;
   }
 
   csvButton?.addEventListener("click", async () => {

@@ -128,6 +128,10 @@ class Library:
             raise FieldError("dataset", nothing_found(self.root if self.given else None))
         return names
 
+    def own_text(self, dataset: str) -> bool:
+        """Is this dataset text the learner gave (it lives only in this Python)?"""
+        return dataset in self._custom
+
     def provenance(self, dataset: str) -> dict:
         if dataset in self._custom:
             return {"name": dataset, "title": "Your text", "licence": "yours",

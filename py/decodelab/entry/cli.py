@@ -167,15 +167,22 @@ def cmd_chat(args) -> dict:
     return run.model.template.trace(run.trace(), run.chat)
 
 
-def history(path) -> list:
-    """The messages of an earlier chat (a JSON list, or chat's output with "messages")."""
+def history(given) -> list:
+    """The messages of an earlier chat (a JSON list, or chat's output with "messages"): from a
+    file, or the JSON itself when the value starts with [ or { (what the page's command line
+    for a chat turn gives, so that one line repeats the turn)."""
+    inline = given.lstrip().startswith(("[", "{"))
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        if inline:
+            data = json.loads(given)
+        else:
+            with open(given, encoding="utf-8") as fh:
+                data = json.load(fh)
     except OSError as e:
-        raise FieldError("history", f"History: cannot read {path} ({e.strerror}).") from None
+        raise FieldError("history", f"History: cannot read {given} ({e.strerror}).") from None
     except ValueError as e:
-        raise FieldError("history", f"History: {path} is not JSON ({e}).") from None
+        where = "the JSON given" if inline else given
+        raise FieldError("history", f"History: {where} is not JSON ({e}).") from None
     messages = data.get("messages") if isinstance(data, dict) else data
     if not isinstance(messages, list):
         raise FieldError("history", "History must be a JSON list of messages, or the output of "
@@ -422,8 +429,9 @@ def build_parser() -> Parser:
         if name == "chat":
             p.add_argument("--message", help="what you say to the model (the new user turn)")
             p.add_argument("--system", help="a system message (default: the template's own)")
-            p.add_argument("--history", help="a JSON file of the conversation so far: a list of "
-                                             "{role, content}, or an earlier chat's output")
+            p.add_argument("--history", help="the conversation so far: a JSON file (a list of "
+                                             "{role, content}, or an earlier chat's output), "
+                                             "or that JSON itself")
             p.add_argument("--json", action="store_true", help="JSON (the only output form)")
         if name in ("generate", "chat", "cache-check", "tokenize", "detokenize", "export-hf",
                     "paged"):

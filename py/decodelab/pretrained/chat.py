@@ -184,5 +184,14 @@ def turn_seed(seed: int, messages) -> int:
     draws, and a sampled follow-up tends to repeat the last answer word for word. A turn is
     reproducible from its trace: its settings hold the seed it drew with, and the command
     line's chat, given the same history, draws with the same."""
-    answers = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
-    return (int(seed) + answers) % (MAX_SEED + 1)
+    return (int(seed) + answers(messages)) % (MAX_SEED + 1)
+
+
+def conversation_seed(seed: int, messages) -> int:
+    """The Seed setting a turn that drew with `seed` was asked with (`turn_seed` undone): what
+    the command line's chat is given to repeat the turn."""
+    return (int(seed) - answers(messages)) % (MAX_SEED + 1)
+
+
+def answers(messages) -> int:
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")

@@ -17,8 +17,9 @@ from decodelab.core.loops.generate import Generation, prepare
 from decodelab.core.loops.generate import start as start_generation
 from decodelab.core.models.checks import check_tolerance
 from decodelab.core.models.kvcache import cache_shape
-from decodelab.core.rules.settings import NAMES, Settings, check_each, engine_json
+from decodelab.core.rules.settings import NAMES, Settings, check_each, engine_json, run_json
 from decodelab.core.loops.slices import drain
+from decodelab.entry.command import repeat
 from decodelab.entry.webapi.catalog import dataset_info
 from decodelab.entry.webapi.registry import MAX_BUDGET_MS, Session, deadline, endpoint
 from decodelab.errors import FieldError, FieldErrors
@@ -194,7 +195,11 @@ def _start(session: Session, req: dict) -> dict:
     pieces, healed = run.prompt_pieces()
     out = {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
            "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size,
-           **engine_json(run.model)}  # (a model read from a file: the engine it runs on)
+           **engine_json(run.model),  # (a model read from a file: the engine it runs on)
+           # the command line that repeats it, for the page to show once it has run
+           "command": repeat(session.library, run_json(run.settings, run.model),
+                             engine_json(run.model).get("engine"),
+                             run.chat.messages if run.chat is not None else None)}
     if run.model.kind != "bigram":  # its KV cache, and the live check's limit for its logits
         out["cache"] = {**cache_shape(run.model), "tolerance": check_tolerance(run.model)}
     if run.chat is not None:  # a chat turn: its prompt's tokens (the special ones marked), how
