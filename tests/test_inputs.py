@@ -72,22 +72,26 @@ def test_defaults_match_the_field_table():
         assert d[f.name] == (list(f.default) if f.kind == "lines" else f.default), f.name
 
 
-KIND_TYPES = {"int": int, "float": float, "bool": bool, "choice": str, "text": str,
-              "lines": tuple}
-
-
-def test_settings_are_written_out_as_the_field_table_has_them():
-    """Settings is a dataclass a reader can see: one typed field per run setting of the table,
-    the same names in the same order (to_json's order, which the page and the CLI read), each
-    with the table's default, of the type its kind gives."""
+def test_settings_are_the_field_tables_run_settings_and_the_rules_are_declared_once():
+    """Settings is made from the table: one typed field per run setting, the same names in the
+    same order (to_json's order, which the page and the CLI read), each with the table's
+    default, of the type its kind gives. The rules among them are declared once, as the rules
+    (sampling.Rules), of the same types."""
     import dataclasses
+
+    from decodelab.core.rules.sampling import Rules
+    from decodelab.core.rules.settings import TYPES
 
     written = dataclasses.fields(Settings)
     assert [f.name for f in written] == [f.name for f in GENERATION_FIELDS]
     for ours, row in zip(written, GENERATION_FIELDS):
         assert ours.default == row.default and type(ours.default) is type(row.default), row.name
-        assert ours.type in (KIND_TYPES[row.kind], KIND_TYPES[row.kind].__name__), row.name
+        assert ours.type is TYPES[row.kind], row.name
     assert list(Settings().to_json()) == [f.name for f in GENERATION_FIELDS]
+    types = {f.name: f.type for f in written}
+    rules = [f for f in dataclasses.fields(Rules) if f.init]
+    assert rules and all(f.type in (types[f.name], types[f.name].__name__) for f in rules)
+    assert Settings(temperature=0.5, top_k=3).rules == Rules(temperature=0.5, top_k=3)
 
 
 def test_the_rules_are_off_at_the_field_tables_defaults():

@@ -10,57 +10,21 @@ whether the prompt's characters are in the vocabulary (`fields.encode` checks th
 model's tokenizer).
 """
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, field, fields, make_dataclass
 
 from decodelab.core.rules import stopping
 from decodelab.core.rules.sampling import Rules
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import RUN_FIELDS, check, default, from_file, label_of
+from decodelab.fields import RUN_FIELDS, check, from_file, label_of
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The settings of one run: one value per run setting of fields.FIELDS (the fields the
-    workbench shows), in the table's order, each with the table's default. A new setting is a
-    row of the table and a line here (tests/test_inputs.py holds the two together)."""
+# a field's kind -> the type of its value in Settings
+TYPES = {"int": int, "float": float, "bool": bool, "choice": str, "text": str, "lines": tuple}
 
-    # the model and the prompt
-    model: str = default("model")
-    dataset: str = default("dataset")
-    tokenizer: str = default("tokenizer")
-    prompt: str = default("prompt")
-    token_healing: bool = default("token_healing")
-    # chance and the rules (sampling.Rules)
-    seed: int = default("seed")
-    temperature: float = default("temperature")
-    greedy: bool = default("greedy")
-    top_k: int = default("top_k")
-    top_p: float = default("top_p")
-    min_p: float = default("min_p")
-    typical_p: float = default("typical_p")
-    repetition_penalty: float = default("repetition_penalty")
-    order: str = default("order")
-    # where the text ends, tool calls and JSON mode
-    max_new_tokens: int = default("max_new_tokens")
-    min_new_tokens: int = default("min_new_tokens")
-    stop: tuple = default("stop")
-    include_stop: bool = default("include_stop")
-    ignore_eos: bool = default("ignore_eos")
-    tools: str = default("tools")
-    json_mode: bool = default("json_mode")
-    json_max_depth: int = default("json_max_depth")
-    # the KV cache
-    cache_check: bool = default("cache_check")
-    context_shift: str = default("context_shift")
-    # search: beam search, or a draft model's guesses checked
-    strategy: str = default("strategy")
-    num_beams: int = default("num_beams")
-    length_penalty: float = default("length_penalty")
-    early_stopping: str = default("early_stopping")
-    no_repeat_ngram_size: int = default("no_repeat_ngram_size")
-    num_return_sequences: int = default("num_return_sequences")
-    draft: str = default("draft")
-    num_draft_tokens: int = default("num_draft_tokens")
+
+class Run:
+    """What a run's settings decide beyond their values: the rules they make, and the EOS
+    rule."""
 
     @property
     def is_greedy(self) -> bool:
@@ -79,6 +43,15 @@ class Settings:
         d = asdict(self)
         d["stop"] = list(self.stop)
         return d
+
+
+# The settings of one run: one value per run setting of fields.FIELDS (the fields the workbench
+# shows), in the table's order, each with the table's default and the type its kind gives. The
+# table declares each setting once; a new setting is a row there and nothing here. (The rules
+# among them are declared as the rules, in sampling.Rules, which `Run.rules` makes.)
+Settings = make_dataclass("Settings", [(f.name, TYPES[f.kind], field(default=f.default))
+                                       for f in RUN_FIELDS], bases=(Run,), frozen=True)
+Settings.__module__ = __name__  # (make_dataclass names its module itself from Python 3.12)
 
 
 def run_json(settings: Settings, model) -> dict:
