@@ -110,9 +110,12 @@ def test_the_layering_rule_catches_an_upward_import():
 
 # A model declares what it is and allows (core/models/base.py); the rest of the package asks it
 # (model.own_data, model.limits, model.has_template, logits_at), never its kind nor by probing.
+# A tokenizer likewise (core/tokens/base.py: its special tokens, the characters it writes).
 ASKED_NOT_PROBED = re.compile(r'kind\s*[!=]=\s*"pretrained"|getattr\((\w+\.)*model\b'
                               r'|getattr\([^)]*"(logits_at\w*|prefill_steps|has_cache|template|'
-                              r'check_tolerance|cache_reserve|generation_dtype)"')
+                              r'check_tolerance|cache_reserve|generation_dtype|special_ids|chars|'
+                              r'start_ids|eos_id|bos_id|pad_id)"'
+                              r'|hasattr\([^)]*"(bos_id|pad_id|special_ids|chars)"')
 
 
 def test_a_model_is_asked_what_it_allows_never_probed_or_named_by_kind():
@@ -124,6 +127,7 @@ def test_a_model_is_asked_what_it_allows_never_probed_or_named_by_kind():
     assert ASKED_NOT_PROBED.search('if model.kind == "pretrained":')
     assert ASKED_NOT_PROBED.search('at = getattr(self.model, "logits_at_steps", None)')
     assert ASKED_NOT_PROBED.search('getattr(session, "prefill_steps", None)')
+    assert ASKED_NOT_PROBED.search('known = getattr(tokenizer, "chars", None)')
 
 
 # Before a model is loaded, a setting's Model value is told to be one read from a file in one

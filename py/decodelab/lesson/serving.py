@@ -249,7 +249,7 @@ class Serving(Planned):
         # markup (made once here: the tree is drawn at every frame)
         tok = model.tokenizer
         self._markup = {i: None for i in tok.start_ids}
-        self._markup.update({i: text for text, i in getattr(tok, "special_ids", {}).items()})
+        self._markup.update({i: text for text, i in tok.special_ids.items()})
         own = [line for line in values["workload"] if line.strip()]
         make = (lambda: own_workload(model, values["workload"], dataset, tokenizer, values["seed"],
                                      k)) if own \

@@ -10,7 +10,7 @@ pre-tokenizer do them:
      `unicodedata` once, and \\s is Unicode's White_Space list, which is what the Rust library
      means by it; Python's own \\s would also take the separators U+001C..U+001F);
   3. each piece's UTF-8 bytes, written in GPT-2's printable alphabet (one character per byte),
-     are merged by rank (`bpe.merge_tokens`, the rule every BPE of the package shares).
+     are merged by rank (`bytelevel`, the rule every BPE of the package shares).
 
 Special tokens (the file's "control" tokens: <|endoftext|>, <|im_start|>, <|im_end|>, ...) are
 single ids that typed text never produces: "<|im_end|>" typed is ten characters of text. Only
@@ -23,10 +23,11 @@ turn); a sequence starts with nothing unless the file says add_bos_token.
 
 import re
 import unicodedata
+from operator import itemgetter
 
 import numpy as np
 
-from decodelab.core.tokens.bpe import BPE, CACHE_LIMIT, merge_tokens
+from decodelab.core.tokens.bytelevel import ByteLevel
 from decodelab.core.interop.hftokenizer import byte_chars
 from decodelab.errors import UnknownCharacters
 from decodelab.pretrained.gguf import GGUFError
@@ -40,22 +41,18 @@ _CLASSES = {}
 
 def unicode_class(first_letter: str) -> str:
     """The characters whose general category starts with `first_letter` ("L" letters, "N"
-    numbers) as the inside of a `re` character class (ranges), built once per letter."""
-    if first_letter not in _CLASSES:
-        ranges, start, prev = [], None, None
-        for cp in range(0x110000):
-            if unicodedata.category(chr(cp))[0] == first_letter:
-                if start is None:
-                    start = cp
-                prev = cp
-            elif start is not None:
-                ranges.append((start, prev))
-                start = None
-        if start is not None:
-            ranges.append((start, prev))
+    numbers) as the inside of a `re` character class (ranges). Every code point's category is
+    read once, for all the letters at once (the first time, about 0.15 s natively and 0.7 s in
+    the page; the model's load does it, in the part that reads the tokenizer)."""
+    if not _CLASSES:
+        first = "".join(map(itemgetter(0), map(unicodedata.category, map(chr, range(0x110000)))))
+        codes = np.frombuffer(first.encode("ascii"), np.uint8)
         esc = lambda cp: re.escape(chr(cp))  # noqa: E731
-        _CLASSES[first_letter] = "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}"
-                                         for a, b in ranges)
+        for letter in "LN":
+            inside = np.concatenate(([False], codes == ord(letter), [False]))
+            edges = np.flatnonzero(inside[1:] != inside[:-1]).tolist()  # starts, ends + 1
+            _CLASSES[letter] = "".join(esc(a) if a == b - 1 else f"{esc(a)}-{esc(b - 1)}"
+                                       for a, b in zip(edges[::2], edges[1::2]))
     return _CLASSES[first_letter]
 
 
@@ -84,7 +81,7 @@ def split(text: str) -> list:
     return out
 
 
-class GGUFTokenizer:
+class GGUFTokenizer(ByteLevel):
     """Byte-level BPE from a GGUF file's tokenizer.ggml.* metadata."""
 
     name = "gguf-bpe"
@@ -133,7 +130,8 @@ class GGUFTokenizer:
                 raise GGUFError(f"merge {r} ({merge!r}) joins tokens the vocabulary lacks")
             self.ranks[(ids[a], ids[b])] = r
             self.merged.append(ids[a + b])
-        self._marked = re.compile("(" + "|".join(map(re.escape, self.special_ids)) + ")")
+        self._marked = re.compile("(" + "|".join(map(re.escape, self.special_ids)) + ")") \
+            if self.special_ids else None
         self._cache = {}
 
     @classmethod
@@ -156,34 +154,32 @@ class GGUFTokenizer:
                 raise GGUFError(f"metadata {key} is {i}; the vocabulary has {len(tokens)} tokens")
             return i
 
-        return cls(tokens, gguf.require("tokenizer.ggml.token_type"),
+        made = cls(tokens, gguf.require("tokenizer.ggml.token_type"),
                    gguf.require("tokenizer.ggml.merges"),
                    token_id("tokenizer.ggml.eos_token_id", required=True),
                    token_id("tokenizer.ggml.bos_token_id"),
                    bool(gguf.get("tokenizer.ggml.add_bos_token", False)),
                    gguf.get("general.name", "gguf"), token_id("tokenizer.ggml.padding_token_id"))
+        # its pre-tokenizer's patterns made now, with the model's load, not inside the first
+        # text's encoding (in the page that was a chat turn's start, 1.6 s in one job)
+        pre_tokenizer()
+        return made
 
     def describe(self) -> str:
         return (f"any text (byte-level BPE, {self.vocab_size} tokens, "
                 f"{len(self.special_ids)} of them special)")
 
-    def encode(self, text: str) -> list:
-        """Text to ids. Never produces a special token: text is only ever text. A character
-        with a byte the vocabulary has no token for (SmolLM2 lacks 21 of the 256: six control
-        characters such as U+0004, and lead bytes of unassigned planes) raises
+    def split(self, text: str) -> list:
+        return split(text)
+
+    def byte_ids(self, piece: str, text: str) -> list:
+        """A character with a byte the vocabulary has no token for (SmolLM2 lacks 21 of the
+        256: six control characters such as U+0004, and lead bytes of unassigned planes) raises
         UnknownCharacters naming each; Hugging Face's tokenizer drops such bytes silently."""
-        cache, ids, byte_ids = self._cache, [], self._byte_ids
-        if len(cache) > CACHE_LIMIT:
-            cache.clear()
-        for piece in split(text):
-            got = cache.get(piece)
-            if got is None:
-                tok = [byte_ids[b] for b in piece.encode("utf-8")]
-                if None in tok:
-                    raise UnknownCharacters(self.unencodable(text))
-                got = cache[piece] = merge_tokens(tok, self.ranks, self.merged)
-            ids.extend(got)
-        return ids
+        tok = [self._byte_ids[b] for b in piece.encode("utf-8")]
+        if None in tok:
+            raise UnknownCharacters(self.unencodable(text))
+        return tok
 
     def unencodable(self, text: str) -> list:
         """The characters of `text` that have a byte without a token, sorted, each once."""
@@ -193,27 +189,10 @@ class GGUFTokenizer:
     def is_special(self, token_id: int) -> bool:
         return bool(self._special[token_id])
 
-    # The byte-level methods are decodelab's own BPE tokenizer's, taken from it rather than written
-    # twice: both keep a token's bytes in `_bytes`, their control tokens' markup in `_marked` and
-    # `special_ids`. (Special tokens have no bytes: decoding drops them.)
-    encode_marked = BPE.encode_marked
-    token_bytes = BPE.token_bytes
-    decode_bytes = BPE.decode_bytes
-    decode = BPE.decode
-
     def merges(self) -> list:
         """The merges by rank, each as its two tokens' strings (the file's order)."""
         by_rank = sorted(self.ranks.items(), key=lambda item: item[1])
         return [[self.tokens[a], self.tokens[b]] for (a, b), _ in by_rank]
 
-    def label(self, token_id: int) -> str:
-        if self._special[token_id]:
-            return self.tokens[token_id]
-        raw = self._bytes[token_id]
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return "<" + " ".join(f"{b:02x}" for b in raw) + ">"
-
-    def labels(self) -> list:
-        return [self.label(i) for i in range(self.vocab_size)]
+    def special_label(self, token_id: int):
+        return self.tokens[token_id] if self._special[token_id] else None

@@ -42,7 +42,7 @@ def token_ids(tokenizer=None) -> dict:
     """The begin, end and padding ids in transformers' names. A model trained here has one
     token for all three: EOS (id 0) ends a text and also starts one, since decodelab's context
     always opens with it. A pretrained tokenizer has its own (SmolLM2: 1, 2 and 2)."""
-    if tokenizer is None or not hasattr(tokenizer, "bos_id"):
+    if tokenizer is None:
         return {"bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": EOS}
     return {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id,
             "pad_token_id": tokenizer.pad_id}

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from decodelab.core.tokens import bpe
+from decodelab.core.tokens.base import Tokenizer
 from decodelab.core.tokens.tokenizer import EOS, EOS_LABEL, CharTokenizer
 from decodelab.errors import FieldError
 
@@ -149,13 +150,11 @@ def tokenizer_files(tok, template=None) -> dict:
     return {"tokenizer.json": dump(body), "tokenizer_config.json": dump(config)}
 
 
-class IdsOnly:
+class IdsOnly(Tokenizer):
     """The stand-in for a checkpoint that came without a tokenizer decodelab reads: a prompt is
     given as ids, and each token is shown by its id, "<17>". Id 0 is EOS, as everywhere here."""
 
     name = "ids"
-    specials = ()
-    special_ids = {}
     eos_id = EOS
     start_ids = (EOS,)
 
@@ -168,13 +167,8 @@ class IdsOnly:
                                        "reads, so a prompt is given as token ids (--ids).")
         return []
 
-    encode_marked = encode
-
     def decode(self, ids) -> str:
         return "".join(self.label(i) for i in ids if i != EOS)
-
-    def is_special(self, token_id: int) -> bool:
-        return False
 
     def label(self, token_id: int) -> str:
         return EOS_LABEL if token_id == EOS else f"<{int(token_id)}>"
@@ -182,14 +176,8 @@ class IdsOnly:
     def token_bytes(self, token_id: int) -> bytes:
         return b"" if token_id == EOS else self.label(token_id).encode()
 
-    def labels(self) -> list:
-        return [self.label(i) for i in range(self.vocab_size)]
-
     def describe(self) -> str:
         return f"token ids 0-{self.vocab_size - 1} (no tokenizer)"
-
-    def arrays(self) -> dict:
-        return {}
 
 
 def _bpe_from(body: dict):

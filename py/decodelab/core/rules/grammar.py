@@ -149,7 +149,7 @@ def ends_of_every_mode(columns, order) -> np.ndarray:
 def check_vocabulary(tokenizer, field: str = "json_mode") -> None:
     """A FieldError when the model cannot write a JSON object at all (a character model whose
     corpus has no braces or quotes)."""
-    chars = getattr(tokenizer, "chars", None)
+    chars = tokenizer.chars
     if chars is None:
         return  # byte-level BPE writes any bytes
     missing = [c for c in NEEDED if c not in chars]

@@ -37,7 +37,7 @@ def vocabulary_error(stops, tokenizer):
     """With one token per character, a stop string holding a character outside the vocabulary
     could never be written (byte-level BPE can write any text, so there every stop string can
     match). The FieldError for the first such string, or None."""
-    known = getattr(tokenizer, "chars", None)
+    known = tokenizer.chars
     if known is None:
         return None
     for i, stop in enumerate(stops, 1):

@@ -147,7 +147,7 @@ def grade(question: str, answer: str):
 
 def has_template(tokenizer) -> bool:
     """Whether a tokenizer knows the markers, so a prompt can be wrapped as a question."""
-    return all(t in getattr(tokenizer, "special_ids", {}) for t in SPECIALS)
+    return all(t in tokenizer.special_ids for t in SPECIALS)
 
 
 def marker_ids(tokenizer) -> dict:

@@ -14,8 +14,9 @@ the most frequent pair, again and again; ties go to the pair with the smaller id
 text gives the same merges on any machine. The pair counts are updated only for the words a
 merge touches, not recounted from scratch.
 
-Encoding (`BPE.encode`) merges a piece by rank, lowest first, as training did, and keeps each
-piece's result in a cache: text repeats its words, so most pieces are looked up, not merged.
+Encoding (`BPE.encode`, the byte-level rule of `bytelevel.py`, which a GGUF file's tokenizer
+shares) merges a piece by rank, lowest first, as training did, and keeps each piece's result in
+a cache: text repeats its words, so most pieces are looked up, not merged.
 
 Special tokens (`specials`, e.g. "<|call|>") take the ids after the merges. They are not text:
 `encode` never produces one, so a prompt that contains the markup "<|call|>" stays the eight
@@ -33,12 +34,13 @@ import re
 
 import numpy as np
 
+from decodelab.core.tokens.bytelevel import ByteLevel
+
 EOS = 0
 EOS_LABEL = "<eos>"
 VOCAB_SIZE = 1024  # the size trained at build time (docs/decoding.md, Tokens: why this size)
 FIRST_BYTE = 1  # byte b is id b + FIRST_BYTE
 FIRST_MERGE = 256 + FIRST_BYTE
-CACHE_LIMIT = 50_000  # pieces kept by encode's cache before it starts again
 
 # every character falls in exactly one class: whitespace, a letter (a word character that is not
 # a digit or "_"), a digit, or anything else (punctuation, symbols, "_", combining marks)
@@ -119,48 +121,9 @@ def merges_hash(merges: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(merges, dtype="<i4").tobytes()).hexdigest()
 
 
-def merge_tokens(tok: list, ranks: dict, merged) -> tuple:
-    """One piece's tokens after BPE: the merges applied lowest rank first, each at its leftmost
-    place first, as training applied them. `ranks` maps a pair of ids to its rank, `merged[rank]`
-    is the id the pair becomes. The tokens form a linked list and the pairs that can merge wait
-    in a heap by (rank, position), so a piece of n bytes takes O(n log n), however long it is (a
-    10 KB run of one character included). Shared by every byte-level BPE of the package."""
-    n = len(tok)
-    if n < 2:
-        return tuple(tok)
-    nxt = list(range(1, n + 1))  # n: no next token
-    prv = list(range(-1, n - 1))
-    heap = []
-    for i in range(n - 1):
-        r = ranks.get((tok[i], tok[i + 1]))
-        if r is not None:
-            heap.append((r, i))
-    heapq.heapify(heap)
-    while heap:
-        r, i = heapq.heappop(heap)
-        j = nxt[i]
-        # stale: i was merged away (its token is now None), or its pair changed since
-        if tok[i] is None or j >= n or ranks.get((tok[i], tok[j])) != r:
-            continue
-        tok[i] = merged[r]
-        tok[j] = None
-        nxt[i] = k = nxt[j]
-        if k < n:
-            prv[k] = i
-        h = prv[i]
-        if h >= 0:
-            left = ranks.get((tok[h], tok[i]))
-            if left is not None:
-                heapq.heappush(heap, (left, h))
-        if k < n:
-            right = ranks.get((tok[i], tok[k]))
-            if right is not None:
-                heapq.heappush(heap, (right, i))
-    return tuple(t for t in tok if t is not None)
-
-
-class BPE:
-    """A trained byte-level BPE: encode, decode, and each token's bytes."""
+class BPE(ByteLevel):
+    """A trained byte-level BPE: encode, decode, and each token's bytes (the byte-level rule
+    itself is `bytelevel.ByteLevel`'s, shared with a GGUF file's tokenizer)."""
 
     name = "bpe"
     eos_id = EOS  # the token that ends a sequence
@@ -207,70 +170,25 @@ class BPE:
         extra = f", {len(self.specials)} of them special" if self.specials else ""
         return f"any text (byte-level BPE, {self.vocab_size} tokens{extra})"
 
-    def labels(self) -> list:
-        return [self.label(i) for i in range(self.vocab_size)]
-
     def save(self, path, dataset: str) -> None:
         np.savez(path, kind=np.array("bpe"), dataset=np.array(dataset),
                  sha256=np.array(merges_hash(self.merges)), **self.arrays())
 
-    def _merge_piece(self, piece: str) -> tuple:
-        return merge_tokens([b + FIRST_BYTE for b in piece.encode("utf-8")], self.ranks,
-                            self.merged)
+    def split(self, text: str) -> list:
+        return split(text)
 
-    def encode(self, text: str) -> list:
-        """Any text to ids. Never produces EOS: text is only ever text."""
-        cache, ids = self._cache, []
-        if len(cache) > CACHE_LIMIT:
-            cache.clear()
-        for piece in split(text):
-            got = cache.get(piece)
-            if got is None:
-                got = cache[piece] = self._merge_piece(piece)
-            ids.extend(got)
-        return ids
-
-    def encode_marked(self, text: str) -> list:
-        """Text the package wrote itself (a corpus line), where the markup of a special token
-        stands for that token. Never use it on what a person typed: that is `encode`."""
-        if self._marked is None:
-            return self.encode(text)
-        ids = []
-        for i, part in enumerate(self._marked.split(text)):
-            if i % 2:
-                ids.append(self.special_ids[part])
-            elif part:
-                ids.extend(self.encode(part))
-        return ids
+    def byte_ids(self, piece: str, text: str) -> list:
+        return [b + FIRST_BYTE for b in piece.encode("utf-8")]  # every byte has its token
 
     def is_special(self, token_id: int) -> bool:
         return token_id >= self.vocab_size - len(self.specials)
 
-    def token_bytes(self, token_id: int) -> bytes:
-        """The bytes a token stands for (EOS and special tokens: none)."""
-        return self._bytes[token_id]
-
-    def decode_bytes(self, ids) -> bytes:
-        table = self._bytes
-        return b"".join(table[i] for i in ids)
-
-    def decode(self, ids) -> str:
-        """Ids to text. EOS is dropped; bytes that are not UTF-8 (a character cut in the middle)
-        become U+FFFD, the replacement character."""
-        return self.decode_bytes(ids).decode("utf-8", errors="replace")
-
-    def label(self, token_id: int) -> str:
-        """A token as a person can read it: its text if its bytes are UTF-8 on their own, else
-        its bytes in hex, as <e2 82>."""
+    def special_label(self, token_id: int):
         if token_id == EOS:
             return EOS_LABEL
         if self.is_special(token_id):
             return self.specials[token_id - (self.vocab_size - len(self.specials))]
-        raw = self._bytes[token_id]
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return "<" + " ".join(f"{b:02x}" for b in raw) + ">"
+        return None
 
 
 def main(argv=None) -> int:

@@ -4,20 +4,21 @@ Id 0 is EOS (label "<eos>"); ids 1..V-1 are the corpus characters in sorted orde
 transformer reads EOS as "start of a sequence" too, which is why an empty prompt is valid.
 EOS never becomes visible text: `decode` drops it.
 
-The other tokenizer, byte-level BPE, lives in `bpe.py`; both offer the same methods (encode,
-decode, label, labels, describe, token_bytes, arrays), and `tokenfile.from_arrays` reads either
-back from a model file.
+The other tokenizer, byte-level BPE, lives in `bpe.py`; both are what `base.Tokenizer` declares
+(encode, decode, label, labels, describe, token_bytes, arrays), and `tokenfile.from_arrays` reads
+either back from a model file.
 """
 
 import numpy as np
 
+from decodelab.core.tokens.base import Tokenizer
 from decodelab.errors import UnknownCharacters
 
 EOS = 0
 EOS_LABEL = "<eos>"
 
 
-class CharTokenizer:
+class CharTokenizer(Tokenizer):
     name = "chars"
     eos_id = EOS  # the token that ends a sequence
     start_ids = (EOS,)  # what a context starts with: EOS, read as "a sequence starts here"
@@ -40,11 +41,6 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         return "".join(self._labels[i] for i in ids if i != EOS)
-
-    encode_marked = encode  # corpus text: characters have no special tokens
-
-    def is_special(self, token_id: int) -> bool:
-        return False
 
     def label(self, token_id: int) -> str:
         return self._labels[token_id]
