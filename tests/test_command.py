@@ -13,7 +13,7 @@ import pytest
 from decodelab.core.library import Library
 from decodelab.core.tokens.corpus import corpus_from_text
 from decodelab.core.rules.settings import Settings, engine_json, run_json
-from decodelab.entry.command import OWN_TEXT, repeat, words
+from decodelab.entry.command import NOT_SAID, OWN_TEXT, SETTING_NAMES_OF, repeat, words
 from decodelab.fields import MAX_SEED
 from decodelab.pretrained.chat import conversation_seed, start_turn, turn_seed
 from tests.conftest import ROOT
@@ -63,6 +63,19 @@ def test_a_chat_turn_gives_the_conversation_before_it_and_the_seed_it_was_asked_
     first = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     said = shell(words({"seed": 1}, messages=first))
     assert "--system=Be brief." in said and not any(w.startswith("--history") for w in said)
+
+
+def test_every_run_setting_has_its_option_and_a_chat_turn_keeps_its_draft():
+    """Nothing a run's settings hold is left out of its command unsaid: generate takes every
+    run setting, chat every one but what the conversation and the chat model decide."""
+    everything = Settings().to_json()
+    assert set(everything) <= set(SETTING_NAMES_OF["generate"])
+    assert set(everything) - set(NOT_SAID["chat"]) <= set(SETTING_NAMES_OF["chat"])
+    turn = [{"role": "user", "content": "Hi"}]
+    said = words({**everything, "draft": "ngram", "seed": 1}, engine="quantized", messages=turn)
+    assert "--draft=ngram" in said
+    with pytest.raises(ValueError, match="no option for the setting nonsense"):
+        words({"nonsense": 1, "seed": 1})
 
 
 @pytest.mark.parametrize("seed", [0, 5, MAX_SEED])
@@ -121,7 +134,9 @@ def test_the_command_prints_a_run_of_a_gguf_file_of_one_s_own(tmp_path):
     run = start(library, {"model": "smollm2", "prompt": "Hi", "seed": 3, "temperature": 0.9,
                           "max_new_tokens": 5, "cache_check": False}).run()
     assert run.model.name == "my model.gguf"  # (its file names no model)
-    command = repeat(library, run_json(run.settings, run.model), "reference")
+    # (the page names a file opened from disk when it reads it: the model's info "opened")
+    command = repeat(library, run_json(run.settings, run.model), "reference", None,
+                     "my model.gguf")
     said = shell(command["words"])
     assert "--gguf=my model.gguf" in said and "my model.gguf in the folder" in command["note"]
     out = subprocess.run([sys.executable, *said[1:]], capture_output=True, text=True,

@@ -176,6 +176,7 @@ BEAM = {"settings": {"model": "transformer", "dataset": "prose", "prompt": "The 
 
 def test_a_long_call_answers_pending_then_its_own_answer(page, one_piece_slices):
     from decodelab.core.library import Library
+    from decodelab.entry.command import words
 
     reply, slices_made = api("beam", BEAM, sliced=True), 1
     assert reply["ok"] and reply["pending"] and reply["endpoint"] == "beam"
@@ -186,6 +187,8 @@ def test_a_long_call_answers_pending_then_its_own_answer(page, one_piece_slices)
         slices_made += 1
     assert slices_made > 12  # a piece per step of the search and of the runs beside it
     native = beam_lesson(Library(page), BEAM)
+    # with the command line that repeats the search (entry.command)
+    assert reply.pop("command")["words"] == words(native["trace"]["settings"])
     assert reply == {"ok": True, **native}
     assert registry.SESSIONS["page"].tasks == {}  # nothing left behind
     again = api("resume", {"task": task, "budget_ms": 0})  # a finished task is gone

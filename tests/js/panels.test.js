@@ -1,5 +1,5 @@
-// What the panels work out for display from Python's numbers, without a document: the CSV and
-// the command line of a run (ui/exports.js), the check chart's envelope (kv/cache.js), two runs
+// What the panels work out for display from Python's numbers, without a document: the CSV of a
+// run (ui/exports.js), the check chart's envelope (kv/cache.js), two runs
 // compared (lesson/runs.js), a loop at the end of a text and the Try this lists (lesson/tries/).
 
 import assert from "node:assert/strict";

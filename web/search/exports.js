@@ -31,13 +31,14 @@ export function searchCsv(trace) {
 
 /**
  * The buttons and the command line of a panel: ids prefix-export, prefix-export-csv,
- * prefix-command, prefix-link (a link with the panel's own settings, own(), opening at anchor).
+ * prefix-command (and its note: how to run it), prefix-link (a link with the panel's own settings, own(), opening at anchor).
  */
 export function installSearchExports(prefix, app, own, anchor) {
   let trace = null;
   const json = $(`${prefix}-export`);
   const csv = $(`${prefix}-export-csv`);
   const command = $(`${prefix}-command`);
+  const note = $(`${prefix}-command-note`);
   const link = $(`${prefix}-link`);
   link.addEventListener("click", async () => {
     const url = `${app.link(own())}#${anchor}`;
@@ -52,8 +53,8 @@ export function installSearchExports(prefix, app, own, anchor) {
     show(next, repeat) {
       trace = next;
       json.disabled = csv.disabled = false;
-      if (repeat.words) showWords(command, repeat.words);
-      else command.textContent = repeat.note; // (a search on text of one's own: no command repeats it)
+      showWords(command, repeat.words || []); // (none for a search on text of one's own)
+      note.textContent = repeat.note;
     },
   };
 }

@@ -1,6 +1,6 @@
-// Taking a run away from the page: the per-step probabilities as CSV, and the command line that
-// reproduces the run with the CLI. (The full trace JSON is exported by app.js; both exports
-// here are built from that same trace, so all three always describe the same run.)
+// Taking a run away from the page: its trace (JSON, as the command line prints it), the per-step
+// probabilities as CSV (built from that trace), and the command line that repeats the run, as
+// Python wrote it with the run's start (entry/command.py; or why none can).
 
 import { copyText, flash } from "./copy.js";
 import { $, el } from "./dom.js";

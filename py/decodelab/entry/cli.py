@@ -27,6 +27,7 @@ status 2 and one line on stderr naming the option and what is allowed.
 import argparse
 import json
 import math
+import os
 import sys
 
 from decodelab.core.rules.sampling import FILTER_NAMES
@@ -171,7 +172,7 @@ def history(given) -> list:
     """The messages of an earlier chat (a JSON list, or chat's output with "messages"): from a
     file, or the JSON itself when the value starts with [ or { (what the page's command line
     for a chat turn gives, so that one line repeats the turn)."""
-    inline = given.lstrip().startswith(("[", "{"))
+    inline = given.lstrip().startswith(("[", "{")) and not os.path.exists(given)
     try:
         if inline:
             data = json.loads(given)
@@ -192,7 +193,7 @@ def history(given) -> list:
 
 CHECK = ("model", "dataset", "tokenizer", "prompt", "steps", "seed", "dtype")
 # a chat turn's settings: a run's, less what the chat model and its template decide
-CHAT_RUN = tuple(n for n in SETTING_NAMES if n not in ("dataset", "tokenizer", "prompt", "draft"))
+CHAT_RUN = tuple(n for n in SETTING_NAMES if n not in ("dataset", "tokenizer", "prompt"))
 MEMORY = ("layers", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequences")
 
 

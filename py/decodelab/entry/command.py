@@ -16,7 +16,7 @@ import json
 import shlex
 
 from decodelab.entry.cli import CHAT_RUN, COMMANDS, option
-from decodelab.fields import FIELD_BY_NAME, PRETRAINED
+from decodelab.fields import FIELD_BY_NAME
 from decodelab.pretrained.chat import conversation_seed
 
 ALWAYS = ("model", "dataset", "prompt", "seed")
@@ -45,8 +45,10 @@ def words(settings: dict, *, engine=None, messages=None, gguf=None) -> list:
             out.append(f"--history={shlex.quote(json.dumps(history, ensure_ascii=False))}")
         out.append(f"--message={shlex.quote(last['content'])}")
     for name, value in settings.items():
-        if name not in names or (name == "model" and (gguf is not None or messages is not None)):
-            continue  # a file of one's own is --gguf; a chat's model is the chat model
+        if name in NOT_SAID[command] or (name == "model" and gguf is not None):
+            continue  # a file of one's own is --gguf
+        if name not in names:  # (tests/test_command.py holds every run setting to an option)
+            raise ValueError(f"{command} has no option for the setting {name}")
         if name not in ALWAYS and same(value, defaults.get(name)):
             continue
         out.extend(option_words(name, value))
@@ -77,14 +79,14 @@ def same(a, b) -> bool:
     return a == b
 
 
-def repeat(library, settings: dict, engine=None, messages=None) -> dict:
+def repeat(library, settings: dict, engine=None, messages=None, opened=None) -> dict:
     """{"words": the command's words, "note": how to run it}, or {"words": None, "note": why
-    none can repeat it}, for a run (or a search) with these settings as its trace says them."""
+    none can repeat it}, for a run (or a search) with these settings as its trace says them.
+    opened: the name of the GGUF file of one's own the model was read from (the page's
+    `pretrained_load_start` "file"; its info's "opened"), None for the site's own file."""
     if "dataset" in settings and library.own_text(settings["dataset"]):
         return {"words": None, "note": OWN_TEXT}
-    gguf = None
-    if engine is not None and settings.get("model") != PRETRAINED[0]:
-        gguf = library.pretrained().info.get("file") or "model.gguf"  # a file of one's own
+    gguf = opened
     note = RUN_IT if gguf is None else (
         f"Run it in a decodelab checkout with your file {gguf} in the folder you run it from "
         "(after pip install -e . or with PYTHONPATH=py): it prints the same trace as Export "
@@ -93,3 +95,7 @@ def repeat(library, settings: dict, engine=None, messages=None) -> dict:
 
 
 SETTING_NAMES_OF = {"generate": COMMANDS["generate"][1], "chat": CHAT_RUN}
+# what a run's settings hold that its command does not say: a chat turn's model is the chat
+# model, and its prompt is the conversation (the workbench's Prompt, Dataset and Tokenizer
+# played no part)
+NOT_SAID = {"generate": (), "chat": ("model", "prompt", "dataset", "tokenizer")}

@@ -303,6 +303,7 @@ class Reader:
         limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
         self.gguf = GGUF(data, limit)  # a path: read a tensor at a time
         self.file = os.path.basename(data) if isinstance(data, (str, os.PathLike)) else ""
+        self.opened = None  # the page's: the name of a file the learner opened from disk
         self.cfg = config_of(self.gguf, window)
         check_shapes(self.gguf, self.cfg)  # every tensor, before any is read
         self.engine = engine
@@ -325,7 +326,7 @@ class Reader:
     def model(self) -> PretrainedModel:
         gguf, cfg = self.gguf, self.cfg
         info = {"name": gguf.get("general.name", ""), "license": gguf.get("general.license", ""),
-                "file": self.file,
+                "file": self.file, "opened": self.opened,
                 "trained_context": int(gguf.get(cfg_key(gguf, "context_length"),
                                                 cfg.context_size)),
                 "file_types": sorted({t.type for t in gguf.tensors.values()})}

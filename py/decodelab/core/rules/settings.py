@@ -45,13 +45,14 @@ class Run:
         return d
 
 
-# The settings of one run: one value per run setting of fields.FIELDS (the fields the workbench
-# shows), in the table's order, each with the table's default and the type its kind gives. The
-# table declares each setting once; a new setting is a row there and nothing here. (The rules
-# among them are declared as the rules, in sampling.Rules, which `Run.rules` makes.)
 Settings = make_dataclass("Settings", [(f.name, TYPES[f.kind], field(default=f.default))
                                        for f in RUN_FIELDS], bases=(Run,), frozen=True)
 Settings.__module__ = __name__  # (make_dataclass names its module itself from Python 3.12)
+Settings.__doc__ = """The settings of one run: one value per run setting of fields.FIELDS (the
+fields the workbench shows), in the table's order, each with the table's default and the type
+its kind gives. The table declares each setting once; a new setting is a row there and nothing
+here. (The rules among them are declared as the rules, in sampling.Rules, which `rules`
+makes.)"""
 
 
 def run_json(settings: Settings, model) -> dict:

@@ -6,8 +6,9 @@ Python's file system; `pretrained_load_start` {"path", "engine", "file"} reads i
 configuration for the engine asked for (`pretrained.engines`; the page's default where absent;
 "file": the name of a file of one's own, which the command line that repeats a run names),
 and `pretrained_load_advance` reads the rest a part at a time (the tokenizer, each block, the
-embedding), so the page shows how far it has got and can stop between two parts. The last part hands the model to the library, which every page sharing this Python
-shares; runs with Model SmolLM2 use it from then on. `pretrained_cancel` drops a load stopped
+embedding), so the page shows how far it has got and can stop between two parts. The last
+part hands the model to the library, which every page sharing this Python shares; runs with
+Model SmolLM2 use it from then on. `pretrained_cancel` drops a load stopped
 half-way (its arrays go with it). `pretrained` says whether the model is loaded, and what it is.
 
 A chat turn is a run (`start` with "messages"): the conversation rendered by the model's chat
@@ -67,8 +68,8 @@ class Loading(Planned):
             self.reader = Reader(path, engine=engine)
         except GGUFError as e:
             raise FieldError("gguf", f"GGUF: {e}.") from None
-        if isinstance(req.get("file"), str) and req["file"]:  # the learner's name for it
-            self.reader.file = os.path.basename(req["file"])
+        if isinstance(req.get("file"), str) and req["file"]:  # a file of one's own, by its name
+            self.reader.file = self.reader.opened = os.path.basename(req["file"])
         self.plan = list(self.reader.parts)
         self.total, self.steps = len(self.plan), 0
         self.info = None

@@ -199,7 +199,8 @@ def _start(session: Session, req: dict) -> dict:
            # the command line that repeats it, for the page to show once it has run
            "command": repeat(session.library, run_json(run.settings, run.model),
                              engine_json(run.model).get("engine"),
-                             run.chat.messages if run.chat is not None else None)}
+                             run.chat.messages if run.chat is not None else None,
+                             run.model.info.get("opened") if run.model.own_data else None)}
     if run.model.kind != "bigram":  # its KV cache, and the live check's limit for its logits
         out["cache"] = {**cache_shape(run.model), "tolerance": check_tolerance(run.model)}
     if run.chat is not None:  # a chat turn: its prompt's tokens (the special ones marked), how

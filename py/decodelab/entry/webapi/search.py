@@ -25,8 +25,10 @@ def _speculate(session: Session, req: dict) -> dict:
 
 def with_command(session: Session, out: dict) -> dict:
     """A search's reply with the command line that repeats its trace (entry.command)."""
-    trace = out["trace"]
-    return {**out, "command": repeat(session.library, trace["settings"], trace.get("engine"))}
+    trace, library = out["trace"], session.library
+    opened = library.pretrained().info.get("opened") if "engine" in trace else None
+    return {**out, "command": repeat(library, trace["settings"], trace.get("engine"), None,
+                                     opened)}
 
 
 experiment("acceptance", AcceptanceExperiment, "No acceptance experiment has been started.")
