@@ -379,6 +379,9 @@ def test_a_try_run_in_its_own_chapter_leaves_its_answer_in_view(chromium, base_u
                 item.get_by_role("button", name="Try it").click()
                 page.wait_for_function(f"() => document.querySelector('#try-{name}').dataset"
                                        f".state === 'done'", timeout=180_000)
+                # what the run drew fits the window's width (the draft's legend, greedy, once
+                # made a phone's page 509 px wide)
+                assert page.evaluate("() => document.documentElement.scrollWidth") <= width, name
                 if page.locator("#trip").is_visible():  # it ran in the workbench: back here
                     page.locator("#trip-back").click()
                     continue

@@ -4,13 +4,17 @@ keeps the last result; speculative decoding with greedy rules equal to greedy de
 rounds and cache; the acceptance experiment with its table and Stop."""
 
 import json
+import os
+import shlex
+import subprocess
+import sys
 
 import pytest
 from playwright.sync_api import expect
 
 from decodelab.fields import default
 
-from tests.e2e.conftest import open_chapter, open_page, reveal, wait_ready
+from tests.e2e.conftest import ROOT, open_chapter, open_page, reveal, wait_ready
 from tests.e2e.test_page import cli_trace, set_fields
 from tests.e2e.test_transformer_page import BASE
 
@@ -136,6 +140,13 @@ def test_beam_search_in_the_page_equals_the_command_line(app):
     command = app.locator("#beam-command").inner_text()
     assert "--strategy=beam" in command and "--num-beams=5" in command
     assert "--temperature" not in command  # beam search draws nothing
+    # the command line Python wrote repeats the search, and its note says how to run it
+    words = shlex.split(command)
+    assert words[:4] == ["python3", "-m", "decodelab", "generate"] and words[-1] == "--json"
+    out = subprocess.run([sys.executable, *words[1:]], capture_output=True, text=True,
+                         check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT / "py")))
+    assert [b["ids"] for b in json.loads(out.stdout)["beams"]] == [b["ids"] for b in got["beams"]]
+    assert "prints the same trace as Export trace" in app.locator("#beam-command-note").inner_text()
 
 
 def test_a_bad_beam_setting_is_named_and_the_last_search_stays(app):
