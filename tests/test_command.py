@@ -13,7 +13,8 @@ import pytest
 from decodelab.core.library import Library
 from decodelab.core.tokens.corpus import corpus_from_text
 from decodelab.core.rules.settings import Settings, engine_json, run_json
-from decodelab.entry.command import NOT_SAID, OWN_TEXT, SETTING_NAMES_OF, repeat, words
+from decodelab.entry.command import (CHAT_SETTINGS, NOT_SAID, OWN_TEXT, SETTING_NAMES_OF, repeat,
+                                     words)
 from decodelab.fields import MAX_SEED
 from decodelab.pretrained.chat import conversation_seed, start_turn, turn_seed
 from tests.conftest import ROOT
@@ -76,6 +77,23 @@ def test_every_run_setting_has_its_option_and_a_chat_turn_keeps_its_draft():
     assert "--draft=ngram" in said
     with pytest.raises(ValueError, match="no option for the setting nonsense"):
         words({"nonsense": 1, "seed": 1})
+
+
+def test_the_commands_take_their_fields_defaults_and_the_page_never_imports_the_cli():
+    """A setting left out of a command is its field's default there (the CLI gives generate
+    and chat no defaults of their own); and the page's Python, which writes commands at every
+    run, never imports the CLI (argparse is not in the runtime's snapshot: a return visit would
+    import it again)."""
+    from decodelab.entry.cli import COMMANDS, build_parser
+
+    assert COMMANDS["generate"][3] == COMMANDS["chat"][3] == {}
+    chat = build_parser().parse_args(["chat", "--message", "x"])
+    assert set(CHAT_SETTINGS) <= set(vars(chat))
+    out = subprocess.run([sys.executable, "-c", "import sys, decodelab.entry.webapi; "
+                          "print(sorted({'argparse', 'gettext'} & set(sys.modules)))"],
+                         capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT / "py")))
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("seed", [0, 5, MAX_SEED])

@@ -25,6 +25,11 @@ MODELS = ("bigram", "transformer")  # the kinds trained here, one per dataset an
 PRETRAINED = ("smollm2",)  # models read from a file, with their own tokenizer and data
 
 
+def option(name: str) -> str:
+    """A field's option on the command line: top_k is --top-k."""
+    return "--" + name.replace("_", "-")
+
+
 def from_file(model) -> bool:
     """Does this value of the Model field name a model read from a file, which brings its own
     tokenizer, data and training (Dataset and Tokenizer play no part)? The one place a setting's

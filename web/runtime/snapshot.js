@@ -16,7 +16,7 @@
 export const SNAPSHOT_MODULES = [
   "__future__", "base64", "calendar", "csv", "dataclasses", "datetime", "email.message",
   "email.utils", "encodings.cp437", "hashlib", "hmac", "importlib.metadata", "json", "numbers",
-  "pickle", "platform", "secrets", "tarfile",
+  "pickle", "platform", "secrets", "shlex", "tarfile",
 ];
 // Standard-library modules the start may import after the copy (see above).
 const LEFT_OUT = ["ctypes", "_ctypes"];

@@ -33,8 +33,9 @@ import sys
 from decodelab.core.rules.sampling import FILTER_NAMES
 from decodelab.core.loops.search import kind as search_kind
 from decodelab.core.rules.settings import NAMES as SETTING_NAMES
+from decodelab.entry.command import CHAT_SETTINGS
 from decodelab.errors import FieldError, FieldErrors
-from decodelab.fields import FIELD_BY_NAME, PRETRAINED, check, encode, from_file, read
+from decodelab.fields import FIELD_BY_NAME, PRETRAINED, check, encode, from_file, option, read
 from decodelab.lesson.playground import RULES
 
 
@@ -47,10 +48,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(f"{self.prog}: {message}")
-
-
-def option(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def add_fields(p, names, required=()):
@@ -153,7 +150,7 @@ def cmd_chat(args) -> dict:
                                   f"{PRETRAINED[0]} or leave it out.")
     args.model = PRETRAINED[0]
     pretrained(args)
-    raw = drawn(args, given(args, CHAT_RUN))
+    raw = drawn(args, given(args, CHAT_SETTINGS))
     messages = history(args.history) if args.history else []
     if args.system is not None:
         if messages:
@@ -192,8 +189,6 @@ def history(given) -> list:
 
 
 CHECK = ("model", "dataset", "tokenizer", "prompt", "steps", "seed", "dtype")
-# a chat turn's settings: a run's, less what the chat model and its template decide
-CHAT_RUN = tuple(n for n in SETTING_NAMES if n not in ("dataset", "tokenizer", "prompt"))
 MEMORY = ("layers", "kv_heads", "head_dim", "bytes_per_element", "tokens", "sequences")
 
 
@@ -366,7 +361,7 @@ COMMANDS = {
     "generate": ("generate with a trained model or the real one (--model smollm2)",
                  SETTING_NAMES, (), {}, cmd_generate),
     "chat": ("a message to the real chat model (SmolLM2-135M-Instruct) in its chat template",
-             CHAT_RUN, (), {}, cmd_chat),
+             CHAT_SETTINGS, (), {}, cmd_chat),
     "ask": ("ask the tasks model a question: arithmetic (it may call a calculator) or a card "
             "(it answers in JSON)",
             ("question", "model", "seed", "temperature", "greedy", *FILTER_NAMES, "tools",

@@ -15,8 +15,8 @@ names its engine. Values go as --option=value so a prompt that starts with "-" s
 import json
 import shlex
 
-from decodelab.entry.cli import CHAT_RUN, COMMANDS, option
-from decodelab.fields import FIELD_BY_NAME
+from decodelab.core.rules.settings import NAMES
+from decodelab.fields import FIELD_BY_NAME, option
 from decodelab.pretrained.chat import conversation_seed
 
 ALWAYS = ("model", "dataset", "prompt", "seed")
@@ -31,8 +31,8 @@ def words(settings: dict, *, engine=None, messages=None, gguf=None) -> list:
     a chat turn's conversation, the new user message last; gguf: the file of one's own the
     model was read from (its name, as the command expects to find it)."""
     command = "generate" if messages is None else "chat"
-    names = SETTING_NAMES_OF[command]
-    defaults = {n: FIELD_BY_NAME[n].default for n in names} | COMMANDS[command][3]
+    names = SETTING_NAMES_OF[command]  # (each command's default is its field's: a test)
+    defaults = {n: FIELD_BY_NAME[n].default for n in names}
     out = ["python3", "-m", "decodelab", command]
     if gguf is not None:
         out.append(f"--gguf={shlex.quote(gguf)}")
@@ -94,7 +94,10 @@ def repeat(library, settings: dict, engine=None, messages=None, opened=None) -> 
     return {"words": words(settings, engine=engine, messages=messages, gguf=gguf), "note": note}
 
 
-SETTING_NAMES_OF = {"generate": COMMANDS["generate"][1], "chat": CHAT_RUN}
+# a chat turn's settings (the CLI's chat's options): a run's, less what the chat model's template
+# decides (the prompt) and what plays no part with it
+CHAT_SETTINGS = tuple(n for n in NAMES if n not in ("dataset", "tokenizer", "prompt"))
+SETTING_NAMES_OF = {"generate": NAMES, "chat": CHAT_SETTINGS}
 # what a run's settings hold that its command does not say: a chat turn's model is the chat
 # model, and its prompt is the conversation (the workbench's Prompt, Dataset and Tokenizer
 # played no part)
