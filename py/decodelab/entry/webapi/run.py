@@ -193,12 +193,12 @@ def _start(session: Session, req: dict) -> dict:
                                 "with the workbench's settings.")
     session.run = run
     pieces, healed = run.prompt_pieces()
+    engine = engine_json(run.model)  # (a model read from a file: the engine it runs on)
     out = {"settings": run.settings.to_json(), "prompt_tokens": pieces, "healed": healed,
-           "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size,
-           **engine_json(run.model),  # (a model read from a file: the engine it runs on)
+           "greedy": run.rules.is_greedy, "vocab_size": run.tokenizer.vocab_size, **engine,
            # the command line that repeats it, for the page to show once it has run
            "command": repeat(session.library, run_json(run.settings, run.model),
-                             engine_json(run.model).get("engine"),
+                             engine.get("engine"),
                              run.chat.messages if run.chat is not None else None,
                              run.model.info.get("opened") if run.model.own_data else None)}
     if run.model.kind != "bigram":  # its KV cache, and the live check's limit for its logits

@@ -26,7 +26,10 @@ def _speculate(session: Session, req: dict) -> dict:
 def with_command(session: Session, out: dict) -> dict:
     """A search's reply with the command line that repeats its trace (entry.command)."""
     trace, library = out["trace"], session.library
-    opened = library.pretrained().info.get("opened") if "engine" in trace else None
+    # (a model read from a file: the one the search ran on, unless the learner read another
+    # meanwhile)
+    opened = library.pretrained().info.get("opened") \
+        if "engine" in trace and library.has_pretrained() else None
     return {**out, "command": repeat(library, trace["settings"], trace.get("engine"), None,
                                      opened)}
 
