@@ -55,12 +55,13 @@ def test_embed_this_writes_both_snippets_and_previews_them(chromium, base_url):
     # once (the snippet's own start, on view, is for the course page)
     frame = dialog.locator("#embed-preview-box iframe")
     frame.wait_for(state="attached")
-    # (each change waits for the page's settings to settle first: on a busy machine, while the
-    # preview starts its own Python beside the page's, the height's wait once passed 30 s)
+    # (a new address waits for a pause in the choosing; a busy machine, where the preview starts
+    # its own Python beside the page's, has made that wait long)
     page.wait_for_function("(s) => document.querySelector('#embed-preview-box iframe')?.getAttribute('src') === s",
                            arg=src + "&lazy=none", timeout=90_000)
     assert frame.get_attribute("data-src") == src
-    # the typed height reaches the preview a moment after the address does
+    # the typed height reaches the preview with the address: the dialog's own choices never wait
+    # for Python (they once waited on its check of the workbench, and a CI run's wait passed 90 s)
     page.wait_for_function("() => document.querySelector('#embed-preview-box iframe').height === '560'",
                            timeout=90_000)
     assert frame.get_attribute("width") == "720"

@@ -203,8 +203,20 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     return { values, names, words: [words, ...notes].join(" ") };
   }
 
-  async function update({ now = false } = {}) {
-    const python = await store.settled();
+  // The dialog's own choices (panels, controls, size, theme, start) take effect at once, with the
+  // workbench's settings as Python last checked them (the modal dialog keeps the workbench as it
+  // is); Python's verdict, asked for each time, then brings them up to date. So a typed height
+  // never waits for Python, even while the preview's own Python starts beside the page's.
+  let verdict = null;
+  function update({ now = false } = {}) {
+    render(now);
+    store.settled().then((checked) => {
+      verdict = checked;
+      render(now);
+    }, () => {}); // a worker being replaced: its next check answers
+  }
+
+  function render(now) {
     const panels = chosen(panelBox);
     const controlsOn = panels.includes("controls");
     $("embed-controls-set").disabled = !controlsOn;
@@ -215,7 +227,8 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     fieldError(null, controlsOn && controls && !controls.length ? "Choose at least one control, or All of them." : null, $("embed-controls-error"));
     for (const id of ["height", "width"]) fieldError(inputs[id], size[id].error, $(`embed-${id}-error`));
     const bad = !panels.length || (controlsOn && controls && !controls.length) || size.height.error || size.width.error;
-    const settings = carried(python);
+    if (!verdict) return; // the first verdict is on its way
+    const settings = carried(verdict);
     $("embed-carried").textContent = settings.words;
     if (bad) {
       status.textContent = "Fix the choice marked above; the snippets show the last good one.";
@@ -229,9 +242,12 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     const out = snippets(base, spec);
     outIframe.value = out.iframe;
     outElement.value = out.element;
+    const same = embedder.last && embedder.last.src === out.src;
     embedder.last = { ...spec, ...out, width: size.width.value };
     clearTimeout(timer);
-    timer = setTimeout(preview, now ? 0 : 600);
+    // a new size resizes the preview at once; a new address waits for a pause in the choosing
+    // (each address is a new widget with its own Python)
+    timer = setTimeout(preview, now || same ? 0 : 600);
   }
 
   // The iframe of the snippet, at the chosen size. A new address loads a new widget (with its own
@@ -281,6 +297,7 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
     controlBox.replaceChildren();
     embedder.preview = null;
     ownHeight = false;
+    verdict = null; // the workbench may change before the dialog opens again
   });
   opener.addEventListener("click", () => {
     fillChoices();
