@@ -1,14 +1,20 @@
 """The lesson on what an engine's choices change (lesson/twoengines.py), held to full
 recomputation: SmolLM2 read for both engines, each engine's numbers recomputed from nothing
 (`logits_at`, no session), the distances and agreements counted again, and a model compared
-with itself changing nothing."""
+with itself changing nothing; the page's float32 twin made from the blocks, and its endpoint."""
 
 import numpy as np
 import pytest
 
+from decodelab.core.library import Library
+from decodelab.core.loops.slices import drain
+from decodelab.entry import webapi
+from decodelab.entry.webapi.registry import Session
 from decodelab.lesson.twoengines import compare, probabilities
 from decodelab.pretrained.files import find_smollm2
-from decodelab.pretrained.model import load
+from decodelab.pretrained.model import load, reference_steps
+
+from tests.conftest import api
 
 PROMPT = "The capital of France is"
 STEPS = 8
@@ -83,3 +89,66 @@ def test_a_model_compared_with_itself_changes_nothing(models):
     assert out["greedy"]["parted_at"] is None
     assert out["summary"]["same_first"] == 4 and out["summary"]["largest_distance"] == 0.0
     assert all(r["largest_logit_difference"] == 0.0 for r in out["steps"])
+
+
+def test_the_float32_twin_made_from_the_blocks_is_the_reference_engines_read(models):
+    """The page keeps no file once a model is read: the comparison makes the reference engine's
+    arrays from the quantized engine's blocks, and they are the reference reader's, bit for bit
+    (the same layout too: column-major, the head the embedding's own array when tied)."""
+    twin = drain(reference_steps(models["quantized"]))
+    read = models["reference"]
+    assert twin.engine == "reference" and list(twin.params) == list(read.params)
+    for name, want in read.params.items():
+        got = twin.params[name]
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert got.flags.f_contiguous == want.flags.f_contiguous, name
+        assert np.array_equal(got, want), name
+    assert np.shares_memory(twin.params["w_head"], twin.params["wte"])
+    assert twin.weight_bytes == read.weight_bytes
+    with pytest.raises(ValueError, match="quantized engine's blocks"):
+        drain(reference_steps(read))
+
+
+def test_the_pages_comparison_is_the_lessons_on_the_chat_prompt(models):
+    """The endpoint (entry/webapi/twoengines): the message as the chat's first turn, each
+    engine's answer ending at the end of its turn, the numbers compare's own; bad input named
+    by field, and a model on the reference engine refused (the twin is made from blocks)."""
+    library = Library(engine="quantized")
+    library.keep_pretrained(models["quantized"])
+    webapi.SESSIONS["twoengines"] = Session(library)
+    try:
+        out = api("twoengines", {"message": "What is the capital of France?", "answer_tokens": 12},
+                  session="twoengines")
+        assert out["ok"], out
+        model = models["quantized"]
+        ids = model.template.ids([{"role": "user", "content": "What is the capital of France?"}])
+        assert out["prompt_tokens"] == len(ids)
+        want = compare(models, ids, 12, (model.template.end_id, model.tokenizer.eos_id))
+        assert out["greedy"]["reference"] == want["greedy"]["reference"]
+        assert out["greedy"]["quantized"] == want["greedy"]["quantized"]
+        assert [r["distance"] for r in out["steps"]] == [r["distance"] for r in want["steps"]]
+        assert "Paris" in out["greedy"]["texts"]["reference"]
+        # as the page's worker calls it: pieces (the twin a few million weights at a time, then
+        # a step at a time), each answered "pending", and the same answer at the end
+        reply, pieces = api("twoengines", {"message": "What is the capital of France?",
+                                           "answer_tokens": 12}, session="twoengines",
+                            sliced=True), 1
+        while reply.get("pending"):
+            reply = api("resume", {"task": reply["task"], "budget_ms": 0}, session="twoengines")
+            pieces += 1
+        assert pieces > 30 * 4 + 12 and reply["greedy"] == out["greedy"]
+        held = out["engines"]
+        assert held["reference"]["cache_bytes_per_position"] == 2 * 30 * 3 * 64 * 4
+        assert held["quantized"]["cache_bytes_per_position_llamacpp"] == 2 * 30 * 3 * 64 * 2
+        for req, field in (({"message": "  "}, "message"), ({"message": "x" * 2001}, "message"),
+                           ({"message": "Hi", "answer_tokens": 0}, "answer_tokens"),
+                           ({"message": "Hi", "answer_tokens": 33}, "answer_tokens"),
+                           ({"message": "Hi", "answer_tokens": True}, "answer_tokens")):
+            bad = api("twoengines", req, session="twoengines")
+            assert not bad["ok"] and bad["errors"][0]["field"] == field, (req, bad)
+            assert bad["errors"][0]["label"] in ("Message", "Tokens")
+        library.keep_pretrained(models["reference"])
+        bad = api("twoengines", {"message": "Hi"}, session="twoengines")
+        assert bad["errors"][0]["field"] == "engine" and "Quantized" in bad["errors"][0]["message"]
+    finally:
+        webapi.SESSIONS.pop("twoengines", None)

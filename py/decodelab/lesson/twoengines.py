@@ -11,9 +11,11 @@ step (`pretrained.engines`: the reference's float32, and llama.cpp's quantized a
                     distance (half the sum of |p - q|: the share of probability that moved),
         "summary":  how many steps' first choices agree, the median and largest distance,
         "engines":  what each engine's weights hold and how long its greedy steps took
-                    (measured here, by the clock of the machine that runs it),
+                    (measured here, by the clock of the machine that runs it: the decode
+                    steps' own time),
     }
 
+`compare_steps` is the same computation in pieces (`core.loops.slices`), for the page.
 Every number is the models' own (no sampling: greedy answers and full distributions), so the
 same prompt gives the same comparison natively and in the page, but for the times.
 """
@@ -22,6 +24,7 @@ import time
 
 import numpy as np
 
+from decodelab.core.loops.slices import drain
 from decodelab.core.models.session import Session
 
 TOP = 5  # candidates listed per engine and step
@@ -35,28 +38,33 @@ def probabilities(logits: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def greedy(model, prompt_ids, steps: int, stop_ids=()) -> tuple[list, list, float]:
+def greedy_steps(model, prompt_ids, steps: int, stop_ids=()):
     """The model's own greedy answer (token ids), the logits before each of its tokens, and the
-    seconds its steps took after the prompt's reading; it ends at a stop id, which it keeps."""
+    seconds its decode steps took (their own time, not the pauses between pieces); it ends at a
+    stop id, which it keeps. A generator (`slices`): the prompt's chunks, then a step a piece."""
     session = Session(model)
-    logits = session.prefill(list(prompt_ids))
-    ids, seen, began = [], [], time.perf_counter()
+    logits = yield from session.prefill_steps(list(prompt_ids))
+    ids, seen, spent = [], [], 0.0
     for _ in range(steps):
         token = int(np.argmax(logits))
         ids.append(token)
         seen.append(np.array(logits, np.float32))
         if token in stop_ids or len(ids) == steps:
             break
+        began = time.perf_counter()
         logits = session.decode(token)
-    return ids, seen, time.perf_counter() - began
+        spent += time.perf_counter() - began
+        yield None
+    return ids, seen, spent
 
 
-def along(model, prompt_ids, ids) -> list:
+def along_steps(model, prompt_ids, ids):
     """The logits before each of `ids` when the model reads them (teacher-forced)."""
     session = Session(model)
-    out = [np.array(session.prefill(list(prompt_ids)), np.float32)]
+    out = [np.array((yield from session.prefill_steps(list(prompt_ids))), np.float32)]
     for token in ids[:-1]:
         out.append(np.array(session.decode(token), np.float32))
+        yield None
     return out
 
 
@@ -68,11 +76,18 @@ def top_of(logits: np.ndarray, p: np.ndarray, label, n: int = TOP) -> list:
 
 def compare(models: dict, prompt_ids, steps: int, stop_ids=()) -> dict:
     """models: {"reference": model, "quantized": model}, the same file read for each engine."""
+    return drain(compare_steps(models, prompt_ids, steps, stop_ids))
+
+
+def compare_steps(models: dict, prompt_ids, steps: int, stop_ids=()):
+    """compare, sliced (`slices`): a prompt's chunk or a step per piece."""
     reference, quantized = models["reference"], models["quantized"]
     label = reference.tokenizer.label
-    own = {name: greedy(m, prompt_ids, steps, stop_ids) for name, m in models.items()}
+    own = {}
+    for name, m in models.items():
+        own[name] = yield from greedy_steps(m, prompt_ids, steps, stop_ids)
     ref_ids, ref_logits, _ = own["reference"]
-    q_logits = along(quantized, prompt_ids, ref_ids)
+    q_logits = yield from along_steps(quantized, prompt_ids, ref_ids)
     rows = []
     for i, (a, b) in enumerate(zip(ref_logits, q_logits)):
         pa, pb = probabilities(a), probabilities(b)

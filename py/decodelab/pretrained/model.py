@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+from decodelab.core.kernels.matrices import QuantizedMatrix
 from decodelab.core.models.cachedforward import InferenceWeights, cached_forward, weights_of
 from decodelab.core.models.kvcache import KVCache
 from decodelab.core.models.layers import Config, matmul_layout
@@ -332,6 +333,38 @@ class Reader:
                 "file_types": sorted({t.type for t in gguf.tensors.values()})}
         return PretrainedModel(cfg, self.params, self.tokenizer, info,
                                ChatTemplate.from_gguf(gguf, self.tokenizer), self.engine)
+
+
+TWIN_PIECE = 2_000_000  # values dequantized per piece (about 0.1 s in the page)
+
+
+def reference_steps(model: PretrainedModel):
+    """The same file's model on the reference engine, made from the quantized engine's blocks
+    (a generator: a block per piece, `slices`): each matrix dequantized as the reference's
+    reader dequantizes the file (`gguf.dequantize`: nibble times d, plus m, in float32), so its
+    arrays are the ones `load(path, engine="reference")` makes, bit for bit, with no file at
+    hand (the page keeps none once a model is read). The tokenizer, template and facts are the
+    quantized model's own."""
+    if model.engine != "quantized":
+        raise ValueError(f"the model is on the {model.engine} engine; its float32 twin is made "
+                         "from the quantized engine's blocks")
+    params = {}
+    for name, value in model.params.items():
+        if name == "w_head" and value is model.params["wte"]:
+            continue  # tied: the embedding's own array, once
+        if isinstance(value, QuantizedMatrix):
+            k, rows = value.shape
+            out = np.empty((rows, k), np.float32)  # the file's (out, in) rows
+            step = max(8, TWIN_PIECE // k)
+            for a in range(0, rows, step):  # a piece of rows at a time (the embedding is 28M)
+                out[a:a + step] = value.rows(np.arange(a, min(rows, a + step)))
+                yield None
+            value = out if name == "wte" else out.T  # decodelab's (in, out), column-major
+        params[name] = value
+    if "w_head" not in params:
+        params["w_head"] = params["wte"].T
+    return PretrainedModel(model.cfg, params, model.tokenizer, dict(model.info), model.template,
+                           "reference")
 
 
 def load(data, window: int = WINDOW, max_bytes=None, engine: str = "reference") -> PretrainedModel:

@@ -24,6 +24,7 @@ panel's script in web/ is:
     costs       the memory calculator and the measured cost of a step
     compare     both models side by side
     search      beam search and speculative decoding, the acceptance experiment
+    twoengines  what an engine's choices change: the real model on both engines, step by step
     serving     a workload served from a paged cache, a frame per scheduler step
     bench       the benchmark's rows, the same functions natively and in the page
     pretrained  the real model, read from its file a part at a time
@@ -64,6 +65,7 @@ from decodelab.entry.webapi import (  # noqa: F401
     search,
     serving,
     shapes,
+    twoengines,
 )
 from decodelab.entry.webapi.registry import ENDPOINTS, SESSIONS, Session
 from decodelab.errors import FieldError, FieldErrors
