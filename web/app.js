@@ -8,8 +8,8 @@
 //   pretrained/ the real model: its load, its card, a file of one's own, the chat
 //   course/   the chapters: the map, the address of each, the trip of a Try this and back
 //   lesson/   the panels of the lesson, kv/ those of the KV cache, search/ beam search and
-//             speculative decoding, serving/ a paged cache serving many requests, embed/ the
-//             page as a widget
+//             speculative decoding, serving/ a paged cache serving many requests,
+//             twoengines/ the real model on both engines, embed/ the page as a widget
 //
 // docs/architecture.md has the map and the data flow.
 
@@ -21,6 +21,7 @@ import { createLesson } from "./lesson/lesson.js";
 import { createSearch } from "./search/search.js";
 import { createPretrained } from "./pretrained/pretrained.js";
 import { createServing } from "./serving/serving.js";
+import { createTwoEngines } from "./twoengines/twoengines.js";
 import { createClient } from "./runtime/client.js";
 import { createOffline } from "./runtime/offline.js";
 import { unsupported } from "./runtime/support.js";
@@ -84,6 +85,8 @@ const app = {
   onSetting: (name, fn) => store.subscribe((change) => {
     if (change.type === "settings" && change.source === "form" && change.commit && change.names.includes(name)) fn();
   }),
+  /** The worker's memory now: {wasm_bytes, ...} (runtime/health.js). */
+  memory: () => client.request({ type: "memory-report" }).then((m) => m.result),
   kv: () => kv,
   serving: () => serving,
   search: () => searchLab,
@@ -109,6 +112,8 @@ hooks.kv = kv;
 hooks.search = searchLab;
 const serving = createServing({ ...app, last: {} });
 hooks.serving = serving;
+const twoEngines = createTwoEngines({ ...app, last: {} });
+hooks.twoengines = twoEngines;
 
 // Offline after the first visit (offline.js, sw.js): started once the page is ready.
 const offline = createOffline($("offline"));
@@ -138,6 +143,7 @@ client.on("ready", async ({ info, timings }) => {
     kv.ready();
     searchLab.ready();
     serving.ready();
+    twoEngines.ready();
     for (const fn of before) await fn();
   } catch (err) {
     return bootError(`The page could not be set up: ${err.message}`);

@@ -23,7 +23,7 @@ POINTING = re.compile(
     r"|of the batch view|the experiment below|under Compare runs", re.I)
 PANELS = ("controls", "text", "inspector", "runs", "tries", "share", "train", "playground",
           "experiment", "ends", "tokens", "tools", "shapes", "compare", "kvcache", "cache", "batch",
-          "break", "costs", "beam", "speculative", "serving", "questions", "chat")
+          "break", "costs", "twoengines", "beam", "speculative", "serving", "questions", "chat")
 
 
 def visible_fields(frame):

@@ -587,6 +587,55 @@ def test_beam_search_runs_on_the_real_model(app):
     assert app.errors == []
 
 
+def test_the_two_engines_side_by_side_are_the_lessons_numbers(app):
+    """Chapter 5's "What the engine changes": a message through both engines in the page (the
+    float32 twin made from the loaded model's blocks), equal to lesson.twoengines natively: each
+    engine's greedy answer token for token, each step's first choices and the probability that
+    moved; the summary says Python's numbers, the memory is read before and after. A bad number
+    of tokens is named at its field and the comparison on screen stays."""
+    from decodelab.core.loops.slices import drain
+    from decodelab.lesson.twoengines import compare
+    from decodelab.pretrained.model import reference_steps
+    from tests.e2e.conftest import reveal
+
+    use_the_real_model(app)
+    read_for(app, ENGINE)
+    message = "What is the capital of France?"
+    reveal(app, "#twoengines-message").fill(message)
+    app.get_by_label("Tokens of each answer").fill("6")
+    app.get_by_role("button", name="Compare the engines").click()
+    app.wait_for_function("() => ['done', 'invalid', 'lost', 'stopped'].includes("
+                          "document.getElementById('twoengines').dataset.state)", timeout=180_000)
+    reply = app.evaluate("() => window.decodelab.twoengines.last.twoengines")
+    assert reply["ok"], reply
+    quantized = native_library().pretrained()
+    models = {"reference": drain(reference_steps(quantized)), "quantized": quantized}
+    ids = quantized.template.ids([{"role": "user", "content": message}])
+    want = compare(models, ids, 6, (quantized.template.end_id, quantized.tokenizer.eos_id))
+    for name in models:
+        assert reply["greedy"][name] == want["greedy"][name], name
+    assert reply["greedy"]["parted_at"] == want["greedy"]["parted_at"] == 0  # "The" against "L"
+    assert [r["same_first"] for r in reply["steps"]] == [r["same_first"] for r in want["steps"]]
+    for got, row in zip(reply["steps"], want["steps"]):
+        assert got["quantized"][0]["token_id"] == row["quantized"][0]["token_id"]
+        assert abs(got["distance"] - row["distance"]) < 1e-3
+    summary = app.locator("#twoengines-summary").inner_text()
+    s = reply["summary"]
+    assert f"agree at {s['same_first']} of {s['steps']}" in summary
+    assert "part at step 1" in summary and "“The”" in summary and "“L”" in summary
+    assert app.locator("#twoengines-rows tr").count() == len(reply["steps"])
+    assert app.locator("#twoengines-rows tr.is-parted").count() == s["steps"] - s["same_first"]
+    assert "before the comparison" in app.locator("#twoengines-memory").inner_text()
+    # a bad number of tokens: named at its field, the comparison on screen kept
+    app.get_by_label("Tokens of each answer").fill("40")
+    app.get_by_role("button", name="Compare the engines").click()
+    expect(app.locator("#twoengines-tokens-error")).to_contain_text("from 1 to 32")
+    assert app.locator("#twoengines").get_attribute("data-state") == "invalid"
+    assert app.locator("#twoengines-out").is_visible()
+    app.get_by_label("Tokens of each answer").fill("16")
+    assert app.errors == []
+
+
 def in_view(page, selector) -> bool:
     box = page.locator(selector).bounding_box()
     height = page.viewport_size["height"]

@@ -2,8 +2,9 @@
 step (`pretrained.engines`: the reference's float32, and llama.cpp's quantized arithmetic).
 
     compare(models, prompt_ids, steps) -> {
-        "greedy":   each engine's own greedy answer: {engine: [token ids]}, and "parted_at",
-                    the first step where the two answers differ (None when they never do),
+        "greedy":   each engine's own greedy answer: {engine: [token ids]}, its "texts" and
+                    "tokens" (each token's label), and "parted_at", the first step where the two
+                    answers differ (None when they never do),
         "steps":    along the reference's answer (both engines read the same tokens, so their
                     steps line up): each engine's top candidates with logits and probabilities,
                     whether their first choices agree, the largest logit difference among the
@@ -108,6 +109,7 @@ def compare_steps(models: dict, prompt_ids, steps: int, stop_ids=()):
         "prompt_ids": list(prompt_ids),
         "greedy": {**answers, "texts": {n: reference.tokenizer.decode(ids)
                                         for n, ids in answers.items()},
+                   "tokens": {n: [label(t) for t in ids] for n, ids in answers.items()},
                    "parted_at": parted},
         "steps": rows,
         "summary": {"steps": len(rows), "same_first": sum(r["same_first"] for r in rows),

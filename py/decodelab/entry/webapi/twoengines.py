@@ -24,8 +24,8 @@ def read(req: dict) -> tuple:
     if isinstance(steps, str) and steps.strip().isdigit():
         steps = int(steps)
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
-        raise FieldError("answer_tokens", f"Tokens: a whole number from 1 to {MAX_STEPS}; got "
-                                  f"{steps!r}.")
+        raise FieldError("answer_tokens", f"Tokens of each answer: a whole number from 1 to "
+                                          f"{MAX_STEPS}; got {steps!r}.")
     return message, steps
 
 
