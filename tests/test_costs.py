@@ -194,3 +194,17 @@ def test_the_json_mode_timing_describes_the_run_it_timed(library):
     for key, value in out.items():
         if key.endswith("_ms_per_step") and not key.startswith("overhead"):
             assert 0 <= value < 1e4, (key, value)
+
+
+def test_a_cache_of_llama_cpps_types_takes_its_blocks_bytes():
+    """A cache's type of number: llama.cpp's quantized types hold 32 numbers in a block with a
+    float16 scale (q4_1: and an offset), so a number takes the block's bytes over 32; the
+    calculator names the type its bytes are, and SmolLM2's shape in q8_0 is 1.0625 bytes a
+    number (ggml: block_q8_0 is 2 + 32 bytes)."""
+    by_id = {t["id"]: t["bytes"] for t in costs.CACHE_TYPES}
+    assert by_id == {"f64": 8, "f32": 4, "f16": 2, "q8_0": (2 + 32) / 32,
+                     "q4_1": (2 + 2 + 16) / 32, "q4_0": (2 + 16) / 32}
+    out = costs.memory({"preset": "smollm2", "tokens": 1, "bytes_per_element": 34 / 32})
+    assert out["bytes_per_token"] == 2 * 30 * 3 * 64 * 34 / 32 == 12240
+    assert costs.number_words(1.0625).startswith("q8_0") and costs.number_words(3) == "3 bytes"
+    assert costs.cache_type_of(2)["id"] == "f16" and costs.cache_type_of(1.5) is None

@@ -265,6 +265,12 @@ def test_the_model_runs_on_llama_cpp_s_arithmetic_and_the_reference_is_one_click
     assert loaded["engine"] == ENGINE and loaded["weight_bytes"] < 0.3 * 4 * loaded["params"]
     facts = app.locator("#pretrained-facts").inner_text()
     assert "engine: Quantized (as llama.cpp), its weights 1" in facts, facts
+    # every chapter that can run it says which arithmetic its numbers come from
+    def engine_lines():
+        return app.locator(".chapter[data-runs-real] .chapter-engine").evaluate_all(
+            "ns => ns.map((n) => n.hidden ? '' : n.textContent)")
+    lines = engine_lines()
+    assert len(lines) == 6 and all("loaded on the quantized engine (llama.cpp" in t for t in lines)
     trace, expected = run_as_the_cli(app, 6)
     assert " Paris" in trace["text"]
     assert "--engine=quantized" in app.locator("#command").inner_text()  # the run's command line
@@ -279,6 +285,7 @@ def test_the_model_runs_on_llama_cpp_s_arithmetic_and_the_reference_is_one_click
     loaded = app.evaluate("() => window.decodelab.pretrained.info")
     assert loaded["engine"] == "reference" and loaded["weight_bytes"] == 4 * loaded["params"]
     assert "engine: Reference (float32, as transformers)" in app.locator("#pretrained-facts").inner_text()
+    assert all("loaded on the reference engine (float32" in t for t in engine_lines())
     trace, expected = run_as_the_cli(app, 6, "reference")
     assert_same_trace(trace, expected, tol=1e-4)  # float32 sums in another order
 

@@ -278,7 +278,20 @@ def test_the_memory_calculator_presets_and_the_live_tiny_model(app):
     # each shape says the numbers its cache holds: GPT-2's 16-bit beside SmolLM2's float32
     numbers = dict(zip(rows.locator("th").all_inner_texts(),
                        rows.locator("td:nth-child(4)").all_inner_texts()))
-    assert numbers["GPT-2 small (MHA)"] == "16-bit" and numbers["SmolLM2-135M (GQA)"] == "float32"
+    assert numbers["GPT-2 small (MHA)"] == "16-bit (float16 or bfloat16)"
+    assert numbers["SmolLM2-135M (GQA)"] == "float32"
+    # the same shape in other numbers: llama.cpp's q8_0 blocks, 34 bytes for 32 numbers; the
+    # shape stays SmolLM2's, the bytes follow, and typing 2 names its type
+    numbers = app.get_by_label("Numbers in the cache", exact=True)
+    assert numbers.input_value() == "f32"
+    numbers.select_option("q8_0")
+    app.wait_for_function("() => document.querySelector('#mem-per-token').textContent === "
+                          "'12.0 KiB'")
+    assert app.get_by_label("Bytes per element", exact=True).input_value() == "1.0625"
+    assert app.get_by_label("Model shape", exact=True).input_value() == "smollm2"
+    assert "34 bytes a block" in text_of(app, "#mem-cache-type-note")
+    app.get_by_label("Bytes per element", exact=True).fill("2")
+    app.wait_for_function("() => document.getElementById('mem-cache-type').value === 'f16'")
     # numbers of one's own, set as chapter 5's Try this sets them: the menu says so
     app.evaluate("() => window.decodelab.kv.memory.set({preset: 'llama2-70b'})")
     app.evaluate("() => window.decodelab.kv.memory.set({kv_heads: 64})")

@@ -82,6 +82,22 @@ export function installCourse(page) {
     chapter.append(foot);
   }
 
+  // Which arithmetic the real model's numbers come from, under the summary of each chapter
+  // whose panels can run it: the engine it is loaded on (its card reads it for the other).
+  const engineLines = chapters.filter((c) => c.hasAttribute("data-runs-real")).map((c) => {
+    const line = el("p", "chapter-engine");
+    line.hidden = true;
+    c.querySelector(".chapter-head").append(line);
+    return line;
+  });
+  function drawEngine() {
+    const { loaded, info } = store.state.pretrained;
+    for (const line of engineLines) {
+      line.hidden = !(loaded && info);
+      if (!line.hidden) line.textContent = `${info.name || "The real model"} is loaded on ${info.engine_phrase}: wherever this chapter runs it, its numbers come from that arithmetic. Its card in chapter 1 reads it for the other engine, and the cache chapter’s last panel sets the two side by side.`;
+    }
+  }
+
   // --- drawing what the store says ---------------------------------------------------------------
 
   function drawMap() {
@@ -167,6 +183,8 @@ export function installCourse(page) {
       keep();
     } else if (change.type === "trip") {
       drawTrip(change.trip);
+    } else if (change.type === "pretrained") {
+      drawEngine();
     }
   });
 

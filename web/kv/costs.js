@@ -40,6 +40,8 @@ export function createMemoryView(app, live) {
     form: $("mem-form"),
     preset: $("mem-preset"),
     note: $("mem-preset-note"),
+    cacheType: $("mem-cache-type"),
+    cacheTypeNote: $("mem-cache-type-note"),
     perToken: $("mem-per-token"),
     total: $("mem-total"),
     formula: $("mem-formula"),
@@ -62,6 +64,7 @@ export function createMemoryView(app, live) {
   const FIELDS = Object.keys(inputs);
   const defaults = () => fieldDefaults(app.info().fields, FIELDS);
   let presets = [];
+  let cacheTypes = []; // the types of number a cache can hold, from Python
   let chosen = "seed"; // the menu's choice, kept for when the menu arrives: a preset, or "" (own numbers)
   let last = null;
   let timer = null;
@@ -110,6 +113,16 @@ export function createMemoryView(app, live) {
       dom.preset.value = reply.preset || chosen; // (a preset or numbers set before the menu came)
       fillComparison();
     }
+    if (!cacheTypes.length) {
+      cacheTypes = reply.cache_types;
+      dom.cacheType.replaceChildren(...cacheTypes.map((t) => {
+        const o = el("option", null, t.label);
+        o.value = t.id;
+        return o;
+      }), Object.assign(el("option", null, "Other: the bytes below"), { value: "" }));
+      dom.cacheType.disabled = false;
+    }
+    dom.cacheType.value = reply.cache_type || ""; // what these bytes per number are
     last = reply;
     render();
     return reply;
@@ -129,6 +142,8 @@ export function createMemoryView(app, live) {
     dom.paged.textContent = pagedWords(r);
     const p = presets.find((x) => x.id === dom.preset.value);
     dom.note.textContent = p ? p.note : "Your own numbers.";
+    const t = cacheTypes.find((x) => x.id === r.cache_type);
+    dom.cacheTypeNote.textContent = t ? t.note : `${v.bytes_per_element} bytes a number, as typed below.`;
     updateLive();
   }
 
@@ -182,8 +197,15 @@ export function createMemoryView(app, live) {
     fillPreset(dom.preset.value);
     compute();
   });
+  // Another type of number for the same shape: its bytes go below, and the preset stays
+  dom.cacheType.addEventListener("change", () => {
+    const t = cacheTypes.find((x) => x.id === dom.cacheType.value);
+    if (!t) return; // "Other": the bytes below are the learner's
+    inputs.bytes_per_element.value = String(t.bytes);
+    compute();
+  });
   dom.form.addEventListener("input", (event) => {
-    if (event.target === dom.preset) return;
+    if (event.target === dom.preset || event.target === dom.cacheType) return;
     dom.preset.value = chosen = "";
     clearTimeout(timer);
     timer = setTimeout(compute, 250);

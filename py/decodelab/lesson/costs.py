@@ -45,16 +45,44 @@ PRESETS = (
      "model": PRETRAINED[0],  # the shape of the page's real model: a run of it is drawn live
      "kv_heads": 3, "head_dim": 64, "bytes_per_element": 4,
      "note": "The real model decodelab reads from its GGUF file (the command line's --model "
-             "smollm2): 9 query heads share 3 KV heads, and it runs in float32, 4 bytes a number."},
+             "smollm2): 9 query heads share 3 KV heads. Its cache here is float32, 4 bytes a "
+             "number; llama.cpp keeps 16-bit numbers by default (choose them below)."},
 )
 PRESET_IDS = tuple(p["id"] for p in PRESETS) + ("tiny",)
 
-NUMBER_WORDS = {2: "16-bit", 4: "float32", 8: "float64"}  # a cache's numbers, by their bytes
+# The numbers a cache can hold and what each takes: float32 (the reference engine's, and this
+# page's trained models' float64 beside it), 16-bit floats (llama.cpp's default cache type,
+# transformers' in half precision), and llama.cpp's quantized cache types (--cache-type-k and
+# -v), blocks of 32 numbers with a float16 scale, and for q4_1 a float16 offset too: 34, 18 and
+# 20 bytes a block (ggml's block_q8_0, block_q4_0, block_q4_1).
+CACHE_TYPES = (
+    {"id": "f64", "label": "float64", "bytes": 8,
+     "note": "8 bytes a number: what this page's small transformers decode in."},
+    {"id": "f32", "label": "float32", "bytes": 4,
+     "note": "4 bytes a number: the reference engine's cache, as transformers keeps it in float32."},
+    {"id": "f16", "label": "16-bit (float16 or bfloat16)", "bytes": 2,
+     "note": "2 bytes a number: llama.cpp's default cache type, and a half-precision model's."},
+    {"id": "q8_0", "label": "q8_0: 8-bit blocks", "bytes": 34 / 32,
+     "note": "llama.cpp's q8_0 cache: 32 numbers as 8-bit integers with one float16 scale, "
+             "34 bytes a block, 1.0625 a number."},
+    {"id": "q4_1", "label": "q4_1: 4-bit blocks with an offset", "bytes": 20 / 32,
+     "note": "llama.cpp's q4_1 cache: 32 numbers in 4 bits with a float16 scale and offset, "
+             "20 bytes a block, 0.625 a number."},
+    {"id": "q4_0", "label": "q4_0: 4-bit blocks", "bytes": 18 / 32,
+     "note": "llama.cpp's q4_0 cache: 32 numbers in 4 bits with a float16 scale, 18 bytes a "
+             "block, 0.5625 a number."},
+)
 
 
-def number_words(bytes_per_element: int) -> str:
+def cache_type_of(bytes_per_element: float):
+    """The cache type whose numbers take these bytes, or None."""
+    return next((t for t in CACHE_TYPES if t["bytes"] == float(bytes_per_element)), None)
+
+
+def number_words(bytes_per_element: float) -> str:
     """A cache element's type in words: the table sets 16-bit shapes beside float32 ones."""
-    return NUMBER_WORDS.get(int(bytes_per_element), f"{int(bytes_per_element)} bytes")
+    found = cache_type_of(bytes_per_element)
+    return found["label"] if found else f"{float(bytes_per_element):g} bytes"
 
 
 MEMORY_FIELDS = ("layers", "heads", "kv_heads", "head_dim", "bytes_per_element", "tokens",

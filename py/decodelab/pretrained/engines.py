@@ -26,6 +26,10 @@ from decodelab.pretrained.gguf import GGUF, GGUFError
 ENGINES = ("reference", "quantized")
 LABELS = {"reference": "Reference (float32, as transformers)",
           "quantized": "Quantized (as llama.cpp)"}
+# each in a phrase, as a sentence names the arithmetic a model runs on
+PHRASES = {"reference": "the reference engine (float32, as transformers computes)",
+           "quantized": "the quantized engine (llama.cpp\u2019s arithmetic: the file\u2019s 4- and "
+                        "8-bit blocks, 8-bit activations)"}
 # what each costs and gives, in the page's words (measured in the page, headless Chromium:
 # the worker's WebAssembly heap after a load and a 40-token run, 258 MiB against 642, and 24
 # steps a second against 15 on one machine; docs/pretrained.md)

@@ -11,7 +11,8 @@ from decodelab.lesson import costs
 @endpoint
 def _memory(session: Session, req: dict) -> dict:
     """The kv-memory calculator (costs.memory) for a preset and/or explicit fields; "tiny" is the
-    page's own transformer on `dataset`. Also returns every preset, for the page's menu."""
+    page's own transformer on `dataset`. Also returns every preset and every type of number a
+    cache can hold (`cache_type`: the one these bytes are, or None), for the page's menus."""
     dataset = session.dataset(req)
     tiny = None
     if session.library.has_model("transformer", dataset):
@@ -21,7 +22,9 @@ def _memory(session: Session, req: dict) -> dict:
                                                        p["bytes_per_element"], 1)["total_bytes"],
                 "number": costs.number_words(p["bytes_per_element"])}
                for p in list(costs.PRESETS) + ([tiny] if tiny else [])]
-    return {**result, "presets": presets}
+    return {**result, "presets": presets, "cache_types": list(costs.CACHE_TYPES),
+            "cache_type": (costs.cache_type_of(result["inputs"]["bytes_per_element"])
+                           or {"id": None})["id"]}
 
 
 @endpoint

@@ -48,6 +48,7 @@ def describe(model) -> dict:
             "chat": model.template is not None, **cache_shape(model),
             # the arithmetic it was read for, and what its weights hold so
             "engine": model.engine, "engine_label": engines.LABELS[model.engine],
+            "engine_phrase": engines.PHRASES[model.engine],
             "weight_bytes": model.weight_bytes}
 
 
