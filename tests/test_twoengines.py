@@ -152,3 +152,51 @@ def test_the_pages_comparison_is_the_lessons_on_the_chat_prompt(models):
         assert bad["errors"][0]["field"] == "engine" and "Quantized" in bad["errors"][0]["message"]
     finally:
         webapi.SESSIONS.pop("twoengines", None)
+
+
+def test_the_accuracy_experiment_on_both_engines_is_set_side_by_side(models):
+    """The accuracy experiment on the real model says its engine; run again with the same plan
+    on the other engine, its result sets the two side by side: each engine's counts are its own
+    result's, the runs answered alike are counted again from both lists of answers, and the
+    verdict follows the intervals."""
+    from decodelab.lesson.accuracy import wilson
+
+    library = Library(engine="quantized")
+    webapi.SESSIONS["accuracy"] = Session(library)
+    plan = {"temperatures": "0, 1", "questions": 3, "samples_per_question": 2,
+            "settings": {"model": "smollm2", "max_new_tokens": 10, "seed": 3}}
+
+    def run_on(engine):
+        library.keep_pretrained(models[engine])
+        assert api("accuracy_start", plan, session="accuracy")["ok"]
+        while True:
+            out = api("accuracy_advance", {"budget_ms": 500}, session="accuracy")
+            assert out["ok"], out
+            if out["done"]:
+                return out["result"]
+
+    try:
+        first = run_on("quantized")
+        assert first["engine"] == "quantized" and "engines" not in first
+        second = run_on("reference")
+        assert second["engine"] == "reference"
+        both = second["engines"]
+        assert both["engines"] == ["reference", "quantized"]
+        said = {(a["question"], a["temperature"], a["seed"]): a["answer"]
+                for a in first["answers"]}
+        for row, ra, rb in zip(both["rows"], first["rows"], second["rows"]):
+            assert row["quantized"]["correct"] == ra["correct"]
+            assert row["reference"]["correct"] == rb["correct"]
+            assert (row["reference"]["low"], row["reference"]["high"]) == \
+                pytest.approx(wilson(rb["correct"], rb["runs"]))
+            mine = [a for a in second["answers"] if a["temperature"] == row["temperature"]]
+            assert row["alike"] == sum(said[(a["question"], a["temperature"], a["seed"])]
+                                       == a["answer"] for a in mine)
+            q, r = row["quantized"], row["reference"]
+            assert row["apart"] == (q["high"] < r["low"] or r["high"] < q["low"])
+        assert both["runs"] == 3 * (1 + 2) and f"{both['alike']} of them" in both["text"]
+        # another plan is not compared with the last one
+        plan["settings"]["seed"] = 4
+        assert "engines" not in run_on("quantized")
+    finally:
+        webapi.SESSIONS.pop("accuracy", None)

@@ -40,9 +40,10 @@ export function accuracyChart(rows) {
   return chart;
 }
 
-function table(result) {
+function table(result, label) {
   const t = el("table", "data-table xp-table");
-  t.append(el("caption", null, `${plural(result.questions, "question", "questions")} (${result.asked}), ${plural(result.samples, "sample", "samples")} each (one at T = 0), at most ${result.budget} new tokens per run`));
+  const engine = result.engine ? `, on the ${label(result.engine)} engine` : "";
+  t.append(el("caption", null, `${plural(result.questions, "question", "questions")} (${result.asked}), ${plural(result.samples, "sample", "samples")} each (one at T = 0), at most ${result.budget} new tokens per run${engine}`));
   const tbody = el("tbody");
   const addRow = (label, cells) => {
     const tr = el("tr");
@@ -58,6 +59,27 @@ function table(result) {
   addRow("Ran out of budget", rows.map((r) => pct(r.length_share)));
   if (result.tools) addRow("Tool call not readable", rows.map((r) => pct(r.malformed_share)));
   t.append(tableHead(["", ...rows.map(tLabel)]), tbody);
+  return t;
+}
+
+/** The same plan on the real model's two engines (Python's engines_compared): a column per
+ * temperature, each engine's right answers with their interval, and the runs answered alike. */
+export function enginesTable(both, label) {
+  const t = el("table", "data-table xp-table acc-engines");
+  t.append(el("caption", null, `The same ${plural(both.runs, "run", "runs")} on both engines`));
+  const tbody = el("tbody");
+  const addRow = (words, cells) => {
+    const tr = el("tr");
+    const th = el("th", null, words);
+    th.scope = "row";
+    tr.append(th, ...cells.map((c) => el("td", null, c)));
+    tbody.append(tr);
+  };
+  for (const engine of both.engines) {
+    addRow(label(engine), both.rows.map((r) => `${r[engine].correct} of ${r.runs} (${pct(r[engine].low)} to ${pct(r[engine].high)})`));
+  }
+  addRow("The same answer, word for word", both.rows.map((r) => `${r.alike} of ${r.runs}`));
+  t.append(tableHead(["", ...both.rows.map((r) => tLabel({ greedy: r.temperature === 0, temperature: r.temperature }))]), tbody);
   return t;
 }
 
@@ -78,6 +100,8 @@ export function createAccuracy({ call }) {
   const results = $("acc-results");
   const asked = $("acc-asked");
   let models = {}; // model -> what Python says of the experiment on it (webapi catalog "accuracy")
+  let engines = []; // the real model's engines as Python offers them ({id, label})
+  const engineLabel = (id) => (engines.find((e) => e.id === id) || { label: id }).label;
 
   // the form for the chosen model: what it is asked, how that is graded, its own defaults,
   // and the calculator only where the model was trained to call it
@@ -99,9 +123,17 @@ export function createAccuracy({ call }) {
     cap.append(el("strong", null, "Share of right answers at each temperature. "), "Dots are the measured share; bars are 95% Wilson intervals, where the true share probably lies given this many runs.");
     figure.append(cap, accuracyChart(result.rows));
     const wrap = el("div", "table-wrap");
-    wrap.append(table(result));
+    wrap.append(table(result, engineLabel));
     const say = el("p", "xp-takeaway", result.findings.map((f) => f.text).join(" "));
-    results.replaceChildren(say, figure, wrap, wrongAnswers(result));
+    const parts = [say, figure, wrap];
+    if (result.engines) { // the same plan run before on the other engine
+      const both = el("div", "table-wrap");
+      both.append(enginesTable(result.engines, engineLabel));
+      parts.push(el("p", "xp-takeaway acc-engines-said", result.engines.text), both);
+    } else if (result.engine) {
+      parts.push(el("p", "hint acc-engines-hint", "Read the model for the other engine on its card (chapter 1) and run the same experiment again: the two are then set side by side."));
+    }
+    results.replaceChildren(...parts, wrongAnswers(result));
   }
 
   const planned = createPlanned({
@@ -122,6 +154,7 @@ export function createAccuracy({ call }) {
   return {
     ready(info) {
       models = info.accuracy || {};
+      engines = info.pretrained?.engines?.choices || [];
       const on = Boolean(info.datasets && info.datasets.tasks && info.datasets.tasks.tools);
       // without the tasks model only the real model can be asked (once it is loaded)
       if (!on) inputs.model.value = Object.keys(models).find((m) => m !== "transformer") || inputs.model.value;

@@ -33,6 +33,7 @@ from decodelab.core.rules.settings import validate
 from decodelab.errors import FieldError, FieldErrors
 from decodelab.fields import MAX_SEED, from_file, read
 from decodelab.lesson.planned import Planned
+from decodelab.pretrained.engines import ENGINES
 from decodelab.pretrained.questions import MAX_QUESTIONS, real_questions, says
 
 Z95 = 1.959963984540054  # the normal quantile of 0.975
@@ -186,6 +187,7 @@ class AccuracyExperiment(Planned):
         if errors:
             raise FieldErrors(errors)
         self.model = library.for_settings(settings)
+        self.engine = self.model.engine if real else None  # (the trained models have one)
         self.settings = dataclasses.replace(settings, cache_check=False)
         self.temperatures = values["temperatures"]
         self.samples = values["samples_per_question"]
@@ -253,6 +255,9 @@ class AccuracyExperiment(Planned):
         out = {"questions": len(self.questions), "samples": self.samples,
                "temperatures": self.temperatures, "budget": s.max_new_tokens,
                "tools": s.tools if self.asked.tools else None, "model": s.model,
+               # the real model's arithmetic (its engine), and its every answer, so a run of the
+               # same plan on the other engine can be set beside it (`engines_compared`)
+               "engine": self.engine,
                "asked": self.asked.source, "graded": self.asked.rule, "seed": s.seed,
                "rows": rows,
                "runs": self.total - len(self.plan), "steps": self.steps,
@@ -260,6 +265,10 @@ class AccuracyExperiment(Planned):
                # copy, and positions the paged samples copied (whole blocks, on write)
                "prefill_copies": {"contiguous": self.forked,
                                   "paged": self.pool.copies_on_write * BLOCK_SIZE}}
+        if self.engine is not None:  # (at most MAX_QUESTIONS questions: a short list)
+            out["answers"] = [{"question": o["question"], "temperature": T, "seed": o["seed"],
+                               "answer": o["answer"], "correct": o["correct"]}
+                              for T, outs in zip(self.temperatures, self.outcomes) for o in outs]
         out["findings"] = findings(out)
         return out
 
@@ -323,3 +332,44 @@ def findings(result: dict) -> list:
         out.append({"kind": "closing", "text": "Temperature changed which tokens were drawn, "
                                                "not what the model knows."})
     return out
+
+
+PLAN = ("model", "questions", "samples", "temperatures", "budget", "seed", "asked")
+
+
+def same_plan(a: dict, b: dict) -> bool:
+    """Two results of the same questions, samples, temperatures, budget and seed."""
+    return all(a.get(k) == b.get(k) for k in PLAN)
+
+
+def engines_compared(a: dict, b: dict) -> dict:
+    """Two results of one plan on the real model's two engines (`same_plan`), side by side:
+    per temperature each engine's right answers with their intervals and how many runs gave
+    the same answer, word for word (a run is its question, temperature and seed on both), and
+    what the numbers allow one to say."""
+    first, second = sorted((a, b), key=lambda r: ENGINES.index(r["engine"]))  # as offered
+    said = {(x["question"], x["temperature"], x["seed"]): x["answer"] for x in first["answers"]}
+    rows = []
+    for T, ra, rb in zip(first["temperatures"], first["rows"], second["rows"]):
+        runs = [x for x in second["answers"] if x["temperature"] == T]
+        alike = sum(said.get((x["question"], T, x["seed"])) == x["answer"] for x in runs)
+        rows.append({"temperature": T, "runs": ra["runs"], "alike": alike,
+                     first["engine"]: {k: ra[k] for k in ("correct", "accuracy", "low", "high")},
+                     second["engine"]: {k: rb[k] for k in ("correct", "accuracy", "low", "high")},
+                     "apart": ra["high"] < rb["low"] or rb["high"] < ra["low"]})
+    total = sum(r["runs"] for r in rows)
+    alike = sum(r["alike"] for r in rows)
+    apart = [temperature_words(r["temperature"]) for r in rows if r["apart"]]
+    words = [f"The same {total} runs on both engines (each question, temperature and seed the "
+             f"same): {alike} of them gave the same answer word for word."]
+    if apart:
+        words.append(f"At {', '.join(apart)} the two engines' intervals do not overlap: with "
+                     "these runs, quantization changed the share of right answers by more "
+                     "than chance.")
+    else:
+        words.append("At every temperature the two engines' intervals overlap: these runs "
+                     "cannot tell their shares of right answers apart. Quantization changed "
+                     "some answers' words, not how often they were right that this many runs "
+                     "can see; ask more questions or take more samples for a finer look.")
+    return {"engines": [first["engine"], second["engine"]], "rows": rows, "runs": total,
+            "alike": alike, "text": " ".join(words)}

@@ -33,6 +33,7 @@ class Session:
         self.prompt_logits = None  # (key, logits): the preview's last prefill
         self.prompt_reading = None  # (key, core.loops.slices.Slices): the preview's prefill under way
         self.tasks = {}  # n -> (endpoint, core.loops.slices.Slices): long calls made in slices
+        self.finished = {}  # experiment name -> what it keeps of its results (see `experiment`)
         self.task_count = 0
 
     def begin(self, name: str, work) -> dict:
@@ -122,7 +123,7 @@ def deadline(req: dict) -> float:
 EXPERIMENTS = {}  # name -> make(library, request): the experiments `experiment` registered
 
 
-def experiment(name: str, make, none: str) -> None:
+def experiment(name: str, make, none: str, finish=None) -> None:
     """Register the endpoints `<name>_start` and `<name>_advance` of an experiment made a few
     runs at a time (`lesson.planned.Planned`), kept in the session's slot `name`.
 
@@ -130,7 +131,8 @@ def experiment(name: str, make, none: str) -> None:
     FieldErrors, naming every bad field refuses it) -> {"done": false, "progress"}. The slot is
     cleared first, so a refused start leaves no experiment behind to advance.
     advance: {"budget_ms"} -> runs made for about that long (at least one), and the result with
-    the last batch; `none` is the error when the slot holds no experiment."""
+    the last batch; `none` is the error when the slot holds no experiment. finish(session,
+    result) -> the result as the page gets it, once (what the session keeps of it)."""
 
     def start(session: Session, req: dict) -> dict:
         session.planned[name] = None
@@ -144,7 +146,7 @@ def experiment(name: str, make, none: str) -> None:
         exp.advance(deadline(req) - time.perf_counter())
         out = {"done": exp.done, "progress": exp.progress()}
         if exp.done:
-            out["result"] = exp.result()
+            out["result"] = exp.result() if finish is None else finish(session, exp.result())
         return out
 
     start.__name__, advance.__name__ = f"{name}_start", f"{name}_advance"
