@@ -10,8 +10,8 @@ Embed this dialog (docs/screenshot-embed-dialog.png); and the course: its map an
 (sampling, the cache, beam search and drafts, paging), 1280 px light and 360 px dark
 (docs/screenshot-map-*.png, docs/screenshot-chapter-*.png); and the real model loaded and run in
 the workbench, 1280 px light and 360 px dark, a two-turn chat with it, and two chapters on it
-(a cache bug garbling its answer, the temperature experiment), 1280 px light and 360 px dark
-(docs/screenshot-real-*.png; --real: those alone).
+(a cache bug garbling its answer, the temperature experiment) and its two engines side by side,
+1280 px light and 360 px dark (docs/screenshot-real-*.png; --real: those alone).
 """
 
 import sys
@@ -320,6 +320,20 @@ def shoot_real_serving_and_accuracy(browser, url, docs: Path, width: int, scheme
     page.context.close()
 
 
+def shoot_real_engines(browser, url, docs: Path, width: int, scheme: str) -> None:
+    """The cache chapter's last panel: "What is the capital of France?" through both engines,
+    where their greedy answers part at the first token (docs/screenshot-real-engines-*.png)."""
+    from tests.e2e.conftest import reveal
+
+    page = real_page(browser, url, width, scheme)
+    reveal(page, "#twoengines-message").fill("What is the capital of France?")
+    page.locator("#twoengines-run").click()
+    page.wait_for_selector("#twoengines[data-state=done]", timeout=600_000)
+    page.locator("#twoengines").screenshot(
+        path=str(docs / f"screenshot-real-engines-{width}-{scheme}.png"))
+    page.context.close()
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -336,6 +350,7 @@ def main() -> int:
             for width, scheme in ((1280, "light"), (360, "dark")):
                 shoot_real_chapters(browser, url, docs, width, scheme)
                 shoot_real_serving_and_accuracy(browser, url, docs, width, scheme)
+                shoot_real_engines(browser, url, docs, width, scheme)
             if "--real" in sys.argv:  # the real model's pictures alone
                 browser.close()
                 return 0

@@ -83,14 +83,16 @@ def test_the_commands_take_their_fields_defaults_and_the_page_never_imports_the_
     """A setting left out of a command is its field's default there (the CLI gives generate
     and chat no defaults of their own); and the page's Python, which writes commands at every
     run, never imports the CLI (argparse is not in the runtime's snapshot: a return visit would
-    import it again)."""
+    import it again), nor at its start the GGUF reader (its tokenizer's unicodedata, which the
+    model's load brings)."""
     from decodelab.entry.cli import COMMANDS, build_parser
 
     assert COMMANDS["generate"][3] == COMMANDS["chat"][3] == {}
     chat = build_parser().parse_args(["chat", "--message", "x"])
     assert set(CHAT_SETTINGS) <= set(vars(chat))
     out = subprocess.run([sys.executable, "-c", "import sys, decodelab.entry.webapi; "
-                          "print(sorted({'argparse', 'gettext'} & set(sys.modules)))"],
+                          "print(sorted({'argparse', 'gettext', 'unicodedata'} & "
+                          "set(sys.modules)))"],
                          capture_output=True, text=True, check=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT / "py")))
     assert out.stdout.strip() == "[]"

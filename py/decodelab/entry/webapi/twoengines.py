@@ -7,7 +7,6 @@ from decodelab.core.kernels import kernels
 from decodelab.entry.webapi.registry import Session, endpoint
 from decodelab.errors import FieldError
 from decodelab.lesson.twoengines import compare_steps
-from decodelab.pretrained.model import reference_steps
 
 MAX_STEPS = 32  # tokens of each engine's answer: each step is a decode on both
 MAX_MESSAGE = 2000  # characters of the message
@@ -43,6 +42,9 @@ def _twoengines(session: Session, req: dict):
     """{"message", "answer_tokens"} -> lesson.twoengines' comparison, with the prompt's length, each
     engine's KV cache per position (its arrays' bytes) and where the quantized products ran;
     in slices (the twin is made a few million weights a piece, then a step a piece)."""
+    from decodelab.pretrained.model import reference_steps  # (the page's start imports no
+    # reader of GGUF files: its tokenizer's Unicode tables come with the model's load)
+
     message, steps = read(req)
     library = session.library
     if library.engine != "quantized":
