@@ -107,10 +107,26 @@ EXPORT void dl_quantize_q8(const float *x, int n, int k, int8_t *q, float *d, fl
 #define UNPACK_FROM 4 /* activation rows from which a block is unpacked once for all */
 
 /* The integer sums of one block of 8 weight rows (w: 32 values x 8 rows, as 16-bit integers)
- * with one activation block x (32 int8): acc[r] = sum_j w[j][r] * x[j], exact. `small`: the
- * weights are 4-bit (0..15), so 16 products (at most 15 x 128 each) add in 16 bits. */
-static inline void block_sums(const int16_t *w, const int8_t *x, int32_t *acc, int small) {
+ * with one activation block x (32 int8): acc[r] = sum_j w[j][r] * x[j], exact; in the
+ * WebAssembly build as two vectors of four rows (lo, hi). `small`: the weights are 4-bit
+ * (0..15), so 16 products (at most 15 x 128 each) add in 16 bits. */
 #ifdef __wasm_simd128__
+/* A block's part of 8 rows' sums, four rows a vector, the operations of the scalar loops
+ * below in the same order lane by lane (so the same bits): Q4_1's
+ *   o[r] = o[r] + ((d[r] * dx) * acc[r] + m[r] * sx)
+ * and, with m 0, Q8_0's o[r] = o[r] + (d[r] * dx) * acc[r]. */
+static inline v128_t block_part(v128_t o, const float *d, const float *m, v128_t dx, v128_t sx,
+                                v128_t acc) {
+    v128_t part = wasm_f32x4_mul(wasm_f32x4_mul(wasm_v128_load(d), dx),
+                                 wasm_f32x4_convert_i32x4(acc));
+    if (m) part = wasm_f32x4_add(part, wasm_f32x4_mul(wasm_v128_load(m), sx));
+    return wasm_f32x4_add(o, part);
+}
+#endif
+
+#ifdef __wasm_simd128__
+static inline void block_sums(const int16_t *w, const int8_t *x, v128_t *lo, v128_t *hi,
+                              int small) {
     v128_t a0 = wasm_i32x4_splat(0), a1 = a0;
     if (small) {
         for (int half = 0; half < QK; half += 16) {
@@ -128,15 +144,16 @@ static inline void block_sums(const int16_t *w, const int8_t *x, int32_t *acc, i
             a1 = wasm_i32x4_add(a1, wasm_i32x4_extmul_high_i16x8(v, xj));
         }
     }
-    wasm_v128_store(acc, a0);
-    wasm_v128_store(acc + 4, a1);
+    *lo = a0;
+    *hi = a1;
+}
 #else
-    (void)small;
+static inline void block_sums(const int16_t *w, const int8_t *x, int32_t *acc) {
     for (int r = 0; r < ROWS; r++) acc[r] = 0;
     for (int j = 0; j < QK; j++)
         for (int r = 0; r < ROWS; r++) acc[r] += (int32_t)w[j * ROWS + r] * x[j];
-#endif
 }
+#endif
 
 /* A few activation rows (a decode step): each block's nibbles read straight, no unpacking. */
 static void q4_1_direct(const uint8_t *wq, const float *wd, const float *wm, int rows,
@@ -148,11 +165,13 @@ static void q4_1_direct(const uint8_t *wq, const float *wd, const float *wm, int
             const int8_t *x = xq + (int64_t)t * k;
             const float *dx = xd + (int64_t)t * nb, *sx = xs + (int64_t)t * nb;
             float sum[ROWS] = {0};
+#ifdef __wasm_simd128__
+            v128_t s0 = wasm_f32x4_splat(0.0f), s1 = s0;
+#endif
             for (int b = 0; b < nb; b++) {
                 int64_t at = (int64_t)g * nb + b;
                 const uint8_t *p = wq + at * 16 * ROWS;
                 const float *d = wd + at * ROWS, *m = wm + at * ROWS;
-                int32_t acc[ROWS] = {0};
 #ifdef __wasm_simd128__
                 /* 8 rows in 16-bit lanes: |lo * x + hi * x'| <= 3,810, so 8 of them add
                  * in 16 bits before they are widened (exact, as every integer sum here) */
@@ -169,23 +188,29 @@ static void q4_1_direct(const uint8_t *wq, const float *wd, const float *wm, int
                     a0 = wasm_i32x4_add(a0, wasm_i32x4_extend_low_i16x8(s));
                     a1 = wasm_i32x4_add(a1, wasm_i32x4_extend_high_i16x8(s));
                 }
-                wasm_v128_store(acc, a0);
-                wasm_v128_store(acc + 4, a1);
+                v128_t vdx = wasm_f32x4_splat(dx[b]), vsx = wasm_f32x4_splat(sx[b]);
+                s0 = block_part(s0, d, m, vdx, vsx, a0);
+                s1 = block_part(s1, d + 4, m + 4, vdx, vsx, a1);
 #else
+                int32_t acc[ROWS] = {0};
                 for (int j = 0; j < 16; j++) {
                     int32_t lo = x[b * QK + j], hi = x[b * QK + j + 16];
                     for (int r = 0; r < ROWS; r++)
                         acc[r] += (int32_t)(p[j * ROWS + r] & 15) * lo +
                                   (int32_t)(p[j * ROWS + r] >> 4) * hi;
                 }
-#endif
                 float dxb = dx[b], sxb = sx[b];
                 for (int r = 0; r < ROWS; r++) {
                     float part = (d[r] * dxb) * (float)acc[r];
                     float shift = m[r] * sxb;
                     sum[r] = sum[r] + (part + shift);
                 }
+#endif
             }
+#ifdef __wasm_simd128__
+            wasm_v128_store(sum, s0);
+            wasm_v128_store(sum + 4, s1);
+#endif
             for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = sum[r];
         }
     }
@@ -199,11 +224,13 @@ static void q8_0_direct(const int8_t *wq, const float *wd, int rows, int k,
             const int8_t *x = xq + (int64_t)t * k;
             const float *dx = xd + (int64_t)t * nb;
             float sum[ROWS] = {0};
+#ifdef __wasm_simd128__
+            v128_t s0 = wasm_f32x4_splat(0.0f), s1 = s0;
+#endif
             for (int b = 0; b < nb; b++) {
                 int64_t at = (int64_t)g * nb + b;
                 const int8_t *p = wq + at * QK * ROWS;
                 const float *d = wd + at * ROWS;
-                int32_t acc[ROWS] = {0};
 #ifdef __wasm_simd128__
                 v128_t a0 = wasm_i32x4_splat(0), a1 = a0;
                 for (int j = 0; j < QK; j++) {
@@ -212,17 +239,23 @@ static void q8_0_direct(const int8_t *wq, const float *wd, int rows, int k,
                     a0 = wasm_i32x4_add(a0, wasm_i32x4_extmul_low_i16x8(w, v));
                     a1 = wasm_i32x4_add(a1, wasm_i32x4_extmul_high_i16x8(w, v));
                 }
-                wasm_v128_store(acc, a0);
-                wasm_v128_store(acc + 4, a1);
+                v128_t vdx = wasm_f32x4_splat(dx[b]), none = vdx;
+                s0 = block_part(s0, d, 0, vdx, none, a0);
+                s1 = block_part(s1, d + 4, 0, vdx, none, a1);
 #else
+                int32_t acc[ROWS] = {0};
                 for (int j = 0; j < QK; j++) {
                     int32_t v = x[b * QK + j];
                     for (int r = 0; r < ROWS; r++) acc[r] += (int32_t)p[j * ROWS + r] * v;
                 }
-#endif
                 float dxb = dx[b];
                 for (int r = 0; r < ROWS; r++) sum[r] = sum[r] + (d[r] * dxb) * (float)acc[r];
+#endif
             }
+#ifdef __wasm_simd128__
+            wasm_v128_store(sum, s0);
+            wasm_v128_store(sum + 4, s1);
+#endif
             for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = sum[r];
         }
     }
@@ -238,7 +271,6 @@ static void matmul_unpacked(const void *wq, const float *wd, const float *wm, in
                             float *out) {
     int nb = k / QK, q4 = wm != 0;
     int16_t w[QK * ROWS];
-    int32_t acc[ROWS];
     for (int g = 0; g < rows / ROWS; g++) {
         for (int t = 0; t < n; t++)
             for (int r = 0; r < ROWS; r++) out[(int64_t)t * rows + g * ROWS + r] = 0.0f;
@@ -256,9 +288,19 @@ static void matmul_unpacked(const void *wq, const float *wd, const float *wm, in
                 for (int i = 0; i < QK * ROWS; i++) w[i] = p[i];
             }
             for (int t = 0; t < n; t++) {
-                block_sums(w, xq + (int64_t)t * k + b * QK, acc, q4);
                 float dx = xd[(int64_t)t * nb + b];
                 float *o = out + (int64_t)t * rows + g * ROWS;
+#ifdef __wasm_simd128__
+                v128_t a0, a1;
+                block_sums(w, xq + (int64_t)t * k + b * QK, &a0, &a1, q4);
+                v128_t vdx = wasm_f32x4_splat(dx);
+                v128_t vsx = wasm_f32x4_splat(q4 ? xs[(int64_t)t * nb + b] : 0.0f);
+                wasm_v128_store(o, block_part(wasm_v128_load(o), d, m, vdx, vsx, a0));
+                wasm_v128_store(o + 4, block_part(wasm_v128_load(o + 4), d + 4, q4 ? m + 4 : 0,
+                                                  vdx, vsx, a1));
+#else
+                int32_t acc[ROWS];
+                block_sums(w, xq + (int64_t)t * k + b * QK, acc);
                 if (q4) {
                     float sx = xs[(int64_t)t * nb + b];
                     for (int r = 0; r < ROWS; r++) {
@@ -269,6 +311,7 @@ static void matmul_unpacked(const void *wq, const float *wd, const float *wm, in
                 } else {
                     for (int r = 0; r < ROWS; r++) o[r] = o[r] + (d[r] * dx) * (float)acc[r];
                 }
+#endif
             }
         }
     }
