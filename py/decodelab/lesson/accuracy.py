@@ -367,9 +367,9 @@ def engines_compared(a: dict, b: dict) -> dict:
                      "these runs, quantization changed the share of right answers by more "
                      "than chance.")
     else:
-        words.append("At every temperature the two engines' intervals overlap: these runs "
-                     "cannot tell their shares of right answers apart. Quantization changed "
-                     "some answers' words, not how often they were right that this many runs "
-                     "can see; ask more questions or take more samples for a finer look.")
+        words.append("At every temperature the two engines' intervals overlap: however many "
+                     "answers' words quantization changed, these runs cannot tell the two "
+                     "engines' shares of right answers apart; ask more questions or take more "
+                     "samples for a finer look.")
     return {"engines": [first["engine"], second["engine"]], "rows": rows, "runs": total,
             "alike": alike, "text": " ".join(words)}
