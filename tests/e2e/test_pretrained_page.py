@@ -273,6 +273,9 @@ def test_the_model_runs_on_llama_cpp_s_arithmetic_and_the_reference_is_one_click
     assert len(lines) == 6 and all("loaded on the quantized engine (llama.cpp" in t for t in lines)
     trace, expected = run_as_the_cli(app, 6)
     assert " Paris" in trace["text"]
+    # its link carries what applies to it: no dataset, no tokenizer (it brings its own)
+    link = app.locator("#share-link").input_value()
+    assert "model=smollm2" in link and "dataset=" not in link and "tokenizer=" not in link, link
     assert "--engine=quantized" in app.locator("#command").inner_text()  # the run's command line
     assert_same_trace(trace, run_shown(app), tol=1e-6)  # which repeats it
     # the same logits bit for bit (the kernels and `kernels.portable`); the probabilities made

@@ -191,7 +191,8 @@ export function installEmbedder({ store, hooks, form: settingsForm }) {
       notes.push("Your own training text stays in this page, so the widget uses the default dataset.");
       delete values.dataset;
     }
-    const names = store.state.names.filter((n) => n in values && JSON.stringify(values[n]) !== JSON.stringify(defaults[n]));
+    const applies = python.applies || {}; // (a model with its own data takes no dataset)
+    const names = store.state.names.filter((n) => n in values && applies[n] !== false && JSON.stringify(values[n]) !== JSON.stringify(defaults[n]));
     const shown = names.map((n) => {
       const v = values[n];
       return `${settingsForm.label(n)} ${Array.isArray(v) ? v.map((s) => JSON.stringify(s)).join(" ") : typeof v === "string" ? JSON.stringify(v) : v}`;

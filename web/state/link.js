@@ -125,10 +125,14 @@ export async function check(store, raw) {
   return { values, errors };
 }
 
-/** This page with the form's settings in the address (plus the theme, when one is forced). */
+/** This page with the form's settings in the address (plus the theme, when one is forced):
+ * those that apply to the model chosen, as Python last said (a model that brings its own
+ * tokenizer and data, SmolLM2, takes no dataset or tokenizer). */
 export function pageLink(store, extra = {}) {
   const theme = document.documentElement.dataset.theme;
-  const query = settingsQuery(store.values(), store.state.names, { ...(theme ? { theme } : {}), ...extra });
+  const applies = (store.state.check && store.state.check.applies) || {};
+  const names = store.state.names.filter((name) => applies[name] !== false);
+  const query = settingsQuery(store.values(), names, { ...(theme ? { theme } : {}), ...extra });
   const url = new URL(location.href);
   url.search = query;
   url.hash = "";
