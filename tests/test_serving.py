@@ -638,3 +638,21 @@ def test_a_tree_block_above_a_running_request_s_own_copy_is_not_counted_free(lib
     again.release()
     assert tree.evictable() == 5
     assert tree.evict(pool.num_blocks) == 5 and len(pool.free) == pool.num_blocks
+
+
+def test_the_command_a_serving_run_shows_serves_it_again(lib):
+    """The command line under a served workload (Serving.command, written as the workbench's
+    are) run as a learner would copy it: the same requests, schedule and sharing."""
+    import shlex
+
+    from decodelab.lesson.serving import serve
+    from tests.test_cli import ok
+
+    shown = serve(lib, {"dataset": "prose", "tokenizer": "chars", "block_size": 4, "seed": 9,
+                        "workload": ["0 5 The cat's", "1 7 A day"], "parallel_samples": 2,
+                        "max_running": 3})  # (quotes and spaces, as a shell reads them)
+    words = shlex.split(shown["command"])
+    assert words[:4] == ["python3", "-m", "decodelab", "paged"] and words[-1] == "--json"
+    again = ok(*words[3:])
+    assert again.pop("measured").keys() == shown.pop("measured").keys()  # (wall time: its own)
+    assert again == json.loads(json.dumps(shown))

@@ -978,6 +978,7 @@ def test_serving_chat_requests_of_the_real_model(app):
     for key in ("steps", "static_steps", "prefix_hit_rate", "prefill_tokens_saved", "system",
                 "memory_blocks", "command"):
         assert got[key] == want[key], key
+    assert f"--model=smollm2 --engine={ENGINE}" in got["command"]  # the engine it served on
     summary = app.locator("#serving-summary").inner_text()
     assert f"Every request began with the system message “{want['system']}”." in summary
     assert "The requests’ prefills took" in summary

@@ -57,9 +57,9 @@ def test_a_workload_served_in_the_page_equals_the_command_line(app):
         assert got[key] == want[key], key
     assert got["waste"] == pytest.approx(want["waste"])
     assert got["copies_on_write"] > 0  # samples share their prompt's last block, then copy it
-    assert got["command"] == ("python -m decodelab paged --model transformer --dataset prose "
-                              "--tokenizer chars --block-size 8 --seed 5 --requests 10 "
-                              "--parallel-samples 2 --json")
+    assert got["command"] == ("python3 -m decodelab paged --model=transformer --dataset=prose "
+                              "--tokenizer=chars --block-size=8 --seed=5 --requests=10 "
+                              "--parallel-samples=2 --json")
     assert app.locator("#serving-command").inner_text() == got["command"]
     # the step view: one square per block, a table row per request that decoded
     frames = got["frames"]

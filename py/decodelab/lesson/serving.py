@@ -428,26 +428,28 @@ class Serving(Planned):
 
 
     def command(self) -> str:
-        """The command line that serves this workload again and prints it as JSON."""
+        """The command line that serves this workload again and prints it as JSON, written as
+        the workbench's are (entry/command.py: python3, --option=value), and for the real model
+        on the engine it ran on."""
         import shlex  # here, not at the page's start (its Python is snapshotted before)
 
         v = self.values
-        args = ["python", "-m", "decodelab", "paged", "--model", self.model_name]
-        if not self.model.own_data:
-            args += ["--dataset", v["dataset"], "--tokenizer", v["tokenizer"]]
-        args += ["--block-size", str(v["block_size"]), "--seed", str(v["seed"])]
-        own = [line for line in v["workload"] if line.strip()]
-        if own:
-            for line in own:
-                args += ["--workload", line.strip()]
+        pairs = [("model", self.model_name)]
+        if self.model.own_data:  # the real model: its arithmetic (--engine), no dataset
+            pairs.append(("engine", self.model.engine))
         else:
-            args += ["--requests", str(v["requests"])]
+            pairs += [("dataset", v["dataset"]), ("tokenizer", v["tokenizer"])]
+        pairs += [("block-size", v["block_size"]), ("seed", v["seed"])]
+        own = [line.strip() for line in v["workload"] if line.strip()]
+        pairs += [("workload", line) for line in own] if own else [("requests", v["requests"])]
         if v["memory_blocks"] is not None:
-            args += ["--memory-blocks", str(v["memory_blocks"])]
+            pairs.append(("memory-blocks", v["memory_blocks"]))
         for name in ("max_running", "parallel_samples"):
             if v[name] != FIELD_BY_NAME[name].default:
-                args += ["--" + name.replace("_", "-"), str(v[name])]
-        return shlex.join(args + ["--json"])
+                pairs.append((name.replace("_", "-"), v[name]))
+        words = ["python3", "-m", "decodelab", "paged"]
+        words += [f"--{flag}={shlex.quote(str(value))}" for flag, value in pairs]
+        return " ".join(words + ["--json"])
 
 
 def _waste(scheduler, window: int) -> dict:
