@@ -35,6 +35,12 @@ export function pagedWords(r) {
   return `Paged in blocks of ${v.block_size} positions (as vLLM keeps it): ${r.blocks_per_sequence.toLocaleString("en")} blocks per sequence, ${bytes(r.paged_total_bytes)} in total; ${room}. A cache reserved for a longer window than the text would hold that room from the start.`;
 }
 
+/** A menu of Python's choices ({id, label}), then one for numbers of one's own (value ""). */
+function fillMenu(select, items, own) {
+  select.replaceChildren(...items.map((item) => Object.assign(el("option", null, item.label), { value: item.id })),
+    Object.assign(el("option", null, own), { value: "" }));
+}
+
 export function createMemoryView(app, live) {
   const dom = {
     form: $("mem-form"),
@@ -105,21 +111,13 @@ export function createMemoryView(app, live) {
     dom.form.classList.remove("is-stale");
     if (!presets.length) {
       presets = reply.presets;
-      dom.preset.replaceChildren(...presets.map((p) => {
-        const o = el("option", null, p.label);
-        o.value = p.id;
-        return o;
-      }), Object.assign(el("option", null, "Your own numbers"), { value: "" }));
+      fillMenu(dom.preset, presets, "Your own numbers");
       dom.preset.value = reply.preset || chosen; // (a preset or numbers set before the menu came)
       fillComparison();
     }
     if (!cacheTypes.length) {
       cacheTypes = reply.cache_types;
-      dom.cacheType.replaceChildren(...cacheTypes.map((t) => {
-        const o = el("option", null, t.label);
-        o.value = t.id;
-        return o;
-      }), Object.assign(el("option", null, "Other: the bytes below"), { value: "" }));
+      fillMenu(dom.cacheType, cacheTypes, "Other: the bytes below");
       dom.cacheType.disabled = false;
     }
     dom.cacheType.value = reply.cache_type || ""; // what these bytes per number are

@@ -40,18 +40,23 @@ export function accuracyChart(rows) {
   return chart;
 }
 
+/** addRow(words, cells): a row of the table body, its head cell the words. */
+function rowAdder(tbody) {
+  return (words, cells) => {
+    const tr = el("tr");
+    const th = el("th", null, words);
+    th.scope = "row";
+    tr.append(th, ...cells.map((c) => el("td", null, c)));
+    tbody.append(tr);
+  };
+}
+
 function table(result, label) {
   const t = el("table", "data-table xp-table");
   const engine = result.engine ? `, on the ${label(result.engine)} engine` : "";
   t.append(el("caption", null, `${plural(result.questions, "question", "questions")} (${result.asked}), ${plural(result.samples, "sample", "samples")} each (one at T = 0), at most ${result.budget} new tokens per run${engine}`));
   const tbody = el("tbody");
-  const addRow = (label, cells) => {
-    const tr = el("tr");
-    const th = el("th", null, label);
-    th.scope = "row";
-    tr.append(th, ...cells.map((c) => el("td", null, c)));
-    tbody.append(tr);
-  };
+  const addRow = rowAdder(tbody);
   const rows = result.rows;
   addRow("Right answers", rows.map((r) => `${r.correct} of ${r.runs}`));
   addRow("Accuracy", rows.map((r) => pct(r.accuracy)));
@@ -68,13 +73,7 @@ export function enginesTable(both, label) {
   const t = el("table", "data-table xp-table acc-engines");
   t.append(el("caption", null, `The same ${plural(both.runs, "run", "runs")} on both engines`));
   const tbody = el("tbody");
-  const addRow = (words, cells) => {
-    const tr = el("tr");
-    const th = el("th", null, words);
-    th.scope = "row";
-    tr.append(th, ...cells.map((c) => el("td", null, c)));
-    tbody.append(tr);
-  };
+  const addRow = rowAdder(tbody);
   for (const engine of both.engines) {
     addRow(label(engine), both.rows.map((r) => `${r[engine].correct} of ${r.runs} (${pct(r[engine].low)} to ${pct(r[engine].high)})`));
   }
