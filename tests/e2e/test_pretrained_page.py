@@ -643,6 +643,15 @@ def test_the_two_engines_side_by_side_are_the_lessons_numbers(app):
     assert app.locator("#twoengines").get_attribute("data-state") == "invalid"
     assert app.locator("#twoengines-out").is_visible()
     app.get_by_label("Tokens of each answer").fill("16")
+    # Stop while the twin is made: the comparison is given up between two pieces, said, and
+    # the one on screen stays
+    app.get_by_role("button", name="Compare the engines").click()
+    app.wait_for_function("() => document.getElementById('twoengines').dataset.state === 'running'")
+    app.get_by_role("button", name="Stop the comparison").click()
+    app.wait_for_function("() => document.getElementById('twoengines').dataset.state === 'stopped'",
+                          timeout=30_000)
+    assert "Stopped before it finished" in app.locator("#twoengines-status").inner_text()
+    assert app.locator("#twoengines-out").is_visible()
     assert app.errors == []
 
 

@@ -120,7 +120,7 @@ export function createTwoEngines(app) {
     if (!before || !after || before.wasm_bytes == null || after.wasm_bytes == null) return "";
     const grew = after.wasm_bytes - before.wasm_bytes;
     const how = grew > 0
-      ? `it grew by ${bytes(grew)} for the float32 twin, which Python let go after; WebAssembly memory never shrinks, so the room stays, for Python to use again`
+      ? `it grew by ${bytes(grew)} for the comparison, mostly the float32 twin, which Python let go after; WebAssembly memory never shrinks, so the room stays, for Python to use again`
       : "the room the float32 twin took was there already, from an earlier comparison or run";
     return `This page’s WebAssembly memory: ${bytes(before.wasm_bytes)} before the comparison and ${bytes(after.wasm_bytes)} after; ${how}.`;
   }
