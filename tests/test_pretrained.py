@@ -397,8 +397,8 @@ def test_paged_serves_chats_of_the_real_model_and_each_request_is_its_run_alone(
     assert served["system"] == smol.template.default_system
     # the default pool: 8 full windows would be 755 MB; 32 MB of blocks of 4 positions instead
     assert served["window"] == 2048 and served["memory_blocks"] == POOL_BYTES // (4 * 46_080)
-    assert served["command"] == ("python -m decodelab paged --model smollm2 --block-size 4 "
-                                 "--seed 1 --requests 3 --json")
+    assert served["command"] == ("python3 -m decodelab paged --model=smollm2 --engine=reference "
+                                 "--block-size=4 --seed=1 --requests=3 --json")
     assert served["waste"]["paged"] < served["waste"]["contiguous_actual"] < \
         served["waste"]["contiguous_max"]
     assert served["measured"]["prefill_s"] > 0 and served["measured"]["prefill_s_without_tree"] > 0
