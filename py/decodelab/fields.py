@@ -391,8 +391,8 @@ RUN_FIELDS = tuple(f for f in FIELDS if f.group)
 
 
 # the names of what a request may carry besides the table's fields, as the page says them
-OTHER_LABELS = {"messages": "The conversation", "message": "Message", "answer_tokens": "Tokens of each answer",
-                "engine": "Engine"}
+OTHER_LABELS = {"messages": "The conversation", "message": "Message",
+                "answer_tokens": "Tokens of each answer", "engine": "Engine"}
 
 
 def label_of(name: str) -> str:

@@ -956,7 +956,8 @@ def test_the_accuracy_experiment_asks_the_real_model(app):
     table = app.locator("#acc-results table").inner_text()
     assert "capitals and small sums" in table and "Tool call not readable" not in table
     assert result["engine"] == ENGINE and "on the Quantized (as llama.cpp) engine" in table
-    assert "run the same experiment again" in app.locator("#acc-results .acc-engines-hint").inner_text()
+    hint = app.locator("#acc-results .acc-engines-hint").inner_text()
+    assert "run the same experiment again" in hint
     assert "12 + 19 = 22" in app.locator("#acc-results").text_content()  # greedy's wrong sum (folded)
     # the tasks model again: its own defaults and the calculator back
     app.locator("#acc-model").select_option("transformer")

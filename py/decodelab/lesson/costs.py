@@ -59,7 +59,8 @@ CACHE_TYPES = (
     {"id": "f64", "label": "float64", "bytes": 8,
      "note": "8 bytes a number: what this page's small transformers decode in."},
     {"id": "f32", "label": "float32", "bytes": 4,
-     "note": "4 bytes a number: the reference engine's cache, as transformers keeps it in float32."},
+     "note": "4 bytes a number: the reference engine's cache, as transformers keeps it in "
+             "float32."},
     {"id": "f16", "label": "16-bit (float16 or bfloat16)", "bytes": 2,
      "note": "2 bytes a number: llama.cpp's default cache type, and a half-precision model's."},
     {"id": "q8_0", "label": "q8_0: 8-bit blocks", "bytes": 34 / 32,
